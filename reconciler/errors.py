@@ -1,0 +1,44 @@
+"""Models: the one error hierarchy of denv.
+
+The CLI turns a `DenvError` into its message and exit status 1; anything else is a bug
+(traceback, exit 3). Expected refusals that callers reason about are data, not exceptions.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, order=True)
+class Problem:
+    """One finding in one file, printed as `path:line:col: message`."""
+
+    path: str
+    line: int
+    col: int
+    message: str
+    warning: bool = False
+
+    def __str__(self) -> str:
+        kind = "warning: " if self.warning else ""
+        return f"{self.path}:{self.line}:{self.col}: {kind}{self.message}"
+
+
+class DenvError(Exception):
+    """A failure the user can act on; its message is shown as is."""
+
+
+class SpecError(DenvError):
+    """Invalid files: every problem found, not only the first."""
+
+    def __init__(self, problems: list[Problem]) -> None:
+        self.problems = sorted(problems)
+        super().__init__("\n".join(str(p) for p in self.problems))
+
+
+class NotFound(DenvError):
+    """A named thing (recipe, fleet, result, row) does not exist."""
+
+
+class UsageError(DenvError):
+    """A command-line value is malformed; the message names the bad part."""

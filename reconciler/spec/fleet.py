@@ -1,0 +1,66 @@
+"""Models: a fleet (fleets/<name>.yaml) — GPUs that denv places engines on."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, NonNegativeInt, PositiveFloat, PositiveInt, model_validator
+
+from reconciler.spec.base import Slug, Spec
+
+
+class SshSettings(Spec):
+    user: str = Field(min_length=1, pattern=r"^[A-Za-z0-9._-]+$")
+    key_file: str | None = None
+    port: int = Field(default=22, ge=1, le=65535)
+    known_hosts: str | None = None
+    # Test hosts only: skips host-key checks, and denv warns each time it does.
+    check_host_keys: bool = True
+    connect_timeout: float = Field(default=10.0, gt=0)
+
+
+class Host(Spec):
+    name: Slug
+    address: str | None = Field(default=None, pattern=r"^[A-Za-z0-9.:_-]+$")
+    gpus: NonNegativeInt
+    # Hosts that share an NVLink domain (e.g. the trays of one NVL72 rack) name the same id.
+    domain: Slug | None = None
+
+
+class FleetPrice(Spec):
+    gpu_hour: PositiveFloat
+    note: str | None = None
+
+
+class Fleet(Spec):
+    name: Slug
+    provider: str = Field(min_length=1)
+    region: str | None = None
+    hardware: Slug
+    domain: PositiveInt | None = None  # GPUs per NVLink domain; default: the hardware's
+    price: FleetPrice | None = None
+    transport: Literal["local", "ssh"] = "ssh"
+    ssh: SshSettings | None = None
+    hosts: list[Host] = Field(min_length=1)
+    trial_gpus: NonNegativeInt = 0
+    simulated: bool = False
+
+    @property
+    def gpus(self) -> int:
+        return sum(host.gpus for host in self.hosts)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Fleet:
+        if self.transport == "ssh" and self.ssh is None:
+            raise ValueError("transport ssh needs an ssh block (user, key_file, port)")
+        names = [host.name for host in self.hosts]
+        duplicates = sorted({n for n in names if names.count(n) > 1})
+        if duplicates:
+            raise ValueError(f"host names must be unique: {', '.join(duplicates)}")
+        if self.trial_gpus > self.gpus:
+            raise ValueError(f"trial_gpus ({self.trial_gpus}) exceeds the fleet's {self.gpus} GPUs")
+        return self
+
+
+class FleetFile(Spec):
+    fleet: Fleet

@@ -1,0 +1,151 @@
+"""Models: a recipe (recipes/<model>/<name>@<rev>.yaml) — what one engine runs.
+
+Settings are engine-neutral levers; each engine module maps them to its flags.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field, PositiveInt, StrictBool, model_validator
+
+from reconciler.spec.base import Citation, RecipeId, Slug, Spec
+
+EngineName = Literal["vllm", "sglang", "sim"]
+LAUNCHABLE_ENGINES: tuple[str, ...] = ("vllm", "sglang", "sim")
+
+
+class EngineRef(Spec):
+    name: EngineName
+    version: str = Field(pattern=r"^[0-9]+\.[0-9]+(\.[0-9]+)?([.-]?(post|rc|dev)[0-9]*)?$")
+
+
+class Parallel(Spec):
+    """Parallelism inside one replica. GPUs = tp × pp × dp, or tp × pp with attention DP
+    (SGLang's DP attention runs its DP ranks inside the TP group)."""
+
+    tp: PositiveInt = 1
+    pp: PositiveInt = 1
+    dp: PositiveInt = 1
+    ep: PositiveInt = 1
+    dp_attention: bool = False
+
+    @property
+    def gpus(self) -> int:
+        return self.tp * self.pp * (1 if self.dp_attention else self.dp)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Parallel:
+        if self.dp_attention and self.tp % self.dp:
+            raise ValueError(f"with dp_attention, dp ({self.dp}) must divide tp ({self.tp})")
+        if self.ep > self.gpus:
+            raise ValueError(f"ep ({self.ep}) exceeds the replica's {self.gpus} GPUs")
+        return self
+
+
+class Pool(Spec):
+    """Identical replicas of one role."""
+
+    replicas: PositiveInt = 1
+    gpus: PositiveInt
+    parallel: Parallel = Parallel()
+
+    @model_validator(mode="after")
+    def _gpus_match_parallel(self) -> Pool:
+        if self.gpus != self.parallel.gpus:
+            p = self.parallel
+            raise ValueError(
+                f"gpus is {self.gpus} but parallel gives {p.gpus} "
+                f"(tp {p.tp} × pp {p.pp} × dp {1 if p.dp_attention else p.dp})"
+            )
+        return self
+
+
+Role = Literal["aggregated", "prefill", "decode"]
+
+
+class AggregatedTopology(Spec):
+    mode: Literal["aggregated"]
+    replicas: PositiveInt = 1
+    gpus: PositiveInt
+    parallel: Parallel = Parallel()
+
+    @model_validator(mode="after")
+    def _gpus_match_parallel(self) -> AggregatedTopology:
+        Pool(replicas=self.replicas, gpus=self.gpus, parallel=self.parallel)
+        return self
+
+    def pools(self) -> list[tuple[Role, Pool]]:
+        return [("aggregated", Pool(replicas=self.replicas, gpus=self.gpus, parallel=self.parallel))]
+
+
+class DisaggregatedTopology(Spec):
+    mode: Literal["disaggregated"]
+    prefill: Pool
+    decode: Pool
+
+    def pools(self) -> list[tuple[Role, Pool]]:
+        return [("prefill", self.prefill), ("decode", self.decode)]
+
+
+Topology = Annotated[AggregatedTopology | DisaggregatedTopology, Field(discriminator="mode")]
+
+
+def total_gpus(topology: AggregatedTopology | DisaggregatedTopology) -> int:
+    """Every GPU of the deployment, prefill included."""
+    return sum(pool.replicas * pool.gpus for _, pool in topology.pools())
+
+
+KvDtype = Literal["auto", "bf16", "fp8", "fp8_e4m3", "fp8_e5m2"]
+Quantization = Literal["none", "fp8", "fp4", "nvfp4", "mxfp4", "int4", "awq", "gptq", "w8a8_fp8"]
+
+
+class KvCache(Spec):
+    dtype: KvDtype = "auto"
+    prefix_caching: bool = True
+    memory_fraction: float = Field(default=0.90, gt=0, le=1)
+    offload: Literal["none", "cpu"] = "none"
+    offload_gb: float | None = Field(default=None, gt=0)
+
+
+class Speculative(Spec):
+    method: Literal["none", "mtp", "eagle", "eagle3", "ngram", "draft_model"] = "none"
+    draft_tokens: PositiveInt | None = None
+    draft_model: str | None = None
+
+    @model_validator(mode="after")
+    def _complete(self) -> Speculative:
+        if self.method != "none" and self.draft_tokens is None:
+            raise ValueError(f"speculative method {self.method} needs draft_tokens")
+        if self.method in ("eagle", "eagle3", "draft_model") and not self.draft_model:
+            raise ValueError(f"speculative method {self.method} needs draft_model")
+        return self
+
+
+class Settings(Spec):
+    max_batch: PositiveInt | None = None
+    max_batched_tokens: PositiveInt | None = None
+    # true/false switch the engine's chunked prefill; a number is the chunk size in tokens.
+    chunked_prefill: StrictBool | PositiveInt | None = None
+    max_model_len: PositiveInt | None = None
+    dtype: Literal["auto", "bfloat16", "float16"] = "auto"
+    kv_cache: KvCache = KvCache()
+    speculative: Speculative = Speculative()
+    quantization: Quantization = "none"
+    cuda_graphs: bool = True
+
+
+class Recipe(Spec):
+    id: RecipeId
+    model: Slug
+    engine: EngineRef
+    hardware: list[Slug] = Field(min_length=1)
+    topology: Topology
+    settings: Settings = Settings()
+    args: list[str] = []
+    description: str | None = None
+    source: Citation | None = None
+
+
+class RecipeFile(Spec):
+    recipe: Recipe
