@@ -56,4 +56,3 @@ class Citation(Spec):
 
     url: str = Field(pattern=r"^https?://")
     note: str | None = None
-

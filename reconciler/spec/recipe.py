@@ -76,7 +76,9 @@ class AggregatedTopology(Spec):
         return self
 
     def pools(self) -> list[tuple[Role, Pool]]:
-        return [("aggregated", Pool(replicas=self.replicas, gpus=self.gpus, parallel=self.parallel))]
+        return [
+            ("aggregated", Pool(replicas=self.replicas, gpus=self.gpus, parallel=self.parallel))
+        ]
 
 
 class DisaggregatedTopology(Spec):

@@ -12,7 +12,9 @@ from pydantic import Field, NonNegativeInt, field_validator
 from reconciler.spec.base import HEX_COMMIT, Duration, RecipeId, Slug, Spec
 from reconciler.spec.recipe import Topology
 
-_WEIGHTS = re.compile(r"^(hf://[A-Za-z0-9._-]+/[A-Za-z0-9._-]+(@[A-Za-z0-9._/-]+)?|file:///\S+|s3://\S+)$")
+_WEIGHTS = re.compile(
+    r"^(hf://[A-Za-z0-9._-]+/[A-Za-z0-9._-]+(@[A-Za-z0-9._/-]+)?|file:///\S+|s3://\S+)$"
+)
 
 
 def weights_commit(weights: str) -> str | None:

@@ -1,0 +1,35 @@
+# The two commands of the Quickstart. Each sets up .venv and installs what it needs.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test lint schemas clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e '.[dev]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/denv validate
+	$(BIN)/denv bench --workload agent --latency 'p99<1.5s'
+	$(BIN)/denv bench get 1
+	$(BIN)/denv fleet list
+
+lint: $(STAMP)
+	$(BIN)/ruff check reconciler tests scripts
+	$(BIN)/ruff format --check reconciler tests scripts
+	$(BIN)/mypy
+	$(BIN)/lint-imports
+
+test: lint
+	$(BIN)/pytest -q
+
+# Regenerate the JSON Schemas the repository's YAML files point their editors to.
+schemas: $(STAMP)
+	$(BIN)/denv schema --out schemas
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

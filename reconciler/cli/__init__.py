@@ -1,0 +1,46 @@
+"""CLI: the typer app and its one error boundary.
+
+DenvError -> its message on stderr, exit 1; Ctrl-C -> exit 130; anything else is a bug:
+traceback, exit 3.
+"""
+
+from __future__ import annotations
+
+import sys
+import traceback
+
+import typer
+from typer.exceptions import Abort, TyperException
+
+from reconciler.cli import validate
+from reconciler.errors import DenvError
+
+app = typer.Typer(
+    name="denv",
+    help="Run LLM inference fleets from git.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+app.command("validate")(validate.validate)
+app.command("schema")(validate.schema)
+
+
+def main() -> None:
+    try:
+        # standalone_mode=False: click hands exit codes back instead of exiting itself
+        code = app(standalone_mode=False)
+    except DenvError as exc:
+        print(str(exc), file=sys.stderr)
+        sys.exit(1)
+    except (KeyboardInterrupt, Abort):
+        sys.exit(130)
+    except TyperException as exc:  # usage errors: the parser's own message, exit 2
+        show = getattr(exc, "show", None)
+        show() if callable(show) else print(exc, file=sys.stderr)
+        sys.exit(exc.exit_code)
+    except Exception:
+        traceback.print_exc()
+        print("denv: this is a bug; please report it with the traceback above.", file=sys.stderr)
+        sys.exit(3)
+    sys.exit(code if isinstance(code, int) else 0)

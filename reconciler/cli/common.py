@@ -1,0 +1,56 @@
+"""CLI helpers shared by the command modules: the repo option, loading, output."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from pydantic import BaseModel
+from rich.console import Console
+
+from reconciler.errors import SpecError
+from reconciler.spec.loader import open_repo
+from reconciler.spec.repo import Repo
+from reconciler.spec.sources import find_root
+
+RepoOption = Annotated[
+    Path,
+    typer.Option(
+        "--repo",
+        help="A denv repository (default: the one around the current folder).",
+        envvar="DENV_REPO",
+    ),
+]
+JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
+
+console = Console()
+errors = Console(stderr=True)
+
+
+def load(repo: Path, rev: str | None = None) -> Repo:
+    """A valid repository, or SpecError with every problem."""
+    loaded = open_repo(find_root(repo), rev)
+    if loaded.errors:
+        raise SpecError(loaded.problems)
+    return loaded
+
+
+def print_json(value: Any) -> None:
+    if isinstance(value, BaseModel):
+        text = value.model_dump_json(indent=2)
+    else:
+        text = json.dumps(value, indent=2, default=str)
+    typer.echo(text)
+
+
+def show(value: float | int | str | None, digits: int = 2) -> str:
+    """A figure for a table; '…' where the source does not give it."""
+    if value is None:
+        return "…"
+    if isinstance(value, float):
+        return f"{value:,.{digits}f}"
+    if isinstance(value, int):
+        return f"{value:,}"
+    return value

@@ -1,0 +1,219 @@
+"""Adapter: a work tree or git commit -> `Repo`, every file validated, every problem kept.
+
+Loading never stops at the first bad file: `denv validate` shows every error at once.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+from reconciler.errors import Problem
+from reconciler.spec.catalog import HardwareFile, ModelsFile, OffersFile
+from reconciler.spec.fleet import FleetFile
+from reconciler.spec.policy import AlarmsFile, GatesFile, OptimizerFile
+from reconciler.spec.problems import from_validation
+from reconciler.spec.recipe import RecipeFile
+from reconciler.spec.release import Promotions, Release
+from reconciler.spec.result import Result
+from reconciler.spec.repo import Repo
+from reconciler.spec.sources import FileSource, GitCommit, WorkTree
+from reconciler.spec.workload import WorkloadsFile
+from reconciler.spec.yamlio import YamlDoc, decode_utf8, parse_yaml, plain
+
+MAX_JSONL_BYTES = 64 * 1024 * 1024
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def _add(repo: Repo, problem: Problem | None) -> None:
+    if problem is not None:
+        repo.problems.append(problem)
+
+
+def _validate(repo: Repo, doc: YamlDoc, model: type[M]) -> M | None:
+    data = plain(doc.data)
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        repo.problems.extend(from_validation(doc.path, data, exc, doc.position))
+        return None
+
+
+def _load_hardware(repo: Repo, doc: YamlDoc) -> None:
+    if (parsed := _validate(repo, doc, HardwareFile)) is not None:
+        for index, hw in enumerate(parsed.hardware):
+            if hw.id in repo.hardware:
+                repo.problems.append(
+                    repo.problem(
+                        doc.path,
+                        ("hardware", index, "id"),
+                        f"hardware.id: '{hw.id}' is listed twice",
+                    )
+                )
+            repo.hardware[hw.id] = hw
+
+
+def _load_offers(repo: Repo, doc: YamlDoc) -> None:
+    if (parsed := _validate(repo, doc, OffersFile)) is not None:
+        repo.offers.extend(parsed.offers)
+
+
+def _load_models(repo: Repo, doc: YamlDoc) -> None:
+    if (parsed := _validate(repo, doc, ModelsFile)) is not None:
+        for index, arch in enumerate(parsed.models):
+            if arch.id in repo.models:
+                repo.problems.append(
+                    repo.problem(
+                        doc.path, ("models", index, "id"), f"models.id: '{arch.id}' is listed twice"
+                    )
+                )
+            repo.models[arch.id] = arch
+
+
+def _load_workloads(repo: Repo, doc: YamlDoc) -> None:
+    if (parsed := _validate(repo, doc, WorkloadsFile)) is not None:
+        repo.workloads.update({profile.id: profile for profile in parsed.workloads})
+
+
+def _load_recipe(repo: Repo, doc: YamlDoc) -> None:
+    if (parsed := _validate(repo, doc, RecipeFile)) is not None:
+        repo.recipes[parsed.recipe.id] = parsed.recipe
+        repo.origin[f"recipe:{parsed.recipe.id}"] = doc.path
+
+
+def _load_fleet(repo: Repo, doc: YamlDoc) -> None:
+    if (parsed := _validate(repo, doc, FleetFile)) is not None:
+        repo.fleets[parsed.fleet.name] = parsed.fleet
+        repo.origin[f"fleet:{parsed.fleet.name}"] = doc.path
+
+
+def _load_release(repo: Repo, doc: YamlDoc) -> None:
+    name = doc.path.split("/")[1]
+    if (parsed := _validate(repo, doc, Release)) is not None:
+        repo.releases[name] = parsed
+        repo.origin[f"release:{name}"] = doc.path
+
+
+def _load_promotions(repo: Repo, doc: YamlDoc) -> None:
+    name = doc.path.split("/")[1]
+    if (parsed := _validate(repo, doc, Promotions)) is not None:
+        repo.promotions[name] = parsed
+        repo.origin[f"promotions:{name}"] = doc.path
+
+
+def _load_policy(repo: Repo, doc: YamlDoc) -> None:
+    if doc.path.endswith("alarms.yaml"):
+        if (alarms := _validate(repo, doc, AlarmsFile)) is not None:
+            repo.policies = repo.policies.model_copy(update={"alarms": alarms.alarms})
+    elif doc.path.endswith("gates.yaml"):
+        if (gates := _validate(repo, doc, GatesFile)) is not None:
+            repo.policies = repo.policies.model_copy(update={"gates": gates.gates})
+    elif (rules := _validate(repo, doc, OptimizerFile)) is not None:
+        repo.policies = repo.policies.model_copy(update={"optimizer": rules.optimizer})
+
+
+# Which model reads which path; the first pattern that matches wins.
+YAML_KINDS: list[tuple[re.Pattern[str], Callable[[Repo, YamlDoc], None]]] = [
+    (re.compile(r"^catalog/hardware\.yaml$"), _load_hardware),
+    (re.compile(r"^catalog/offers\.yaml$"), _load_offers),
+    (re.compile(r"^catalog/models\.yaml$"), _load_models),
+    (re.compile(r"^catalog/workloads\.yaml$"), _load_workloads),
+    (re.compile(r"^recipes/[^/]+/[^/]+\.yaml$"), _load_recipe),
+    (re.compile(r"^fleets/[^/]+\.yaml$"), _load_fleet),
+    (re.compile(r"^releases/[^/]+/denv\.yaml$"), _load_release),
+    (re.compile(r"^releases/[^/]+/promotions\.yaml$"), _load_promotions),
+    (re.compile(r"^policies/(alarms|gates|optimizer)\.yaml$"), _load_policy),
+]
+
+
+def _load_result_json(repo: Repo, path: str, data: bytes) -> None:
+    doc, problem = parse_yaml(path, data)  # JSON is YAML: this keeps line numbers
+    if doc is None:
+        _add(repo, problem)
+        return
+    repo.docs[path] = doc
+    if (result := _validate(repo, doc, Result)) is not None:
+        repo.results.append(result)
+        repo.result_lines[result.id] = (path, 1)
+
+
+def _load_results_jsonl(repo: Repo, path: str, data: bytes) -> None:
+    if len(data) > MAX_JSONL_BYTES:
+        repo.problems.append(
+            Problem(path, 1, 1, f"file is {len(data):,} bytes; at most {MAX_JSONL_BYTES:,}")
+        )
+        return
+    text, problem = decode_utf8(path, data)
+    if text is None:
+        _add(repo, problem)
+        return
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            raw: Any = json.loads(line)
+        except (json.JSONDecodeError, RecursionError) as exc:
+            repo.problems.append(
+                Problem(
+                    path,
+                    number,
+                    getattr(exc, "colno", 1),
+                    f"not a JSON object: {getattr(exc, 'msg', exc)}",
+                )
+            )
+            continue
+        try:
+            result = Result.model_validate(raw)
+        except ValidationError as exc:
+            repo.problems.extend(from_validation(path, raw, exc, lambda _loc, n=number: (n, 1)))
+            continue
+        repo.results.append(result)
+        repo.result_lines[result.id] = (path, number)
+
+
+def load_repo(source: FileSource) -> Repo:
+    """Every denv file of `source`, validated; problems are collected in `repo.problems`."""
+    repo = Repo(label=source.label)
+    for path in source.files():
+        data = source.read(path)
+        if path.startswith("results/"):
+            if path.endswith(".jsonl"):
+                _load_results_jsonl(repo, path, data)
+            elif path.endswith(".json"):
+                _load_result_json(repo, path, data)
+            continue
+        loader = next((load for pattern, load in YAML_KINDS if pattern.match(path)), None)
+        if loader is None:
+            if path.endswith((".yaml", ".yml")) and not path.startswith("policies/parity/"):
+                repo.problems.append(
+                    Problem(
+                        path,
+                        1,
+                        1,
+                        "not a denv file kind; see docs/files.md for where files go",
+                        warning=True,
+                    )
+                )
+            continue
+        doc, problem = parse_yaml(path, data)
+        if doc is None:
+            _add(repo, problem)
+            continue
+        repo.docs[path] = doc
+        loader(repo, doc)
+    return repo
+
+
+def open_repo(root: Path, rev: str | None = None) -> Repo:
+    """Load a work tree (or a commit of it) and run the cross-file checks."""
+    from reconciler.spec.checks import check_repo
+
+    repo = load_repo(GitCommit(root, rev) if rev else WorkTree(root))
+    repo.problems += check_repo(repo)
+    return repo

@@ -1,0 +1,57 @@
+"""Models: a loaded denv repository — every file as validated models, and where each came
+from, so problems found later still name file, line and field."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from reconciler.errors import Problem
+from reconciler.spec.catalog import Hardware, ModelArch, Offer
+from reconciler.spec.fleet import Fleet
+from reconciler.spec.policy import Policies
+from reconciler.spec.recipe import Recipe
+from reconciler.spec.release import Promotions, Release
+from reconciler.spec.result import Result
+from reconciler.spec.workload import WorkloadProfile
+from reconciler.spec.yamlio import YamlDoc
+
+
+@dataclass
+class Repo:
+    """Everything a denv repository declares, as validated models."""
+
+    label: str
+    hardware: dict[str, Hardware] = field(default_factory=dict)
+    offers: list[Offer] = field(default_factory=list)
+    models: dict[str, ModelArch] = field(default_factory=dict)
+    workloads: dict[str, WorkloadProfile] = field(default_factory=dict)
+    recipes: dict[str, Recipe] = field(default_factory=dict)
+    fleets: dict[str, Fleet] = field(default_factory=dict)
+    releases: dict[str, Release] = field(default_factory=dict)
+    promotions: dict[str, Promotions] = field(default_factory=dict)
+    policies: Policies = field(default_factory=Policies)
+    results: list[Result] = field(default_factory=list)
+    # Where each thing came from, for errors found after loading.
+    docs: dict[str, YamlDoc] = field(default_factory=dict)
+    origin: dict[str, str] = field(default_factory=dict)  # "recipe:<id>" etc. -> path
+    result_lines: dict[str, tuple[str, int]] = field(default_factory=dict)
+    problems: list[Problem] = field(default_factory=list)
+
+    def resolve_hardware(self, key: str) -> Hardware | None:
+        if key in self.hardware:
+            return self.hardware[key]
+        return next((hw for hw in self.hardware.values() if key in hw.aliases), None)
+
+    def locate(self, path: str, loc: tuple[str | int, ...]) -> tuple[int, int]:
+        doc = self.docs.get(path)
+        return doc.position(loc) if doc is not None else (1, 1)
+
+    def problem(
+        self, path: str, loc: tuple[str | int, ...], message: str, warning: bool = False
+    ) -> Problem:
+        line, col = self.locate(path, loc)
+        return Problem(path, line, col, message, warning)
+
+    @property
+    def errors(self) -> list[Problem]:
+        return [p for p in self.problems if not p.warning]
