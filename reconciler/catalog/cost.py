@@ -89,24 +89,29 @@ def parse_price_overrides(values: Sequence[str]) -> dict[str, float]:
     """`--price h200=3.80` (repeatable) -> {"h200": 3.8}; UsageError names a bad value."""
     prices: dict[str, float] = {}
     for value in values:
-        hardware, sep, usd_text = value.partition("=")
-        hardware = hardware.strip().lower()
-
-        def bad(why: str, value: str = value) -> UsageError:
-            return UsageError(f"--price '{value}': {why} (use HW=USD per GPU-hour, e.g. h200=3.80)")
-
-        if not sep:
-            raise bad("missing '='")
-        if not hardware:
-            raise bad("missing the hardware before '='")
-        usd_text = usd_text.strip().removeprefix("$")
-        try:
-            usd = float(usd_text)
-        except ValueError:
-            raise bad(f"'{usd_text}' is not a number") from None
-        if not usd > 0 or usd == float("inf"):
-            raise bad(f"{usd_text} is not a price above zero")
+        hardware, usd = _parse_price(value)
         if hardware in prices:
-            raise bad(f"a price for {hardware} is given twice")
+            raise _bad_price(value, f"a price for {hardware} is given twice")
         prices[hardware] = usd
     return prices
+
+
+def _parse_price(value: str) -> tuple[str, float]:
+    hardware, sep, usd_text = value.partition("=")
+    hardware = hardware.strip().lower()
+    if not sep:
+        raise _bad_price(value, "missing '='")
+    if not hardware:
+        raise _bad_price(value, "missing the hardware before '='")
+    usd_text = usd_text.strip().removeprefix("$")
+    try:
+        usd = float(usd_text)
+    except ValueError:
+        raise _bad_price(value, f"'{usd_text}' is not a number") from None
+    if not 0 < usd < float("inf"):
+        raise _bad_price(value, f"{usd_text} is not a price above zero")
+    return hardware, usd
+
+
+def _bad_price(value: str, why: str) -> UsageError:
+    return UsageError(f"--price '{value}': {why} (use HW=USD per GPU-hour, e.g. h200=3.80)")

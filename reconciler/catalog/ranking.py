@@ -111,18 +111,28 @@ def rank(
         point = _point(result, target, by, prices, offers, hw_aliases)
         points.setdefault(config_key(result), []).append(point)
     ranked: list[_Point] = []
-    missed: list[Row] = []
+    missed: list[tuple[_Point, str]] = []
     for config_points in points.values():
         chosen, reason = _operating_point(config_points)
         if reason is None:
             ranked.append(chosen)
         else:
-            missed.append(chosen.row.model_copy(update={"reason": reason}))
+            missed.append((chosen, reason))
     ranked.sort(key=_order)
+    missed.sort(key=lambda item: _closeness(item[0]))
     return Ranking(
         ranked=tuple(p.row for p in ranked),
-        missed=tuple(sorted(missed, key=lambda row: _sort_key(_rank_value(row, by), row))),
+        missed=tuple(p.row.model_copy(update={"reason": reason}) for p, reason in missed),
     )
+
+
+def _closeness(point: _Point) -> tuple[float, tuple[int, float, str]]:
+    """Near misses first: met-but-unranked (ratio 0), then by how far the worst objective is
+    over its limit, then figures missing; ties in rank order."""
+    if point.judgement.met:
+        return (0.0, _order(point))
+    ratio = point.judgement.worst_ratio
+    return (ratio if ratio is not None else float("inf"), _order(point))
 
 
 def _config_key(
@@ -136,6 +146,7 @@ def _config_key(
         result.engine.version,
         result.engine.orchestrator,
         result.precision,
+        result.speculative,
         result.recipe.id,
         result.topology.model_dump_json() if result.topology is not None else None,
         result.gpus,
@@ -256,7 +267,7 @@ def _row(
         concurrency=result.load.concurrency,
         isl=result.workload.isl,
         osl=result.workload.osl,
-        ttft_p99_s=None if ttft is None else ttft / 1000,
+        ttft_p99_s=None if ttft is None else round(ttft / 1000, 6),
         tpot_p50_ms=tpot,
         tok_s_per_user=1000 / tpot if tpot else None,
         output_tok_s=out,

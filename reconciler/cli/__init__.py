@@ -12,7 +12,7 @@ import traceback
 import typer
 from typer.exceptions import Abort, TyperException
 
-from reconciler.cli import validate
+from reconciler.cli import bench, fleet, offers, recipe, validate
 from reconciler.errors import DenvError
 
 app = typer.Typer(
@@ -24,6 +24,10 @@ app = typer.Typer(
 )
 app.command("validate")(validate.validate)
 app.command("schema")(validate.schema)
+app.command("offers")(offers.offers)
+app.add_typer(bench.app, name="bench")
+app.add_typer(fleet.app, name="fleet")
+app.add_typer(recipe.app, name="recipe")
 
 
 def main() -> None:

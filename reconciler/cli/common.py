@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -25,7 +26,8 @@ RepoOption = Annotated[
 ]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
 
-console = Console()
+# Tables are wide; when the output is a pipe or a file, do not fold them at 80 columns.
+console = Console() if sys.stdout.isatty() else Console(width=160)
 errors = Console(stderr=True)
 
 

@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from reconciler.cli.common import JsonOption, errors, print_json
+from reconciler.cli.common import JsonOption, print_json
 from reconciler.errors import SpecError
 from reconciler.spec.loader import open_repo
 from reconciler.spec.schema import FILE_KINDS, schema_for
@@ -55,11 +55,11 @@ def validate(
     if repo.errors:
         raise SpecError(repo.problems)
     for warning in sorted(repo.problems):
-        errors.print(str(warning), markup=False, highlight=False)
+        typer.echo(str(warning), err=True)
     summary = ", ".join(f"{n} {kind}" for kind, n in counts.items())
     typer.echo(
         f"ok: {repo.label}: {summary}"
-        + (f"; {len(repo.problems)} warnings" if repo.problems else "")
+        + (f"; {len(repo.problems)} warning(s)" if repo.problems else "")
     )
 
 

@@ -12,10 +12,10 @@ from pydantic import ValidationError
 
 from reconciler.errors import Problem
 from reconciler.spec.fit import fit, oversized_domains
-from reconciler.spec.repo import Repo
 from reconciler.spec.overrides import apply_overrides, unknown_fields
 from reconciler.spec.problems import from_validation
 from reconciler.spec.release import Release, weights_commit
+from reconciler.spec.repo import Repo
 
 
 def domain_size(repo: Repo, fleet_name: str) -> int | None:
@@ -97,23 +97,12 @@ def check_catalog(repo: Repo) -> list[Problem]:
                     f"offers[{index}].hardware: unknown hardware '{offer.hardware}'",
                 )
             )
+    unknown: dict[str, list[str]] = {}
     for result in repo.results:
         path, line = repo.result_lines[result.id]
-        where = ("hardware",) if path in repo.docs else ()
         if repo.resolve_hardware(result.hardware) is None:
-            line = repo.locate(path, where)[0] if where else line
-            problems.append(
-                Problem(
-                    path,
-                    line,
-                    1,
-                    f"result {result.id}: hardware "
-                    f"'{result.hardware}' is not in catalog/hardware.yaml "
-                    "(no specs or prices for it)",
-                    warning=True,
-                )
-            )
-        if result.recipe.id is not None and result.recipe.id not in repo.recipes:
+            unknown.setdefault(result.hardware, []).append(result.id)
+        if result.recipe.id is not None and not repo.knows("recipe", result.recipe.id):
             problems.append(
                 Problem(
                     path,
@@ -122,6 +111,18 @@ def check_catalog(repo: Repo) -> list[Problem]:
                     f"result {result.id}: recipe.id: unknown recipe '{result.recipe.id}'",
                 )
             )
+    for hardware, ids in sorted(unknown.items()):
+        path, line = repo.result_lines[ids[0]]
+        problems.append(
+            Problem(
+                path,
+                line,
+                1,
+                f"{len(ids)} result(s) on hardware '{hardware}', "
+                "which catalog/hardware.yaml does not list (no specs or price)",
+                warning=True,
+            )
+        )
     counts = Counter(result.id for result in repo.results)
     for result_id in sorted(k for k, n in counts.items() if n > 1):
         path, line = repo.result_lines[result_id]
@@ -138,6 +139,8 @@ def _check_stage_fleet(
     fleet_name = stage.fleets[fleet_index]
     loc: tuple[str | int, ...] = ("stages", stage_index, "fleets", fleet_index)
     if fleet_name not in repo.fleets:
+        if repo.knows("fleet", fleet_name):
+            return []  # its own file is invalid and says so
         return [
             repo.problem(
                 path,
@@ -156,10 +159,7 @@ def _check_stage_fleet(
         return []  # reported by check_overrides
     fleet = repo.fleets[fleet_name]
     problems = []
-    hardware = repo.resolve_hardware(fleet.hardware)
-    if hardware is not None and not any(
-        repo.resolve_hardware(h) == hardware for h in effective.hardware
-    ):
+    if not repo.recipe_runs_on(effective, fleet):
         problems.append(
             repo.problem(
                 path,
@@ -199,7 +199,11 @@ def _check_overrides(repo: Repo, release: Release, path: str) -> list[Problem]:
     except ValidationError as exc:
         data = {"release": {"overrides": body.overrides}}
         problems += from_validation(
-            path, data, exc, lambda loc: repo.locate(path, loc), base=("release", "overrides")
+            path,
+            data,
+            exc,
+            lambda loc: repo.locate(path, tuple(loc)),
+            base=("release", "overrides"),
         )
     return problems
 
@@ -209,7 +213,7 @@ def check_release(repo: Repo, name: str) -> list[Problem]:
     path = repo.origin[f"release:{name}"]
     body = release.release
     problems = []
-    if body.recipe not in repo.recipes:
+    if not repo.knows("recipe", body.recipe):
         problems.append(
             repo.problem(
                 path,
@@ -253,11 +257,11 @@ def check_release(repo: Repo, name: str) -> list[Problem]:
         for fleet_name, recipe_id in stage.recipes.items():
             loc: tuple[str | int, ...] = ("stages", s, "recipes", fleet_name)
             recipe = repo.recipes.get(recipe_id)
-            if recipe is None:
+            if recipe is None and not repo.knows("recipe", recipe_id):
                 problems.append(
                     repo.problem(path, loc, f"stages[{s}].recipes: unknown recipe '{recipe_id}'")
                 )
-            elif base_model is not None and recipe.model != base_model:
+            elif recipe is not None and base_model is not None and recipe.model != base_model:
                 problems.append(
                     repo.problem(
                         path,

@@ -68,8 +68,9 @@ def fit(
         slot = next((i for i, room in enumerate(free) if room >= gpus), None)
         if slot is None:
             return [
-                f"{needed} GPUs are free in total, but not {gpus} more in one domain "
-                f"of {fleet.name} (domains: {', '.join(map(str, capacities))})"
+                f"the replicas need {needed} of {serving} serving GPUs, but a replica of "
+                f"{gpus} finds no domain of {fleet.name} with room left (domains: "
+                f"{', '.join(map(str, capacities))})"
             ]
         free[slot] -= gpus
     return []

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from collections.abc import Callable
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
@@ -20,8 +20,8 @@ from reconciler.spec.policy import AlarmsFile, GatesFile, OptimizerFile
 from reconciler.spec.problems import from_validation
 from reconciler.spec.recipe import RecipeFile
 from reconciler.spec.release import Promotions, Release
-from reconciler.spec.result import Result
 from reconciler.spec.repo import Repo
+from reconciler.spec.result import Result
 from reconciler.spec.sources import FileSource, GitCommit, WorkTree
 from reconciler.spec.workload import WorkloadsFile
 from reconciler.spec.yamlio import YamlDoc, decode_utf8, parse_yaml, plain
@@ -143,6 +143,10 @@ def _load_result_json(repo: Repo, path: str, data: bytes) -> None:
         repo.result_lines[result.id] = (path, 1)
 
 
+def _at_line(number: int) -> Callable[[Sequence[str | int]], tuple[int, int]]:
+    return lambda _loc: (number, 1)
+
+
 def _load_results_jsonl(repo: Repo, path: str, data: bytes) -> None:
     if len(data) > MAX_JSONL_BYTES:
         repo.problems.append(
@@ -171,7 +175,7 @@ def _load_results_jsonl(repo: Repo, path: str, data: bytes) -> None:
         try:
             result = Result.model_validate(raw)
         except ValidationError as exc:
-            repo.problems.extend(from_validation(path, raw, exc, lambda _loc, n=number: (n, 1)))
+            repo.problems.extend(from_validation(path, raw, exc, _at_line(number)))
             continue
         repo.results.append(result)
         repo.result_lines[result.id] = (path, number)
@@ -204,10 +208,25 @@ def load_repo(source: FileSource) -> Repo:
         doc, problem = parse_yaml(path, data)
         if doc is None:
             _add(repo, problem)
-            continue
-        repo.docs[path] = doc
-        loader(repo, doc)
+        else:
+            repo.docs[path] = doc
+            loader(repo, doc)
+        claimed = _claimed_name(path)
+        if claimed and claimed not in repo.origin:
+            repo.broken.add(claimed)  # invalid, not missing: references to it stay quiet
     return repo
+
+
+def _claimed_name(path: str) -> str | None:
+    """What a file's path says it defines, e.g. fleets/local.yaml -> fleet:local."""
+    parts = path.removesuffix(".yaml").split("/")
+    if parts[0] == "recipes" and len(parts) == 3:
+        return f"recipe:{parts[1]}/{parts[2]}"
+    if parts[0] == "fleets" and len(parts) == 2:
+        return f"fleet:{parts[1]}"
+    if parts[0] == "releases" and len(parts) == 3 and parts[2] == "denv":
+        return f"release:{parts[1]}"
+    return None
 
 
 def open_repo(root: Path, rev: str | None = None) -> Repo:

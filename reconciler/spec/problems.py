@@ -13,18 +13,26 @@ from reconciler.errors import Problem
 Locate = Callable[[Sequence[str | int]], tuple[int, int]]
 
 
+_ABSENT = object()
+
+
+def _child(node: Any, key: str | int) -> Any:
+    if isinstance(node, dict) and key in node:
+        return node[key]
+    if isinstance(node, list) and isinstance(key, int) and 0 <= key < len(node):
+        return node[key]
+    return _ABSENT
+
+
 def data_path(data: Any, loc: Sequence[str | int], keep_last: bool) -> tuple[str | int, ...]:
     """The part of a pydantic `loc` that names places in the data (drops union tags)."""
     path: list[str | int] = []
     node = data
     for index, key in enumerate(loc):
-        if isinstance(node, dict) and key in node:
-            node = node[key]
-        elif isinstance(node, list) and isinstance(key, int) and 0 <= key < len(node):
-            node = node[key]
-        elif keep_last and index == len(loc) - 1:
-            pass
-        else:
+        child = _child(node, key)
+        if child is not _ABSENT:
+            node = child
+        elif not (keep_last and index == len(loc) - 1):
             continue
         path.append(key)
     return tuple(path)

@@ -36,11 +36,23 @@ class Repo:
     origin: dict[str, str] = field(default_factory=dict)  # "recipe:<id>" etc. -> path
     result_lines: dict[str, tuple[str, int]] = field(default_factory=dict)
     problems: list[Problem] = field(default_factory=list)
+    broken: set[str] = field(default_factory=set)  # "fleet:<name>" etc. whose file is invalid
 
     def resolve_hardware(self, key: str) -> Hardware | None:
         if key in self.hardware:
             return self.hardware[key]
         return next((hw for hw in self.hardware.values() if key in hw.aliases), None)
+
+    def knows(self, kind: str, name: str) -> bool:
+        """Defined, or defined by a file that is invalid (already reported there)."""
+        key = f"{kind}:{name}"
+        return key in self.origin or key in self.broken
+
+    def recipe_runs_on(self, recipe: Recipe, fleet: Fleet) -> bool:
+        """Whether the recipe lists the fleet's hardware (by id or alias)."""
+        wanted = self.resolve_hardware(fleet.hardware)
+        listed = {hw.id for hw in map(self.resolve_hardware, recipe.hardware) if hw is not None}
+        return wanted is None or wanted.id in listed
 
     def locate(self, path: str, loc: tuple[str | int, ...]) -> tuple[int, int]:
         doc = self.docs.get(path)

@@ -93,6 +93,7 @@ class Result(Spec):
     model: Slug
     weights: str | None = None
     precision: str | None = None
+    speculative: str | None = None  # speculative decoding method (mtp, eagle3, …) or none
     recipe: ResultRecipe = ResultRecipe()
     engine: ResultEngine
     hardware: Slug

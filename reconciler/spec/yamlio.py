@@ -10,8 +10,9 @@ formatting survive an edit: the bot edits denv.yaml in pull requests that humans
 from __future__ import annotations
 
 import io
+import json
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ruamel.yaml import YAML
@@ -27,6 +28,7 @@ from ruamel.yaml.tokens import (
     FlowMappingStartToken,
     FlowSequenceEndToken,
     FlowSequenceStartToken,
+    ScalarToken,
 )
 
 from reconciler.errors import Problem
@@ -74,6 +76,8 @@ class YamlDoc:
     path: str
     text: str
     data: Any
+    edits: list[tuple[int, int, Any]] = field(default_factory=list)  # 0-based line, col
+    structural: bool = False
 
     def position(self, loc: Loc) -> tuple[int, int]:
         """1-based line and column of the deepest node of `loc` that exists in the file."""
@@ -110,17 +114,82 @@ class YamlDoc:
         return node
 
     def set(self, loc: Loc, value: Any) -> None:
-        """Change one value in place; everything else stays as written."""
+        """Change one value; `dumps` then rewrites only the text that changed."""
         *parent, last = loc
         container = self.get(parent)
-        if container is None:
+        if not isinstance(container, CommentedMap | CommentedSeq):
             raise KeyError(f"{self.path}: no {'.'.join(map(str, parent))} to set {last} in")
+        exists = (
+            last in container
+            if isinstance(container, CommentedMap)
+            else (isinstance(last, int) and 0 <= last < len(container))
+        )
+        if exists and _is_leaf(container[last]) and _is_leaf(value):
+            if isinstance(container[last], type(value)) and container[last] == value:
+                return  # unchanged: the text stays exactly as written
+            line, col = (
+                container.lc.value(last)
+                if isinstance(container, CommentedMap)
+                else container.lc.item(last)
+            )
+            self.edits.append((line, col, value))
+        else:
+            self.structural = True
         container[last] = value
 
     def dumps(self) -> str:
+        """The file's text with the edits applied. Scalar edits are spliced into the original
+        text (a one-field change is a one-line diff, whatever the file's style); other edits
+        go through ruamel's round-trip dump, which keeps comments and key order."""
+        if not self.structural:
+            spliced = _splice(self.text, self.edits, self.data)
+            if spliced is not None:
+                return spliced
         stream = io.StringIO()
         _yaml().dump(self.data, stream)
         return stream.getvalue()
+
+
+def _scalar_texts(value: Any) -> list[str]:
+    """Ways to write a scalar, plainest first."""
+    if value is None:
+        return ["null"]
+    if isinstance(value, bool):
+        return ["true" if value else "false"]
+    if isinstance(value, int | float):
+        return [repr(value)]
+    # a JSON string is a valid double-quoted YAML scalar
+    return [str(value), json.dumps(str(value), ensure_ascii=False)]
+
+
+def _splice(text: str, edits: list[tuple[int, int, Any]], expected: Any) -> str | None:
+    """Replace each edited scalar's source span; None if the result would not read back."""
+    spans = {
+        (t.start_mark.line, t.start_mark.column): (t.start_mark.index, t.end_mark.index)
+        for t in _yaml().scan(text)
+        if isinstance(t, ScalarToken)
+    }
+    latest = {(line, col): value for line, col, value in edits}
+    if not all(where in spans for where in latest):
+        return None
+    order = sorted(latest, key=lambda where: spans[where], reverse=True)
+    for force_quotes in (False, True):  # plain where it reads back, else quoted
+        attempt = text
+        for where in order:
+            start, end = spans[where]
+            forms = _scalar_texts(latest[where])
+            quoted = force_quotes or text[start] in "'\""
+            attempt = attempt[:start] + (forms[-1] if quoted else forms[0]) + attempt[end:]
+        if _reads_back(attempt, expected):
+            return attempt
+    return None
+
+
+def _reads_back(text: str, expected: Any) -> bool:
+    try:
+        return bool(plain(_yaml().load(text)) == plain(expected))
+    except YAMLError:
+        return False
 
 
 def _is_leaf(value: Any) -> bool:

@@ -1,0 +1,47 @@
+"""Pure logic: releases resolved into deployments — for each (release, stage, fleet), the
+recipe with the release's overrides and topology applied."""
+
+from __future__ import annotations
+
+from pydantic import ValidationError
+
+from reconciler.spec.base import Spec
+from reconciler.spec.overrides import apply_overrides
+from reconciler.spec.recipe import Recipe, total_gpus
+from reconciler.spec.repo import Repo
+
+
+class Deployment(Spec):
+    release: str
+    stage: str
+    fleet: str
+    recipe: Recipe  # overrides and the release's topology applied
+
+    @property
+    def gpus(self) -> int:
+        return total_gpus(self.recipe.topology)
+
+
+def deployments(repo: Repo) -> list[Deployment]:
+    """Every (release, stage, fleet) of a repository that passed validation."""
+    found = []
+    for name, release in sorted(repo.releases.items()):
+        body = release.release
+        for stage in release.stages:
+            for fleet in stage.fleets:
+                base = repo.recipes.get(stage.recipes.get(fleet, body.recipe))
+                if base is None:
+                    continue
+                try:
+                    recipe = apply_overrides(base, body.overrides, body.topology)
+                except ValidationError:
+                    continue  # validation reports it; nothing to deploy
+                found.append(Deployment(release=name, stage=stage.name, fleet=fleet, recipe=recipe))
+    return found
+
+
+def declared_free_gpus(repo: Repo, fleet: str) -> int:
+    """GPUs of a fleet that no release declares and that are not kept for trials."""
+    spec = repo.fleets[fleet]
+    used = sum(d.gpus for d in deployments(repo) if d.fleet == fleet)
+    return max(spec.gpus - spec.trial_gpus - used, 0)

@@ -1,0 +1,314 @@
+"""CLI: `denv bench` — rank benchmark results for a workload and latency target, and
+`denv bench get` — one result in full."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import typer
+from rich.table import Table
+
+from reconciler.catalog.cost import parse_price_overrides, price_for, usd_per_m_output
+from reconciler.catalog.latency import parse_latency_target
+from reconciler.catalog.ranking import Ranking, Row, rank
+from reconciler.cli.common import JsonOption, RepoOption, console, load, print_json, show
+from reconciler.errors import NotFound
+from reconciler.spec.recipe import total_gpus
+from reconciler.spec.repo import Repo
+from reconciler.spec.result import Percentiles, Result
+
+app = typer.Typer(help="Rank benchmark results; show one.", invoke_without_command=True)
+
+Workload = Literal["chat", "agent", "rag", "coding", "reasoning", "batch"]
+PriceOption = Annotated[
+    list[str] | None,
+    typer.Option("--price", help="Your own price, HW=USD per GPU-hour (repeatable)."),
+]
+
+
+def _state_file() -> Path:
+    """The last ranking, per user, so `bench get N` can name a row by its number."""
+    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(base) / "denv" / "last-bench.json"
+
+
+def _aliases(repo: Repo) -> tuple[dict[str, str], dict[str, str]]:
+    hardware = {alias: hw.id for hw in repo.hardware.values() for alias in hw.aliases}
+    models = {alias: arch.id for arch in repo.models.values() for alias in arch.aliases}
+    return hardware, models
+
+
+@app.callback()
+def bench(
+    ctx: typer.Context,
+    workload: Annotated[
+        Workload | None, typer.Option(help="Traffic the results must match.")
+    ] = None,
+    latency: Annotated[
+        str | None,
+        typer.Option(help="Latency target, e.g. 'p99<1.5s' or 'ttft:p99<1.5s;itl:p95<50ms'."),
+    ] = None,
+    model: Annotated[str | None, typer.Option(help="Model id or name.")] = None,
+    hardware: Annotated[str | None, typer.Option(help="Hardware id, e.g. h200.")] = None,
+    rank_by: Annotated[
+        Literal["cost", "throughput", "speed"],
+        typer.Option(
+            "--rank", help="cost: $/M output; throughput: tok/s/GPU; speed: tok/s per user."
+        ),
+    ] = "cost",
+    price: PriceOption = None,
+    limit: Annotated[int, typer.Option(help="Rows of each part to show (--json: all).")] = 15,
+    repo: RepoOption = Path("."),
+    as_json: JsonOption = False,
+) -> None:
+    """Rank results for a workload and latency target; misses come after, with the reason."""
+    if ctx.invoked_subcommand is not None:
+        return
+    target = parse_latency_target(latency) if latency else None
+    prices = parse_price_overrides(price or [])
+    loaded = load(repo)
+    hardware_aliases, model_aliases = _aliases(loaded)
+    ranking = rank(
+        loaded.results,
+        profiles=list(loaded.workloads.values()),
+        offers=loaded.offers,
+        hardware_aliases=hardware_aliases,
+        workload=workload,
+        target=target,
+        model=model,
+        hardware=hardware,
+        by=rank_by,
+        prices=prices,
+        model_aliases=model_aliases,
+    )
+    _remember(loaded, ranking, prices)
+    if as_json:
+        print_json(
+            {
+                "ranked": [r.model_dump(mode="json") for r in ranking.ranked],
+                "missed": [r.model_dump(mode="json") for r in ranking.missed],
+            }
+        )
+        return
+    criteria = ", ".join(
+        f"{k} {v}"
+        for k, v in (
+            ("workload", workload),
+            ("latency", target),
+            ("model", model),
+            ("hardware", hardware),
+        )
+        if v
+    )
+    _print_ranking(ranking, rank_by, limit, criteria or "all results")
+
+
+def _print_ranking(ranking: Ranking, rank_by: str, limit: int, criteria: str) -> None:
+    table = Table(
+        "#",
+        "MODEL",
+        "GPU",
+        "RECIPE",
+        "TTFT-P99",
+        "TOK/S",
+        "TOK/S/GPU",
+        "$/M-OUT",
+        "SOURCE",
+        box=None,
+        title=f"{criteria} — ranked by {rank_by}",
+        title_justify="left",
+    )
+    for number, row in enumerate(ranking.ranked[:limit], start=1):
+        table.add_row(*_cells(number, row))
+    console.print(table)
+    if len(ranking.ranked) > limit:
+        console.print(f"… {len(ranking.ranked) - limit} more ranked (--limit, --json)")
+    if not ranking.ranked:
+        console.print("no result meets the target")
+    if ranking.missed:
+        missed = Table(
+            "#",
+            "MODEL",
+            "GPU",
+            "RECIPE",
+            "TTFT-P99",
+            "TOK/S",
+            "TOK/S/GPU",
+            "$/M-OUT",
+            "SOURCE",
+            "REASON",
+            box=None,
+            title_justify="left",
+            title=f"missed ({len(ranking.missed)})",
+        )
+        start = len(ranking.ranked) + 1
+        for number, row in enumerate(ranking.missed[:limit], start=start):
+            missed.add_row(*_cells(number, row), row.reason or "")
+        console.print(missed)
+        if len(ranking.missed) > limit:
+            console.print(f"… {len(ranking.missed) - limit} more missed (--limit, --json)")
+    console.print("row details: denv bench get N; '…' = the source does not give the figure")
+
+
+def _cells(number: int, row: Row) -> list[str]:
+    recipe = row.recipe or f"({row.engine})"
+    return [
+        str(number),
+        row.model,
+        row.hardware,
+        recipe,
+        f"{row.ttft_p99_s:.2f}s" if row.ttft_p99_s is not None else "…",
+        show(row.output_tok_s, 0),
+        show(row.output_tok_s_per_gpu, 1),
+        f"${row.usd_per_m_output:.3f}" if row.usd_per_m_output is not None else "…",
+        row.source,
+    ]
+
+
+def _remember(repo: Repo, ranking: Ranking, prices: dict[str, float]) -> None:
+    state = {"repo": repo.label, "prices": prices, "rows": [r.result for r in ranking.rows]}
+    path = _state_file()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        temporary = path.with_suffix(".tmp")
+        temporary.write_text(json.dumps(state))
+        temporary.replace(path)
+    except OSError:
+        pass  # remembering is a convenience; the ranking itself was shown
+
+
+@app.command("get")
+def get(
+    which: Annotated[str, typer.Argument(help="Row number of the last ranking, or a result id.")],
+    price: PriceOption = None,
+    repo: RepoOption = Path("."),
+    as_json: JsonOption = False,
+) -> None:
+    """One result in full: speed, throughput, cost, recipe and source."""
+    loaded = load(repo)
+    result_id, prices = _lookup(which)
+    prices.update(parse_price_overrides(price or []))
+    result = next((r for r in loaded.results if r.id == result_id), None)
+    if result is None:
+        raise NotFound(f"no result '{result_id}' in {loaded.label}")
+    details = describe(loaded, result, prices)
+    if as_json:
+        print_json(details)
+        return
+    _print_details(details)
+
+
+def _lookup(which: str) -> tuple[str, dict[str, float]]:
+    if not which.isdigit():
+        return which, {}
+    try:
+        state = json.loads(_state_file().read_text())
+    except (OSError, ValueError) as exc:
+        raise NotFound("no ranking to pick a row from: run denv bench first") from exc
+    rows: list[str] = state.get("rows", [])
+    number = int(which)
+    if not 1 <= number <= len(rows):
+        raise NotFound(f"row {number} is not in the last ranking (rows 1–{len(rows)})")
+    return rows[number - 1], dict(state.get("prices", {}))
+
+
+def _percentiles(p: Percentiles) -> dict[str, float | None]:
+    return {"p50": p.p50, "p90": p.p90, "p99": p.p99, "mean": p.mean}
+
+
+def describe(repo: Repo, result: Result, prices: dict[str, float]) -> dict[str, Any]:
+    """Everything `bench get` shows, as data."""
+    m = result.metrics
+    aliases = {alias: hw.id for hw in repo.hardware.values() for alias in hw.aliases}
+    choice = price_for(result, prices, repo.offers, aliases=aliases)
+    gpus = result.gpus or (total_gpus(result.topology) if result.topology else None)
+    cost = None
+    if choice is not None and gpus and m.output_tok_s:
+        cost = usd_per_m_output(gpus, choice.gpu_hour, m.output_tok_s)
+    recipe = repo.recipes.get(result.recipe.id) if result.recipe.id else None
+    return {
+        "result": result.id,
+        "model": result.model,
+        "hardware": result.hardware,
+        "precision": result.precision,
+        "workload": result.workload.model_dump(exclude_none=True),
+        "load": result.load.model_dump(exclude_none=True),
+        "speed": {
+            "ttft_ms": _percentiles(m.ttft_ms),
+            "tpot_ms": _percentiles(m.tpot_ms),
+            "itl_ms": _percentiles(m.itl_ms),
+            "e2e_ms": _percentiles(m.e2e_ms),
+            "tok_s_per_user": 1000 / m.tpot_ms.p50 if m.tpot_ms.p50 else None,
+        },
+        "throughput": {
+            "output_tok_s": m.output_tok_s,
+            "output_tok_s_per_gpu": m.output_tok_s_per_gpu,
+            "total_tok_s_per_gpu": m.total_tok_s_per_gpu,
+            "gpus": gpus,
+        },
+        "cost": {
+            "usd_per_m_output": cost,
+            "gpu_hour": choice.gpu_hour if choice else None,
+            "price_source": choice.source if choice else None,
+            "formula": "GPUs × $/GPU-hour ÷ (output tok/s × 3600) × 10^6",
+        },
+        "recipe": {
+            "id": result.recipe.id,
+            "engine": result.engine.model_dump(exclude_none=True),
+            "topology": result.topology.model_dump() if result.topology else None,
+            "settings": recipe.settings.model_dump() if recipe else None,
+        },
+        "source": result.source.model_dump(mode="json", exclude_none=True),
+    }
+
+
+def _ms(p: dict[str, float | None]) -> str:
+    return "  ".join(f"{k} {show(v, 1)}" for k, v in p.items()) + "  (ms)"
+
+
+def _print_details(d: dict[str, Any]) -> None:
+    speed, tput, cost, recipe = d["speed"], d["throughput"], d["cost"], d["recipe"]
+    engine = recipe["engine"]
+    lines = [
+        f"[bold]{d['result']}[/]",
+        f"{d['model']} on {d['hardware']} ({d['precision'] or '…'}), "
+        f"workload {d['workload']}, load {d['load']}",
+        "",
+        "[bold]speed[/]",
+        f"  TTFT  {_ms(speed['ttft_ms'])}",
+        f"  TPOT  {_ms(speed['tpot_ms'])}",
+        f"  ITL   {_ms(speed['itl_ms'])}",
+        f"  E2E   {_ms(speed['e2e_ms'])}",
+        f"  per user  {show(speed['tok_s_per_user'], 1)} tok/s",
+        "[bold]throughput[/]",
+        f"  output {show(tput['output_tok_s'], 0)} tok/s on {show(tput['gpus'])} GPUs = "
+        f"{show(tput['output_tok_s_per_gpu'], 1)} tok/s/GPU (total "
+        f"{show(tput['total_tok_s_per_gpu'], 1)} tok/s/GPU)",
+        "[bold]cost[/]",
+        f"  ${show(cost['usd_per_m_output'], 3)} per M output tokens at "
+        f"${show(cost['gpu_hour'])}/GPU-hour ({cost['price_source'] or 'no price'})",
+        f"  {cost['formula']}",
+        "[bold]recipe[/]",
+        f"  {recipe['id'] or '(no denv recipe)'}: {engine.get('name')} "
+        f"{engine.get('version', '…')}"
+        + (f" under {engine['orchestrator']}" if engine.get("orchestrator") else "")
+        + (f", image {engine['image']}" if engine.get("image") else ""),
+        f"  topology {recipe['topology'] or '…'}",
+    ]
+    if recipe["settings"]:
+        lines.append(f"  settings {recipe['settings']}")
+    source = d["source"]
+    lines += [
+        "[bold]source[/]",
+        f"  {source['kind']}, {source.get('by', '…')}, {source.get('at', '…')}",
+        f"  {source.get('url', '…')}",
+        f"  {source.get('citation', '')}",
+    ]
+    if source.get("notes"):
+        lines.append(f"  notes: {source['notes']}")
+    for line in lines:  # headings carry markup; data is printed as is
+        heading = line.startswith("[bold]")
+        console.print(line, markup=heading, highlight=False, soft_wrap=True)

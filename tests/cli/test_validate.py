@@ -1,0 +1,93 @@
+"""`denv validate` and `denv schema` as a user runs them: exit codes, messages, no tracebacks."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT, Edit
+
+
+def denv(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "reconciler", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd or ROOT,
+        timeout=60,
+    )
+
+
+def test_clean_repository_exits_0_with_a_summary(denv_repo: Path) -> None:
+    run = denv("validate", str(denv_repo))
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.startswith("ok: ")
+    assert "recipes" in run.stdout and len(run.stdout.splitlines()) == 1
+
+
+HOSTILE = {
+    "fleets/local.yaml": b"fleet:\n  name: local\n\tprovider: x\n",
+    "fleets/h200-use1.yaml": b"fleet: &a [*a]\n",
+    "policies/alarms.yaml": b"alarms:\n  x: { metric: ttft }\n  x: { metric: itl }\n",
+    "catalog/offers.yaml": b"offers: caf\xc3\x28\n",
+    "releases/chat-8b/denv.yaml": b"release: " + b"[" * 100 + b"]" * 100 + b"\n",
+    "fleets/gb200-rack.yaml": b"fleet:\n  name: gb200-rack\n  colour: blue\n",
+}
+
+
+def test_every_error_at_once_one_per_line_exit_1(denv_repo: Path) -> None:
+    for path, data in HOSTILE.items():
+        (denv_repo / path).write_bytes(data)
+    run = denv("validate", str(denv_repo))
+    assert run.returncode == 1
+    assert "Traceback" not in run.stderr
+    lines = run.stderr.splitlines()
+    for path in HOSTILE:
+        assert any(line.startswith(f"{path}:") for line in lines), (path, lines)
+    for line in lines:
+        path, row, col, message = line.split(":", 3)
+        assert row.isdigit() and col.isdigit() and message.strip(), line
+
+
+def test_json_output_lists_problems(denv_repo: Path, edit: Edit) -> None:
+    edit("fleets/local.yaml", "trial_gpus: 8", "trial_gpus: 80")
+    run = denv("validate", str(denv_repo), "--json")
+    assert run.returncode == 1
+    report = json.loads(run.stdout)
+    assert report["ok"] is False
+    assert report["problems"][0]["path"] == "fleets/local.yaml"
+    assert "exceeds the fleet's 16 GPUs" in report["problems"][0]["message"]
+
+
+def test_missing_repository_is_a_message_not_a_traceback(tmp_path: Path) -> None:
+    run = denv("validate", str(tmp_path))
+    assert run.returncode == 1
+    assert "no denv repository" in run.stderr and "Traceback" not in run.stderr
+
+
+def test_schema_writes_one_file_per_kind_and_repo_schemas_are_current(tmp_path: Path) -> None:
+    run = denv("schema", "--out", str(tmp_path))
+    assert run.returncode == 0, run.stderr
+    written = sorted(p.name for p in tmp_path.iterdir())
+    assert "recipe.schema.json" in written and "release.schema.json" in written
+    for name in written:  # `make schemas` regenerates these; the repo's must match
+        assert (ROOT / "schemas" / name).read_text() == (tmp_path / name).read_text(), name
+
+
+@pytest.mark.parametrize(
+    "path",
+    sorted(
+        str(p.relative_to(ROOT))
+        for top in ("catalog", "recipes", "fleets", "releases", "policies")
+        for p in (ROOT / top).rglob("*.yaml")
+    ),
+)
+def test_repo_yaml_names_its_schema(path: str) -> None:
+    first = (ROOT / path).read_text().splitlines()[0]
+    assert first.startswith("# yaml-language-server: $schema=")
+    schema = (ROOT / path).parent / first.split("$schema=", 1)[1]
+    assert schema.resolve().is_file(), schema
