@@ -16,7 +16,7 @@ from reconciler.catalog.latency import parse_latency_target
 from reconciler.catalog.ranking import Ranking, Row, rank
 from reconciler.cli.common import JsonOption, RepoOption, console, load, print_json, show
 from reconciler.errors import NotFound
-from reconciler.spec.recipe import total_gpus
+from reconciler.spec.recipe import describe_topology, total_gpus
 from reconciler.spec.repo import Repo
 from reconciler.spec.result import Percentiles, Result
 
@@ -259,10 +259,36 @@ def describe(repo: Repo, result: Result, prices: dict[str, float]) -> dict[str, 
             "id": result.recipe.id,
             "engine": result.engine.model_dump(exclude_none=True),
             "topology": result.topology.model_dump() if result.topology else None,
-            "settings": recipe.settings.model_dump() if recipe else None,
+            "topology_text": describe_topology(result.topology) if result.topology else None,
+            "settings": recipe.settings.model_dump(exclude_defaults=True) if recipe else None,
         },
         "source": result.source.model_dump(mode="json", exclude_none=True),
     }
+
+
+def _workload_text(workload: dict[str, Any]) -> str:
+    text = workload.get("name") or "fixed lengths"
+    if workload.get("isl") and workload.get("osl"):
+        text += f" {workload['isl']} in / {workload['osl']} out"
+    if workload.get("length_range_ratio"):
+        text += f" (drawn from {workload['length_range_ratio']:g}–1× of that)"
+    if workload.get("dataset"):
+        text += f", {workload['dataset']} prompts"
+    return text
+
+
+def _load_text(load: dict[str, Any]) -> str:
+    if "concurrency" in load:
+        return f"concurrency {load['concurrency']}"
+    return f"{load['rate']} requests/s" if "rate" in load else "load …"
+
+
+def _flat(values: dict[str, Any], prefix: str = "") -> str:
+    """{'kv_cache': {'dtype': 'fp8'}} -> 'kv_cache.dtype fp8'."""
+    return ", ".join(
+        _flat(v, f"{prefix}{k}.") if isinstance(v, dict) else f"{prefix}{k} {v}"
+        for k, v in values.items()
+    )
 
 
 def _ms(p: dict[str, float | None]) -> str:
@@ -274,8 +300,8 @@ def _print_details(d: dict[str, Any]) -> None:
     engine = recipe["engine"]
     lines = [
         f"[bold]{d['result']}[/]",
-        f"{d['model']} on {d['hardware']} ({d['precision'] or '…'}), "
-        f"workload {d['workload']}, load {d['load']}",
+        f"{d['model']} on {d['hardware']}, precision {d['precision'] or '…'}, "
+        f"{_workload_text(d['workload'])}, {_load_text(d['load'])}",
         "",
         "[bold]speed[/]",
         f"  TTFT  {_ms(speed['ttft_ms'])}",
@@ -296,10 +322,10 @@ def _print_details(d: dict[str, Any]) -> None:
         f"{engine.get('version', '…')}"
         + (f" under {engine['orchestrator']}" if engine.get("orchestrator") else "")
         + (f", image {engine['image']}" if engine.get("image") else ""),
-        f"  topology {recipe['topology'] or '…'}",
+        f"  topology {recipe['topology_text'] or '…'}",
     ]
-    if recipe["settings"]:
-        lines.append(f"  settings {recipe['settings']}")
+    if recipe["settings"] is not None:
+        lines.append(f"  settings {_flat(recipe['settings']) or 'engine defaults'}")
     source = d["source"]
     lines += [
         "[bold]source[/]",

@@ -28,7 +28,6 @@ JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of 
 
 # Tables are wide; when the output is a pipe or a file, do not fold them at 80 columns.
 console = Console() if sys.stdout.isatty() else Console(width=160)
-errors = Console(stderr=True)
 
 
 def load(repo: Path, rev: str | None = None) -> Repo:

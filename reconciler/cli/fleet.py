@@ -43,8 +43,6 @@ def list_fleets(repo: RepoOption = Path("."), as_json: JsonOption = False) -> No
         "DOMAIN",
         "GPUS",
         "FREE-GPUS",
-        caption="figures declared in fleets/*.yaml; FREE-GPUS = GPUS − trial GPUs − "
-        "GPUs the releases ask for",
         box=None,
     )
     for row in rows:
@@ -58,3 +56,4 @@ def list_fleets(repo: RepoOption = Path("."), as_json: JsonOption = False) -> No
             str(row["free_gpus"]),
         )
     console.print(table)
+    console.print("declared in fleets/*.yaml: FREE-GPUS = GPUS − trial GPUs − what releases ask")

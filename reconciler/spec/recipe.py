@@ -151,3 +151,29 @@ class Recipe(Spec):
 
 class RecipeFile(Spec):
     recipe: Recipe
+
+
+def describe_parallel(parallel: Parallel) -> str:
+    parts = [
+        f"{name} {value}"
+        for name, value in (
+            ("tp", parallel.tp),
+            ("pp", parallel.pp),
+            ("dp", parallel.dp),
+            ("ep", parallel.ep),
+        )
+        if value > 1
+    ]
+    if parallel.dp_attention:
+        parts.append("dp-attention")
+    return ", ".join(parts) or "1 GPU"
+
+
+def describe_topology(topology: AggregatedTopology | DisaggregatedTopology) -> str:
+    """One line for people, e.g. 'prefill 2 × 4 GPUs (tp 4) + decode 1 × 8 GPUs (tp 8)'."""
+    pools = [
+        ("" if role == "aggregated" else f"{role} ")
+        + f"{pool.replicas} × {pool.gpus} GPUs ({describe_parallel(pool.parallel)})"
+        for role, pool in topology.pools()
+    ]
+    return " + ".join(pools)
