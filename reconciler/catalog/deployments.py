@@ -15,6 +15,8 @@ class Deployment(Spec):
     release: str
     stage: str
     fleet: str
+    served_model: str  # the name clients ask for
+    weights: str  # hf://org/repo@commit, file:///path or s3://…
     recipe: Recipe  # overrides and the release's topology applied
 
     @property
@@ -36,7 +38,16 @@ def deployments(repo: Repo) -> list[Deployment]:
                     recipe = apply_overrides(base, body.overrides, body.topology)
                 except ValidationError:
                     continue  # validation reports it; nothing to deploy
-                found.append(Deployment(release=name, stage=stage.name, fleet=fleet, recipe=recipe))
+                found.append(
+                    Deployment(
+                        release=name,
+                        stage=stage.name,
+                        fleet=fleet,
+                        served_model=body.model,
+                        weights=body.weights,
+                        recipe=recipe,
+                    )
+                )
     return found
 
 

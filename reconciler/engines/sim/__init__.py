@@ -1,0 +1,1 @@
+"""denv's engine simulator: an OpenAI-compatible server with a performance model."""
