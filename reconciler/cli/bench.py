@@ -154,7 +154,8 @@ def _print_ranking(ranking: Ranking, rank_by: str, limit: int, criteria: str) ->
 
 
 def _cells(number: int, row: Row) -> list[str]:
-    recipe = row.recipe or f"({row.engine})"
+    # No denv recipe: the engine that ran it, e.g. "(sglang 0.5.8 via dynamo)"
+    recipe = row.recipe or "(" + row.engine.replace(" (", " via ").rstrip(")") + ")"
     return [
         str(number),
         row.model,
