@@ -1,0 +1,1 @@
+"""Fleets: transports (local processes, SSH), the host agent, GPU inventory, placement."""

@@ -1,0 +1,54 @@
+"""Fixtures for the fleet tests: an agent on this machine through the local transport."""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from reconciler.fleet.hostagent import AgentClient
+from reconciler.fleet.transport import LocalTransport
+
+
+def wait_for(condition: Callable[[], object], timeout: float = 10.0, what: str = "") -> object:
+    """Poll a condition until it holds; fail the test with `what` when it never does."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.02)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what or condition}")
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+def answers(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+            return True
+    except OSError:
+        return False
+
+
+@pytest.fixture
+def denv_home(tmp_path: Path) -> Path:
+    return tmp_path / "denv-home"
+
+
+@pytest.fixture
+def agent(denv_home: Path) -> Iterator[AgentClient]:
+    env = {**os.environ, "DENV_HOME": str(denv_home)}
+    client = AgentClient(LocalTransport(env=env))
+    yield client
+    for unit in client.units():  # never leave a process behind, also when a test failed
+        client.stop(unit.id, grace=1)

@@ -1,0 +1,157 @@
+"""The host agent through the local transport: probe, launch, units, stop, logs."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from reconciler.fleet.hostagent import AgentClient, AgentFailed
+from tests.fleet.conftest import answers, free_port, wait_for
+
+
+def http_unit(unit_id: str, port: int, digest: str = "d1") -> dict[str, object]:
+    return {
+        "id": unit_id,
+        "digest": digest,
+        "port": port,
+        "gpus": [0],
+        "argv": [sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1"],
+        "env": {"DENV_TEST": "1"},
+    }
+
+
+def test_probe_reports_simulated_gpus_and_units(agent: AgentClient) -> None:
+    port = free_port()
+    agent.launch(http_unit("web", port))
+    seen = agent.probe(
+        {"count": 4, "name": "NVIDIA H200 (simulated)", "memory_gb": 141, "host": "sim-a"}
+    )
+    assert seen.source == "simulated"
+    assert [g.index for g in seen.gpus] == [0, 1, 2, 3]
+    assert seen.gpus[0].memory_total_mib == 141 * 1024
+    assert [p.pid for p in seen.gpus[0].processes] == [seen.units[0].pid]
+    assert seen.gpus[1].processes == ()
+    assert [u.id for u in seen.units] == ["web"] and seen.units[0].alive
+
+
+def test_probe_without_gpus_says_what_it_tried(agent: AgentClient) -> None:
+    seen = agent.probe()
+    if seen.source == "none":  # this machine has no GPU: every source was tried in order
+        assert seen.gpus == ()
+        assert [t.split(":")[0] for t in seen.tried] == ["nvml", "amdsmi", "nvidia_smi", "amd_smi"]
+
+
+def test_launch_outlives_the_call_and_is_idempotent(agent: AgentClient) -> None:
+    port = free_port()
+    first = agent.launch(http_unit("web", port))
+    assert first.alive and first.restarts == 0
+    wait_for(lambda: answers(port), what="the unit's port")
+    again = agent.launch(http_unit("web", port))
+    assert again.pid == first.pid  # same digest: nothing started
+    with pytest.raises(AgentFailed, match="runs another spec"):
+        agent.launch(http_unit("web", port, digest="d2"))
+    stopped = agent.stop("web", grace=5)
+    assert stopped["stopped"] is True
+    assert not answers(port)
+    assert agent.units() == []
+    assert agent.stop("web")["stopped"] is False  # already gone: nothing to do
+
+
+def test_a_unit_that_died_is_reported_with_its_exit_code(agent: AgentClient) -> None:
+    unit = {
+        "id": "crash",
+        "digest": "c",
+        "argv": [sys.executable, "-c", "print('boom'); raise SystemExit(3)"],
+    }
+    agent.launch(unit)
+    dead = wait_for(
+        lambda: next((u for u in agent.units() if u.exit_code is not None), None),
+        what="the exit code",
+    )
+    assert dead.alive is False and dead.exit_code == 3  # type: ignore[union-attr]
+    assert agent.logs("crash")["lines"] == ["boom"]
+    relaunched = agent.launch(unit)
+    assert relaunched.restarts == 1
+
+
+def test_a_reused_pid_is_not_taken_for_alive(agent: AgentClient, denv_home: Path) -> None:
+    units = denv_home / "units"
+    units.mkdir(parents=True)
+    # This test's own pid is alive, but it is not the process the record started.
+    (units / "ghost.json").write_text(
+        json.dumps({"id": "ghost", "digest": "g", "pid": os.getpid(), "start_time": 1})
+    )
+    ghost = next(u for u in agent.units() if u.id == "ghost")
+    assert ghost.alive is False
+    assert agent.stop("ghost")["stopped"] is False  # and it is never signalled
+    assert os.getpid()  # still here
+
+
+def test_logs_rotate_at_the_cap(denv_home: Path) -> None:
+    from reconciler.fleet.transport import LocalTransport
+
+    env = {**os.environ, "DENV_HOME": str(denv_home), "DENV_LOG_CAP": "2000"}
+    agent = AgentClient(LocalTransport(env=env))
+    agent.launch(
+        {
+            "id": "chatty",
+            "digest": "x",
+            "argv": [sys.executable, "-c", "for i in range(500): print(f'line {i:04d}')"],
+        }
+    )
+    wait_for(lambda: agent.units()[0].exit_code is not None, what="the unit to finish")
+    tail = agent.logs("chatty", tail=2)["lines"]
+    assert tail == ["line 0498", "line 0499"]
+    log = Path(agent.units()[0].log or "")
+    assert log.stat().st_size <= 2000 and Path(f"{log}.1").stat().st_size <= 2000
+    agent.stop("chatty")
+
+
+def test_full_disk_for_the_log_is_reported_and_the_unit_runs_on(
+    agent: AgentClient, denv_home: Path
+) -> None:
+    logs = denv_home / "logs"
+    logs.mkdir(parents=True)
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=16k", "tmpfs", str(logs)],
+        capture_output=True,
+        check=False,
+    )
+    assert mounted.returncode == 0, mounted.stderr  # root, as in CI
+    try:
+        port = free_port()
+        agent.launch(
+            {
+                "id": "noisy",
+                "digest": "n",
+                "port": port,
+                "argv": [
+                    sys.executable,
+                    "-c",
+                    f"import http.server,sys; print('x' * 100000, flush=True); "
+                    f"http.server.test(HandlerClass=http.server.SimpleHTTPRequestHandler, "
+                    f"port={port}, bind='127.0.0.1')",
+                ],
+            }
+        )
+        wait_for(lambda: answers(port), what="the unit to serve despite the full disk")
+        noisy = wait_for(
+            lambda: next((u for u in agent.units() if u.log_error), None),
+            what="the log error in the unit record",
+        )
+        assert noisy.alive  # type: ignore[union-attr]
+        assert "No space left on device" in noisy.log_error  # type: ignore[union-attr]
+        assert "No space left on device" in (agent.logs("noisy")["log_error"] or "")
+        agent.stop("noisy", grace=2)
+    finally:
+        subprocess.run(["umount", str(logs)], check=False)
+
+
+def test_bad_unit_id_is_refused(agent: AgentClient) -> None:
+    with pytest.raises(AgentFailed, match="bad unit id"):
+        agent.logs("../etc/passwd")
