@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint schemas clean
+.PHONY: demo test lint schemas clean system-deps
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -24,7 +24,13 @@ lint: $(STAMP)
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
-test: lint
+# What the tests start for real: OpenSSH servers (in network namespaces, with iproute2).
+system-deps:
+	@command -v sshd >/dev/null 2>&1 || test -x /usr/sbin/sshd || \
+		{ apt-get update -q && apt-get install -y -q openssh-server; }
+	@command -v ip >/dev/null 2>&1 || { apt-get update -q && apt-get install -y -q iproute2; }
+
+test: lint system-deps
 	$(BIN)/pytest -q
 
 # Regenerate the JSON Schemas the repository's YAML files point their editors to.

@@ -12,6 +12,8 @@ import pytest
 
 from reconciler.fleet.hostagent import AgentClient
 from reconciler.fleet.transport import LocalTransport
+from reconciler.spec.fleet import SshSettings
+from tests.fleet.sshd import SshLab
 
 
 def wait_for(condition: Callable[[], object], timeout: float = 10.0, what: str = "") -> object:
@@ -52,3 +54,23 @@ def agent(denv_home: Path) -> Iterator[AgentClient]:
     yield client
     for unit in client.units():  # never leave a process behind, also when a test failed
         client.stop(unit.id, grace=1)
+
+
+@pytest.fixture
+def ssh_lab(tmp_path: Path) -> Iterator[SshLab]:
+    """Real sshd servers; every one is stopped and every namespace removed afterwards."""
+    lab = SshLab(tmp_path / "ssh")
+    try:
+        yield lab
+    finally:
+        lab.stop()
+
+
+def ssh_settings(lab: SshLab, port: int = 22) -> SshSettings:
+    return SshSettings(
+        user="root",
+        key_file=str(lab.client_key),
+        port=port,
+        known_hosts=str(lab.known_hosts),
+        connect_timeout=3,
+    )
