@@ -1,59 +1,236 @@
-"""CLI: `denv fleet …` — the fleets the repository declares."""
+"""CLI: `denv fleet …` — fleets, what their hosts report, and unit logs."""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
+from typing import Annotated, Any, Literal
 
 import typer
 from rich.table import Table
 
 from reconciler.catalog.deployments import declared_free_gpus
 from reconciler.cli.common import JsonOption, RepoOption, console, load, print_json
+from reconciler.errors import NotFound
+from reconciler.fleet.hostagent import AgentClient
+from reconciler.fleet.observe import FleetObservation, Transports, observe
 from reconciler.spec.checks import domain_size
+from reconciler.spec.fleet import Fleet
+from reconciler.spec.repo import Repo
 
 app = typer.Typer(help="Fleets: hosts, GPUs and what runs there.", no_args_is_help=True)
 
+FleetArg = Annotated[str, typer.Argument(help="Fleet name (fleets/<name>.yaml).")]
+
+
+def _warn(message: str) -> None:
+    print(f"warning: {message}", file=sys.stderr)
+
+
+def _python(fleet: Fleet) -> str:
+    # On this machine the agent runs with denv's own interpreter; on hosts, their python3.
+    return sys.executable if fleet.transport == "local" else "python3"
+
+
+def _fleet(repo: Repo, name: str) -> Fleet:
+    if name not in repo.fleets:
+        raise NotFound(f"unknown fleet '{name}' (known: {', '.join(sorted(repo.fleets))})")
+    return repo.fleets[name]
+
+
+def _observe(repo: Repo, fleet: Fleet, transports: Transports) -> FleetObservation:
+    return observe(fleet, transports, repo.resolve_hardware(fleet.hardware), _python(fleet))
+
+
+def _row(repo: Repo, name: str, fleet: Fleet, seen: FleetObservation | None) -> dict[str, Any]:
+    row: dict[str, Any] = {
+        "fleet": name,
+        "provider": fleet.provider,
+        "hardware": fleet.hardware,
+        "domain": domain_size(repo, name),
+        "simulated": fleet.simulated,
+        "hosts": len(fleet.hosts),
+        "trial_gpus": fleet.trial_gpus,
+        "gpus": fleet.gpus,
+        "free_gpus": declared_free_gpus(repo, name),
+        "units": None,
+        "figures": "declared",
+        "unreachable": [],
+    }
+    if seen is None:
+        return row
+    row["unreachable"] = sorted(seen.errors)
+    if not seen.hosts:
+        return row  # every host unreachable: the declared figures stand, marked so
+    unused = sum(len(seen.free_gpus(host)) for host in seen.hosts)
+    row.update(
+        {
+            "gpus": sum(len(h.gpus) for h in seen.hosts.values()),
+            "free_gpus": max(unused - fleet.trial_gpus, 0),
+            "units": sum(1 for h in seen.hosts.values() for u in h.units if u.alive),
+            "figures": "live" if not seen.errors else "partly live",
+        }
+    )
+    return row
+
 
 @app.command("list")
-def list_fleets(repo: RepoOption = Path("."), as_json: JsonOption = False) -> None:
-    """Fleets with hardware, NVLink domain size and GPUs (figures from the files)."""
+def list_fleets(
+    probe: Annotated[
+        Literal["local", "all", "none"],
+        typer.Option(
+            help="Which fleets to ask for live figures: local ones (default), all (connects to "
+            "every SSH host), or none."
+        ),
+    ] = "local",
+    repo: RepoOption = Path("."),
+    as_json: JsonOption = False,
+) -> None:
+    """Fleets with hardware, NVLink domain size, GPUs, free GPUs and running units."""
     loaded = load(repo)
-    rows = [
-        {
-            "fleet": name,
-            "provider": fleet.provider,
-            "hardware": fleet.hardware,
-            "domain": domain_size(loaded, name),
-            "gpus": fleet.gpus,
-            "trial_gpus": fleet.trial_gpus,
-            "free_gpus": declared_free_gpus(loaded, name),
-            "simulated": fleet.simulated,
-            "hosts": len(fleet.hosts),
-            "figures": "declared",
-        }
-        for name, fleet in sorted(loaded.fleets.items())
-    ]
+    transports = Transports(warn=_warn)
+    rows = []
+    try:
+        for name, fleet in sorted(loaded.fleets.items()):
+            live = probe == "all" or (probe == "local" and fleet.transport == "local")
+            seen = _observe(loaded, fleet, transports) if live else None
+            rows.append(_row(loaded, name, fleet, seen))
+    finally:
+        transports.close()
     if as_json:
         print_json({"fleets": rows})
         return
-    table = Table(
-        "FLEET",
-        "PROVIDER",
-        "HARDWARE",
-        "DOMAIN",
-        "GPUS",
-        "FREE-GPUS",
-        box=None,
-    )
+    table = Table("FLEET", "PROVIDER", "HARDWARE", "DOMAIN", "GPUS", "FREE-GPUS", "UNITS", box=None)
     for row in rows:
-        hardware = f"{row['hardware']} (simulated)" if row["simulated"] else str(row["hardware"])
+        hardware = f"{row['hardware']} (simulated)" if row["simulated"] else row["hardware"]
+        mark = "" if row["figures"] == "live" else "*"
         table.add_row(
-            str(row["fleet"]),
-            str(row["provider"]),
+            row["fleet"],
+            row["provider"],
             hardware,
             str(row["domain"]),
-            str(row["gpus"]),
-            str(row["free_gpus"]),
+            f"{row['gpus']}{mark}",
+            f"{row['free_gpus']}{mark}",
+            "…" if row["units"] is None else str(row["units"]),
         )
     console.print(table)
-    console.print("declared in fleets/*.yaml: FREE-GPUS = GPUS − trial GPUs − what releases ask")
+    console.print(
+        "* declared in fleets/*.yaml, not observed (FREE-GPUS = GPUS − trial GPUs − "
+        "what releases ask); live FREE-GPUS = unused GPUs − trial GPUs"
+    )
+    for row in rows:
+        for host in row["unreachable"]:
+            console.print(f"{row['fleet']}: host {host} not reached", markup=False)
+
+
+@app.command("probe")
+def probe_fleet(fleet: FleetArg, repo: RepoOption = Path("."), as_json: JsonOption = False) -> None:
+    """Ask every host of FLEET for its GPUs (NVML, amdsmi, nvidia-smi, or simulated) and units."""
+    loaded = load(repo)
+    spec = _fleet(loaded, fleet)
+    transports = Transports(warn=_warn)
+    try:
+        seen = _observe(loaded, spec, transports)
+    finally:
+        transports.close()
+    if as_json:
+        print_json(
+            {
+                "fleet": fleet,
+                "hosts": {k: v.model_dump(mode="json") for k, v in sorted(seen.hosts.items())},
+                "errors": seen.errors,
+            }
+        )
+    else:
+        _print_probe(seen)
+    if seen.errors:
+        raise typer.Exit(1)
+
+
+def _print_probe(seen: FleetObservation) -> None:
+    gpus = Table(
+        "HOST",
+        "GPU",
+        "NAME",
+        "MEMORY-MIB",
+        "USED-MIB",
+        "PROCESSES",
+        "DOMAIN",
+        box=None,
+        title=f"{seen.fleet}: GPUs",
+        title_justify="left",
+    )
+    units = Table(
+        "HOST",
+        "UNIT",
+        "ALIVE",
+        "PID",
+        "PORT",
+        "GPUS",
+        "RESTARTS",
+        "EXIT",
+        box=None,
+        title=f"{seen.fleet}: units",
+        title_justify="left",
+    )
+    for host, found in sorted(seen.hosts.items()):
+        for gpu in found.gpus:
+            gpus.add_row(
+                host,
+                str(gpu.index),
+                gpu.name or "…",
+                str(gpu.memory_total_mib),
+                str(gpu.memory_used_mib),
+                " ".join(str(p.pid) for p in gpu.processes),
+                gpu.domain or "…",
+            )
+        for unit in found.units:
+            units.add_row(
+                host,
+                unit.id,
+                "yes" if unit.alive else "no",
+                str(unit.pid),
+                str(unit.port or "…"),
+                ",".join(map(str, unit.gpus)),
+                str(unit.restarts),
+                "…" if unit.exit_code is None else str(unit.exit_code),
+            )
+    console.print(gpus)
+    console.print(units)
+    for host, error in sorted(seen.errors.items()):
+        console.print(f"{host}: {error}", markup=False)
+
+
+@app.command("logs")
+def logs(
+    fleet: FleetArg,
+    unit: Annotated[str, typer.Argument(help="Unit id.")],
+    tail: Annotated[int, typer.Option(help="Lines from the end.")] = 100,
+    repo: RepoOption = Path("."),
+    as_json: JsonOption = False,
+) -> None:
+    """The last lines of a unit's log, from whichever host runs it."""
+    loaded = load(repo)
+    spec = _fleet(loaded, fleet)
+    transports = Transports(warn=_warn)
+    try:
+        seen = _observe(loaded, spec, transports)
+        host = next(
+            (h for h, found in seen.hosts.items() if any(u.id == unit for u in found.units)), None
+        )
+        if host is None:
+            raise NotFound(
+                f"no unit '{unit}' on {fleet}"
+                + (f" (not reached: {', '.join(sorted(seen.errors))})" if seen.errors else "")
+            )
+        host_spec = next(h for h in spec.hosts if h.name == host)
+        answer = AgentClient(transports.get(spec, host_spec), _python(spec)).logs(unit, tail)
+    finally:
+        transports.close()
+    if as_json:
+        print_json({"fleet": fleet, "host": host, **answer})
+        return
+    for line in answer["lines"]:
+        typer.echo(line)
+    if answer.get("log_error"):
+        print(f"{host}: {answer['log_error']}", file=sys.stderr)

@@ -28,7 +28,11 @@ ROW_FIELDS = {
 
 @pytest.fixture
 def denv(tmp_path: Path):  # type: ignore[no-untyped-def]
-    env = {**os.environ, "XDG_STATE_HOME": str(tmp_path / "state")}
+    env = {
+        **os.environ,
+        "XDG_STATE_HOME": str(tmp_path / "state"),
+        "DENV_HOME": str(tmp_path / "denv-home"),
+    }
 
     def run(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
@@ -98,14 +102,14 @@ def test_bad_input_is_a_message_exit_1(denv, args: list[str], message: str) -> N
     assert message in run.stderr and "Traceback" not in run.stderr
 
 
-def test_fleet_list_counts_free_gpus(denv) -> None:  # type: ignore[no-untyped-def]
-    fleets = {f["fleet"]: f for f in json.loads(denv("fleet", "list", "--json").stdout)["fleets"]}
+def test_fleet_list_declared_figures(denv) -> None:  # type: ignore[no-untyped-def]
+    run = denv("fleet", "list", "--probe", "none", "--json")
+    fleets = {f["fleet"]: f for f in json.loads(run.stdout)["fleets"]}
     local = fleets["local"]
     # 16 GPUs, 8 kept for trials, chat-8b asks 2 × 1 GPU in each of its two stages
     assert (local["gpus"], local["trial_gpus"], local["free_gpus"]) == (16, 8, 4)
+    assert local["figures"] == "declared" and local["units"] is None
     assert fleets["gb200-rack"]["domain"] == 72
-    table = denv("fleet", "list").stdout
-    assert "FREE-GPUS" in table and "h200-use1" in table
 
 
 def test_offers_cheapest_first(denv) -> None:  # type: ignore[no-untyped-def]
