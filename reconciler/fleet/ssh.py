@@ -49,6 +49,7 @@ class SshTransport:
     ) -> None:
         self.host = host.name
         self.address = host.address or host.name
+        self.port = host.port or settings.port
         self.settings = settings
         self.warn = warn
         self.connect_attempts = connect_attempts
@@ -59,7 +60,7 @@ class SshTransport:
         connection = fabric.Connection(
             self.address,
             user=self.settings.user,
-            port=self.settings.port,
+            port=self.port,
             connect_timeout=self.settings.connect_timeout,
             connect_kwargs={
                 "key_filename": str(Path(key).expanduser()) if key else None,
@@ -101,12 +102,10 @@ class SshTransport:
                 f"{self.host}: host key does not match known_hosts ({exc.key.get_name()})"
             ) from exc
         except SSHException as exc:
-            raise HostUnreachable(
-                f"{self.host} ({self.address}:{self.settings.port}): {exc}"
-            ) from exc
+            raise HostUnreachable(f"{self.host} ({self.address}:{self.port}): {exc}") from exc
         except CONNECT_ERRORS as exc:
             raise HostUnreachable(
-                f"{self.host} ({self.address}:{self.settings.port}) is "
+                f"{self.host} ({self.address}:{self.port}) is "
                 f"unreachable: {exc or type(exc).__name__}"
             ) from exc
         return self._connection

@@ -22,6 +22,7 @@ class SshSettings(Spec):
 class Host(Spec):
     name: Slug
     address: str | None = Field(default=None, pattern=r"^[A-Za-z0-9.:_-]+$")
+    port: int | None = Field(default=None, ge=1, le=65535)  # SSH port, when not the fleet's
     gpus: NonNegativeInt
     # Hosts that share an NVLink domain (e.g. the trays of one NVL72 rack) name the same id.
     domain: Slug | None = None
