@@ -308,13 +308,18 @@ def launch(unit):
             )
         )
     os.makedirs(LOGS, exist_ok=True)
+    log = os.path.join(LOGS, unit["id"] + ".log")
+    if previous is None:  # a new unit starts a new log; a restart appends to its last one
+        for stale in (log, log + ".1"):
+            if os.path.exists(stale):
+                os.unlink(stale)
     record = {
         "id": unit["id"],
         "digest": unit["digest"],
         "argv": unit["argv"],
         "port": unit.get("port"),
         "gpus": unit.get("gpus", []),
-        "log": os.path.join(LOGS, unit["id"] + ".log"),
+        "log": log,
         "restarts": (previous.get("restarts", 0) + 1) if previous else 0,
         "started_at": time.time(),
         "pid": None,

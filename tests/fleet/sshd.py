@@ -109,6 +109,8 @@ class SshLab:
                     "MaxSessions 64",
                     "MaxStartups 200",
                     "Subsystem sftp internal-sftp",
+                    # each test host keeps its own denv state, as separate machines would
+                    f"SetEnv DENV_HOME={folder / 'denv-home'}",
                     "",
                 ]
             )
