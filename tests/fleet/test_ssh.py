@@ -103,3 +103,18 @@ def test_sshd_killed_during_a_command_is_reported_not_retried(ssh_lab: SshLab) -
     killer.join()
     assert time.monotonic() - started < 10  # noticed at once, not at the timeout
     assert marker.read_text() == "run\n"
+
+
+def test_host_key_opt_out_warns_on_each_connection(ssh_lab: SshLab) -> None:
+    server = ssh_lab.start("a")
+    ssh_lab.known_hosts.write_text("")
+    warnings: list[str] = []
+    settings = ssh_settings(ssh_lab, server.port).model_copy(update={"check_host_keys": False})
+    ssh = SshTransport(
+        Host(name="a", address=server.address, gpus=8), settings, warn=warnings.append
+    )
+    assert ssh.run(["true"]).exit_code == 0
+    assert warnings == [
+        "a: host key not checked (check_host_keys: false in the fleet file; for test hosts only)"
+    ]
+    ssh.close()
