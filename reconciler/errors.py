@@ -42,3 +42,27 @@ class NotFound(DenvError):
 
 class UsageError(DenvError):
     """A command-line value is malformed; the message names the bad part."""
+
+
+class EngineError(DenvError):
+    """A deployment that an engine cannot run as written."""
+
+
+class UnsupportedSetting(EngineError):
+    """An engine-neutral setting (or topology) that this engine version cannot express."""
+
+    def __init__(self, setting: str, value: object, engine: str, reason: str) -> None:
+        self.setting = setting
+        super().__init__(f"{setting} {value} is not supported on {engine}: {reason}")
+
+
+class UnknownFlag(EngineError):
+    """An extra arg in recipe.args that the engine version does not have, or that denv sets."""
+
+
+class UnknownVersion(EngineError):
+    """An engine version older than every flag table denv has."""
+
+
+class PlacementError(EngineError):
+    """No room on the fleet for a replica."""

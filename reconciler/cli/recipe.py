@@ -1,17 +1,24 @@
-"""CLI: `denv recipe …` — show a recipe; check that it fits a fleet."""
+"""CLI: `denv recipe …` — show a recipe; check that it fits a fleet; render what it runs."""
 
 from __future__ import annotations
 
+import shlex
+import sys
 from pathlib import Path
 from typing import Annotated
 
 import typer
 from rich.syntax import Syntax
 
+from reconciler.catalog.deployments import Deployment, deployments
 from reconciler.cli.common import JsonOption, RepoOption, console, load, print_json
-from reconciler.errors import NotFound
+from reconciler.engines.launch import engine_name
+from reconciler.engines.units import EngineContext, Unit
+from reconciler.errors import NotFound, UsageError
+from reconciler.fleet.render import render as render_units
 from reconciler.spec.checks import domain_size
 from reconciler.spec.fit import fit as fit_topology
+from reconciler.spec.fleet import Fleet
 from reconciler.spec.recipe import Recipe, total_gpus
 from reconciler.spec.repo import Repo
 
@@ -83,3 +90,130 @@ def fit(
         )
     if reasons:
         raise typer.Exit(1)
+
+
+def _fleet(repo: Repo, name: str) -> Fleet:
+    if name not in repo.fleets:
+        raise NotFound(f"unknown fleet '{name}' (known: {', '.join(sorted(repo.fleets))})")
+    return repo.fleets[name]
+
+
+def _release_deployment(
+    repo: Repo, recipe_id: str, release: str, stage: str | None, fleet: str | None
+) -> Deployment:
+    """The release's deployment of the recipe: its first stage and fleet unless named."""
+    if release not in repo.releases:
+        raise NotFound(f"unknown release '{release}' (known: {', '.join(sorted(repo.releases))})")
+    own = [d for d in deployments(repo) if d.release == release]
+    found = [
+        d
+        for d in own
+        if d.recipe.id == recipe_id
+        and (stage is None or d.stage == stage)
+        and (fleet is None or d.fleet == fleet)
+    ]
+    if not found:
+        runs = ", ".join(f"{d.recipe.id} on {d.fleet} in {d.stage}" for d in own) or "nothing"
+        wanted = "".join(
+            part
+            for part, given in ((f" in stage {stage}", stage), (f" on fleet {fleet}", fleet))
+            if given
+        )
+        raise NotFound(f"release {release} does not run {recipe_id}{wanted} (it runs {runs})")
+    return found[0]
+
+
+def _recipe_deployment(repo: Repo, recipe: Recipe, fleet: str | None) -> Deployment:
+    """The recipe alone, serving its catalog model, on the named or first matching fleet."""
+    if fleet is None:
+        matching = [
+            name for name, f in sorted(repo.fleets.items()) if repo.recipe_runs_on(recipe, f)
+        ]
+        if not matching:
+            known = ", ".join(f"{n} ({f.hardware})" for n, f in sorted(repo.fleets.items()))
+            raise NotFound(
+                f"no fleet has {', '.join(recipe.hardware)} for {recipe.id} "
+                f"(fleets: {known}); pass --fleet"
+            )
+        fleet = matching[0]
+    target = _fleet(repo, fleet)
+    if not target.simulated and not repo.recipe_runs_on(recipe, target):
+        raise UsageError(
+            f"{recipe.id} is for {', '.join(recipe.hardware)}, {fleet} has {target.hardware} "
+            f"(a simulated fleet runs any recipe)"
+        )
+    arch = repo.models.get(recipe.model)
+    weights = f"hf://{arch.hf_repo}" if arch is not None and arch.hf_repo else recipe.model
+    return Deployment(
+        release="",
+        stage="",
+        fleet=fleet,
+        served_model=recipe.model,
+        weights=weights,
+        recipe=recipe,
+    )
+
+
+def _show_unit(unit: Unit) -> None:
+    where = f"{unit.host} ({unit.address})" if unit.host != unit.address else unit.host
+    gpus = f"GPUs {','.join(map(str, unit.gpu_indices))}" if unit.gpu_indices else "no GPUs"
+    if unit.gpus != len(unit.gpu_indices):
+        gpus += f" (stands for {unit.gpus})"
+    port = f"port {unit.port}" if unit.port is not None else "no HTTP port"
+    console.print(f"[bold]{unit.name}[/]  {unit.engine}  {where}  {gpus}  {port}")
+    command = shlex.join(unit.argv)
+    if unit.env:
+        command = shlex.join(f"{k}={v}" for k, v in unit.env.items()) + " " + command
+    console.print(f"  {command}", markup=False, highlight=False, soft_wrap=True)
+
+
+@app.command("render")
+def render(
+    recipe_id: RecipeArg,
+    release: Annotated[
+        str | None, typer.Option("--release", help="Render the recipe as this release runs it.")
+    ] = None,
+    stage: Annotated[
+        str | None, typer.Option("--stage", help="With --release: the stage (default: first).")
+    ] = None,
+    fleet: Annotated[
+        str | None, typer.Option("--fleet", help="Fleet (default: the first that fits).")
+    ] = None,
+    repo: RepoOption = Path("."),
+    as_json: JsonOption = False,
+) -> None:
+    """Exactly what would run: every unit's host, GPUs, port, env and argv."""
+    loaded = load(repo)
+    recipe = find_recipe(loaded, recipe_id)
+    if release is not None:
+        deployment = _release_deployment(loaded, recipe_id, release, stage, fleet)
+    elif stage is not None:
+        raise UsageError("--stage needs --release")
+    else:
+        deployment = _recipe_deployment(loaded, recipe, fleet)
+    target = _fleet(loaded, deployment.fleet)
+    hardware = loaded.resolve_hardware(target.hardware)
+    if hardware is None:
+        raise NotFound(f"fleet {target.name} names unknown hardware '{target.hardware}'")
+    # A local fleet runs on this machine, with this interpreter; hosts of an ssh fleet have
+    # their own.
+    python = sys.executable if target.transport == "local" else "python3"
+    context = EngineContext(
+        hardware=hardware,
+        model=loaded.models.get(deployment.recipe.model),
+        python=python,
+        engine_python=python,
+    )
+    units = render_units(deployment, target, domain_size(loaded, target.name) or 1, context)
+    if as_json:
+        print_json({"units": [unit.model_dump(mode="json") for unit in units]})
+        return
+    runs = engine_name(deployment, target)
+    origin = f"release {deployment.release}, stage {deployment.stage}, " if release else ""
+    console.print(
+        f"[bold]{recipe_id}[/] — {origin}fleet {target.name} ({hardware.id}"
+        f"{', simulated' if target.simulated else ''}) — {runs}, {len(units)} units, "
+        f"{deployment.gpus} GPU{'s' * (deployment.gpus != 1)}"
+    )
+    for unit in units:
+        _show_unit(unit)

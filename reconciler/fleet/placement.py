@@ -19,6 +19,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from reconciler.catalog.deployments import Deployment
+from reconciler.engines.placement import Placement as EnginePlacement
+from reconciler.engines.placement import with_ports
+from reconciler.errors import PlacementError
+from reconciler.spec.fit import domains
 from reconciler.spec.fleet import Fleet
 
 
@@ -67,23 +72,62 @@ def trial_gpus(fleet: Fleet, hosts: Mapping[str, HostState]) -> dict[str, set[in
 def _domains(
     fleet: Fleet, hosts: Mapping[str, HostState], domain_size: int
 ) -> list[list[tuple[str, tuple[int, ...]]]]:
-    """Domains as lists of (host, GPU indices in that domain), in fleet-file order."""
-    shared: dict[str, list[tuple[str, tuple[int, ...]]]] = {}
-    domains: list[list[tuple[str, tuple[int, ...]]]] = []
-    for host in fleet.hosts:
-        state = hosts.get(host.name)
-        if state is None:
-            continue  # not observed: nothing is placed there
-        indices = tuple(sorted(state.gpus))
-        if host.domain is not None:
-            if host.domain not in shared:
-                shared[host.domain] = []
-                domains.append(shared[host.domain])
-            shared[host.domain].append((host.name, indices))
-        else:
-            for start in range(0, len(indices), domain_size):
-                domains.append([(host.name, indices[start : start + domain_size])])
-    return domains
+    """The fleet's domains, holding only hosts and GPUs that were observed."""
+    observed = []
+    for domain in domains(fleet, domain_size):
+        members = [
+            (host, tuple(g for g in gpus if g in hosts[host].gpus))
+            for host, gpus in domain
+            if host in hosts
+        ]
+        if members:
+            observed.append(members)
+    return observed
+
+
+def declared_states(fleet: Fleet) -> dict[str, HostState]:
+    """Every host as its file declares it, nothing running: for plans made before a probe."""
+    return {host.name: HostState(gpus=tuple(range(host.gpus))) for host in fleet.hosts}
+
+
+def place_deployment(
+    deployment: Deployment,
+    fleet: Fleet,
+    hosts: Mapping[str, HostState],
+    domain_size: int,
+    base_port: int = 8000,
+    unit_prefix: str = "",
+) -> EnginePlacement:
+    """Hosts, GPUs and ports for every replica of a deployment; PlacementError naming what
+    is missing when one does not fit. Demand keys are `unit_prefix + role-replica`, so units
+    that already run under those names keep their GPUs."""
+    replicas = [
+        (role, index, pool.gpus)
+        for role, pool in deployment.recipe.topology.pools()
+        for index in range(pool.replicas)
+    ]
+    demands = [
+        Demand(
+            f"{unit_prefix}{role}-{index}",
+            gpus,
+            f"replica {index}" if role == "aggregated" else f"{role} replica {index}",
+        )
+        for role, index, gpus in replicas
+    ]
+    placed = place(demands, fleet, hosts, domain_size)
+    if placed.errors:
+        more = len(placed.errors) - 1
+        raise PlacementError(
+            placed.errors[0] + (f" (and {more} more replica(s) do not fit)" if more else "")
+        )
+    return with_ports(
+        fleet,
+        [
+            (role, index, [(slot.host, list(slot.gpus)) for slot in placed.slots[demand.key]])
+            for (role, index, _), demand in zip(replicas, demands, strict=True)
+        ],
+        base_port,
+    )
 
 
 def place(

@@ -7,21 +7,32 @@ from reconciler.spec.fleet import Fleet
 from reconciler.spec.recipe import AggregatedTopology, DisaggregatedTopology
 
 
-def domain_capacities(fleet: Fleet, domain_size: int) -> list[int]:
-    """GPUs of each NVLink domain of the fleet, largest first.
+def domains(fleet: Fleet, domain_size: int) -> list[list[tuple[str, tuple[int, ...]]]]:
+    """The fleet's NVLink domains in file order, each as (host, GPU indices) members.
 
     Hosts naming the same `domain` share one; a host without one is its own, split into
     domains of `domain_size` when it has more GPUs (a simulated host of 16 H200 is two)."""
-    shared: dict[str, int] = {}
-    domains: list[int] = []
+    shared: dict[str, list[tuple[str, tuple[int, ...]]]] = {}
+    found: list[list[tuple[str, tuple[int, ...]]]] = []
     for host in fleet.hosts:
+        indices = tuple(range(host.gpus))
         if host.domain is not None:
-            shared[host.domain] = shared.get(host.domain, 0) + host.gpus
-            continue
-        whole, rest = divmod(host.gpus, domain_size)
-        domains.extend([domain_size] * whole + ([rest] if rest else []))
-    domains.extend(shared.values())
-    return sorted(domains, reverse=True)
+            if host.domain not in shared:
+                shared[host.domain] = []
+                found.append(shared[host.domain])
+            shared[host.domain].append((host.name, indices))
+        else:
+            found.extend(
+                [(host.name, indices[start : start + domain_size])]
+                for start in range(0, host.gpus, domain_size)
+            )
+    return found
+
+
+def domain_capacities(fleet: Fleet, domain_size: int) -> list[int]:
+    """GPUs of each NVLink domain of the fleet, largest first."""
+    sizes = [sum(len(gpus) for _, gpus in domain) for domain in domains(fleet, domain_size)]
+    return sorted(sizes, reverse=True)
 
 
 def oversized_domains(fleet: Fleet, domain_size: int) -> list[str]:

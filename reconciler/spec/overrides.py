@@ -68,7 +68,8 @@ def apply_overrides(
     topology: AggregatedTopology | DisaggregatedTopology | None,
 ) -> Recipe:
     """The recipe a release runs. Raises pydantic.ValidationError for bad override values."""
-    merged = _merge(recipe.model_dump(), overrides)
+    # exclude_unset: a default stays a default, so engines can leave it to the engine
+    merged = _merge(recipe.model_dump(exclude_unset=True), overrides)
     if topology is not None:
-        merged["topology"] = topology.model_dump()
+        merged["topology"] = topology.model_dump(exclude_unset=True)
     return Recipe.model_validate(merged)

@@ -1,0 +1,73 @@
+"""Pure logic: denv's simulator as an engine — one `denv sim serve` process per replica,
+on node 0's host, standing for all of the replica's GPUs (the placement still holds them
+all). It runs for recipes whose engine is `sim`, and for every recipe on a simulated fleet,
+keeping the recipe's topology; it serves vLLM's metric names. Engine flags are not
+checked here: render the recipe on a real fleet for that."""
+
+from __future__ import annotations
+
+from reconciler.catalog.deployments import Deployment
+from reconciler.engines import vllm
+from reconciler.engines.base import unit_name
+from reconciler.engines.placement import BOOTSTRAP, HTTP, Placement
+from reconciler.engines.sim.spec import SimSpec
+from reconciler.engines.units import EngineContext, MetricNames, Metrics, Probe, Unit
+from reconciler.errors import EngineError
+
+
+def health() -> Probe:
+    return Probe(path="/health", status=200)  # 503 until its warm-up has passed
+
+
+def metric_names() -> MetricNames:
+    return vllm.metric_names()
+
+
+def units(deployment: Deployment, placement: Placement, context: EngineContext) -> list[Unit]:
+    if context.model is None:
+        raise EngineError(
+            f"the simulator needs the architecture of {deployment.recipe.model} "
+            f"(catalog/models.yaml) in the engine context"
+        )
+    found: list[Unit] = []
+    for role, pool in deployment.recipe.topology.pools():
+        for index in range(pool.replicas):
+            head = placement.replica(role, index)[0]
+            spec = SimSpec(
+                served_model=deployment.served_model,
+                weights=deployment.weights,
+                model=context.model,
+                hardware=context.hardware,
+                recipe=deployment.recipe,
+                role=role,
+                gpus=pool.gpus,
+                time_scale=context.sim_time_scale,
+                seed=context.seed,
+            )
+            port = head.at(HTTP)
+            argv = [context.python, "-m", "reconciler", "sim", "serve"]
+            argv += ["--host", head.address, "--port", str(port)]
+            argv += ["--spec-json", spec.model_dump_json()]
+            bootstrap = head.at(BOOTSTRAP) if role == "prefill" else None
+            argv += ["--bootstrap-port", str(bootstrap)] if bootstrap else []
+            found.append(
+                Unit(
+                    name=unit_name(role, index, 0, 1),
+                    role=role,
+                    replica=index,
+                    node=0,
+                    engine="sim",
+                    host=head.host,
+                    address=head.address,
+                    argv=argv,
+                    env={},
+                    port=port,
+                    gpus=pool.gpus,
+                    gpu_indices=head.gpu_indices,
+                    bootstrap_port=bootstrap,
+                    readiness=health(),
+                    health=health(),
+                    metrics=Metrics(port=port, names=metric_names()),
+                )
+            )
+    return found

@@ -1,0 +1,79 @@
+"""Models: what an engine module produces — units (one process each) with their argv, env,
+GPUs, ports, probes and metrics — and the context that says what varies between hosts."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, NonNegativeInt
+
+from reconciler.spec.base import Spec
+from reconciler.spec.catalog import Hardware, ModelArch
+
+UnitRole = Literal["aggregated", "prefill", "decode", "router"]
+RouterPolicy = Literal["round_robin", "cache_aware", "power_of_two", "random"]
+
+
+class EngineContext(Spec):
+    """Everything that varies from one host or run to the next, passed in: engine modules
+    read no environment, files or clock."""
+
+    hardware: Hardware  # the fleet's GPUs: vendor picks CUDA_ or HIP_VISIBLE_DEVICES
+    model: ModelArch | None = None  # the architecture; the simulator needs it
+    python: str = "python3"  # interpreter with denv installed (simulator units)
+    engine_python: str = "python3"  # interpreter with SGLang and the routers installed
+    vllm: str = "vllm"  # the `vllm` command on the hosts
+    model_path: str | None = None  # where the weights sit on the hosts; None: the engine
+    # fetches hf:// weights itself, pinned with --revision
+    base_port: int = Field(default=8000, ge=1024, le=65535 - 4096)
+    seed: int = 0  # engine sampling seed (vLLM --seed, SGLang --random-seed)
+    router_policy: RouterPolicy = "cache_aware"
+    sim_time_scale: float = Field(default=1.0, gt=0)
+
+
+class Probe(Spec):
+    """An HTTP GET on the unit's port that answers `status` when the check passes."""
+
+    path: str
+    status: int = 200
+
+
+class MetricNames(Spec):
+    """Prometheus series, as selectors (a name, with labels where one series is meant)."""
+
+    ttft: str
+    itl: str
+    e2e: str
+    queue: str
+    kv_usage: str  # 0..1
+    errors: str
+    running: str
+    waiting: str
+
+
+class Metrics(Spec):
+    port: int
+    path: str = "/metrics"
+    names: MetricNames | None = None  # None: the endpoint exists, its names are not ours
+
+
+class Unit(Spec):
+    """One process of a deployment: where it runs, exactly what it runs, how to check it."""
+
+    name: str  # unique within a deployment, e.g. decode-0 or decode-0-node1
+    role: UnitRole
+    replica: NonNegativeInt
+    node: NonNegativeInt  # node rank inside a replica that spans hosts; 0 otherwise
+    engine: str  # vllm, sglang, sim, sglang-router, vllm-router
+    host: str
+    address: str
+    argv: list[str]  # never a shell string
+    env: dict[str, str]
+    port: int | None  # HTTP port; None for a secondary node of a multi-node replica
+    gpus: NonNegativeInt  # GPUs this process stands for
+    gpu_indices: list[int]  # GPU indices on its host
+    bootstrap_port: int | None = None  # a prefill unit's KV bootstrap port (router P/D)
+    readiness: Probe | None = None
+    health: Probe | None = None
+    metrics: Metrics | None = None
+    flag_table: str | None = None  # the engine version whose flags the argv was checked against

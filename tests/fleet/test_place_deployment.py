@@ -1,0 +1,116 @@
+"""A deployment placed on a fleet as declared: largest replicas first, the tightest host,
+one NVLink domain per replica, trial GPUs left alone, ports in blocks."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from reconciler.engines.placement import PORT_BLOCK, Placement
+from reconciler.errors import PlacementError
+from reconciler.fleet.placement import declared_states, place_deployment
+from reconciler.spec.fleet import Fleet
+from tests.engines.conftest import deployment, fleet, recipe
+
+
+def place(topology: dict[str, Any], target: Fleet, domain_size: int = 8) -> Placement:
+    spec = deployment(recipe(topology=topology))
+    return place_deployment(spec, target, declared_states(target), domain_size)
+
+
+def layout(placement: Placement) -> list[tuple[str, int, int, str, list[int], int]]:
+    return [(s.role, s.replica, s.node, s.host, s.gpu_indices, s.port) for s in placement.slots]
+
+
+def test_replicas_fill_hosts_in_file_order() -> None:
+    found = place({"mode": "aggregated", "replicas": 3, "gpus": 4}, fleet(hosts=2))
+    assert layout(found) == [
+        ("aggregated", 0, 0, "node-01", [0, 1, 2, 3], 8032),
+        ("aggregated", 1, 0, "node-01", [4, 5, 6, 7], 8064),
+        ("aggregated", 2, 0, "node-02", [0, 1, 2, 3], 8096),
+    ]
+    assert (found.router.host, found.router.address, found.router.port) == (
+        "node-01", "10.0.0.1", 8000,
+    )  # fmt: skip
+
+
+def test_largest_replicas_first_and_pool_order_kept() -> None:
+    topology = {
+        "mode": "disaggregated",
+        "prefill": {"replicas": 2, "gpus": 2, "parallel": {"tp": 2}},
+        "decode": {"gpus": 8, "parallel": {"tp": 8}},
+    }
+    assert layout(place(topology, fleet(hosts=2))) == [
+        ("prefill", 0, 0, "node-02", [0, 1], 8032),
+        ("prefill", 1, 0, "node-02", [2, 3], 8064),
+        ("decode", 0, 0, "node-01", list(range(8)), 8096),
+    ]
+
+
+def test_trial_gpus_are_the_fleets_last() -> None:
+    found = place({"mode": "aggregated", "replicas": 3, "gpus": 2}, fleet(hosts=1, trial=2))
+    assert [s.gpu_indices for s in found.slots] == [[0, 1], [2, 3], [4, 5]]
+    with pytest.raises(PlacementError) as caught:
+        place({"mode": "aggregated", "replicas": 4, "gpus": 2}, fleet(hosts=1, trial=2))
+    assert str(caught.value) == (
+        "replica 3 needs 2 GPUs in one domain; the most free in one domain of test is 0 "
+        "(others are in use, busy with foreign processes, or kept as the fleet's 2 trial GPUs)"
+    )
+
+
+def test_a_replica_spans_hosts_only_inside_a_shared_domain() -> None:
+    rack = fleet("gb200-nvl72", hosts=4, gpus=4, domain="rack-1")
+    found = place({"mode": "aggregated", "gpus": 8, "parallel": {"tp": 8}}, rack, 72)
+    assert layout(found) == [
+        ("aggregated", 0, 0, "node-01", [0, 1, 2, 3], 8032),
+        ("aggregated", 0, 1, "node-02", [0, 1, 2, 3], 8064),
+    ]
+    assert {s.nodes for s in found.slots} == {2}
+    with pytest.raises(PlacementError) as caught:
+        place({"mode": "aggregated", "gpus": 8, "parallel": {"tp": 8}}, fleet(hosts=2, gpus=4), 4)
+    assert str(caught.value) == (
+        "replica 0 needs 8 GPUs in one domain; the largest domain of test has 4"
+    )
+
+
+def test_a_large_host_is_split_into_domains() -> None:
+    big = fleet(hosts=1, gpus=16)
+    found = place({"mode": "aggregated", "replicas": 2, "gpus": 8, "parallel": {"tp": 8}}, big)
+    assert [s.gpu_indices for s in found.slots] == [list(range(8)), list(range(8, 16))]
+    with pytest.raises(
+        PlacementError, match=r"needs 16 GPUs in one domain; the largest domain of test has 8"
+    ):
+        place({"mode": "aggregated", "gpus": 16, "parallel": {"tp": 16}}, big)
+
+
+def test_addresses_and_router_host() -> None:
+    local = Fleet.model_validate(
+        {
+            "name": "local",
+            "provider": "local",
+            "hardware": "h200",
+            "transport": "local",
+            "hosts": [{"name": "localhost", "gpus": 4}],
+        }
+    )
+    assert place({"mode": "aggregated", "gpus": 1}, local).slots[0].address == "127.0.0.1"
+    gateway = Fleet.model_validate(
+        {
+            "name": "gw",
+            "provider": "test",
+            "hardware": "h200",
+            "ssh": {"user": "denv"},
+            "hosts": [{"name": "h200-01", "gpus": 8}, {"name": "gateway", "gpus": 0}],
+        }
+    )
+    found = place({"mode": "aggregated", "gpus": 1}, gateway)
+    assert (found.slots[0].address, found.router.host) == ("h200-01", "gateway")
+
+
+def test_ports_come_in_blocks_from_the_base_port() -> None:
+    target = fleet(hosts=2)
+    spec = deployment(recipe(topology={"mode": "aggregated", "replicas": 3, "gpus": 1}))
+    found = place_deployment(spec, target, declared_states(target), 8, base_port=20000)
+    assert found.router.port == 20000
+    assert [s.port for s in found.slots] == [20000 + PORT_BLOCK * i for i in (1, 2, 3)]
