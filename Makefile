@@ -19,8 +19,8 @@ demo: $(STAMP)
 	$(BIN)/denv fleet list
 
 lint: $(STAMP)
-	$(BIN)/ruff check reconciler tests scripts
-	$(BIN)/ruff format --check reconciler tests scripts
+	$(BIN)/ruff check reconciler tests scripts benchmarks
+	$(BIN)/ruff format --check reconciler tests scripts benchmarks
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 

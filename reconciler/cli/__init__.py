@@ -12,7 +12,7 @@ import traceback
 import typer
 from typer.exceptions import Abort, TyperException
 
-from reconciler.cli import bench, fleet, offers, recipe, validate
+from reconciler.cli import bench, fleet, offers, recipe, sim, validate
 from reconciler.errors import DenvError
 
 app = typer.Typer(
@@ -28,6 +28,7 @@ app.command("offers")(offers.offers)
 app.add_typer(bench.app, name="bench")
 app.add_typer(fleet.app, name="fleet")
 app.add_typer(recipe.app, name="recipe")
+app.add_typer(sim.app, name="sim")
 
 
 def main() -> None:

@@ -35,8 +35,12 @@ def free_port() -> int:
 
 
 def answers(port: int) -> bool:
+    return answers_at("127.0.0.1", port)
+
+
+def answers_at(address: str, port: int) -> bool:
     try:
-        with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+        with socket.create_connection((address, port), timeout=0.2):
             return True
     except OSError:
         return False

@@ -1,0 +1,292 @@
+"""CLI: `denv sim` — denv's engine simulator: serve it, ask its performance model."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import os
+import signal
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from pydantic import ValidationError
+from rich.table import Table
+
+from reconciler.cli.common import JsonOption, RepoOption, console, load, print_json
+from reconciler.cli.recipe import find_recipe
+from reconciler.engines.sim import traffic
+from reconciler.engines.sim.faults import Faults
+from reconciler.engines.sim.predict import MAX_REQUESTS, default_requests
+from reconciler.engines.sim.predict import predict as run_prediction
+from reconciler.engines.sim.spec import SimSpec
+from reconciler.engines.sim.stats import Prediction
+from reconciler.errors import DenvError, NotFound, UsageError
+from reconciler.spec.catalog import Hardware
+from reconciler.spec.repo import Repo
+
+app = typer.Typer(
+    help="denv's engine simulator: an OpenAI-compatible server with a performance model.",
+    no_args_is_help=True,
+)
+
+
+def _load_spec(spec_json: str | None, spec_file: Path | None) -> SimSpec:
+    if (spec_json is None) == (spec_file is None):
+        raise UsageError("give the simulator's SimSpec as --spec-json JSON or --spec FILE")
+    if spec_file is not None:
+        try:
+            spec_json = spec_file.read_text()
+        except OSError as exc:
+            raise UsageError(f"{spec_file}: {exc.strerror}") from exc
+    try:
+        return SimSpec.model_validate_json(spec_json or "")
+    except ValidationError as exc:
+        where = spec_file or "--spec-json"
+        raise UsageError(f"{where}: not a valid SimSpec:\n{exc}") from exc
+
+
+@app.command()
+def serve(
+    spec_json: Annotated[
+        str | None, typer.Option("--spec-json", help="The SimSpec as JSON.")
+    ] = None,
+    spec_file: Annotated[
+        Path | None, typer.Option("--spec", help="A file holding the SimSpec as JSON.")
+    ] = None,
+    host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port to listen on (0: any free one).")] = 8000,
+    bootstrap_port: Annotated[
+        int | None,
+        typer.Option(help="With role prefill: the P/D bootstrap port (0: any free one)."),
+    ] = None,
+    time_scale: Annotated[
+        float | None,
+        typer.Option(
+            min=0.001, help="Run this many times faster than real time (default: the spec's)."
+        ),
+    ] = None,
+    fault_warmup_s: Annotated[
+        float | None,
+        typer.Option(
+            min=0, help="Slow start: /health answers 503 this long (default: the spec's)."
+        ),
+    ] = None,
+    fault_crash_after: Annotated[
+        int | None, typer.Option(min=1, help="Exit non-zero after answering N requests.")
+    ] = None,
+    fault_error_rate: Annotated[
+        float, typer.Option(min=0, max=1, help="Fraction of requests answered 500.")
+    ] = 0.0,
+    fault_spike_ms: Annotated[
+        float, typer.Option(min=0, help="Latency spike: modelled ms added to every step.")
+    ] = 0.0,
+    fault_spike_s: Annotated[
+        float | None, typer.Option(min=0, help="How long the spike lasts (default: until cleared).")
+    ] = None,
+    fault_hang: Annotated[
+        bool, typer.Option(help="Start hung: the engine loop stalls and nothing answers.")
+    ] = False,
+    fault_seed: Annotated[
+        int, typer.Option(help="Seed deciding which requests the error rate hits.")
+    ] = 0,
+) -> None:
+    """Serve a simulated engine: OpenAI-compatible, vLLM metrics, faults on demand."""
+    spec = _load_spec(spec_json, spec_file)
+    if time_scale is not None:
+        spec = spec.model_copy(update={"time_scale": time_scale})
+    faults = Faults(
+        warmup_s=fault_warmup_s,
+        crash_after=fault_crash_after,
+        error_rate=fault_error_rate,
+        spike_ms=fault_spike_ms,
+        spike_s=fault_spike_s,
+        hang=fault_hang,
+        seed=fault_seed,
+    )
+    asyncio.run(_serve(spec, faults, host, port, bootstrap_port))
+
+
+def _log(message: str) -> None:
+    typer.echo(f"denv sim: {message}", err=True)
+
+
+def _crash(code: int) -> None:
+    _log(f"exit {code}")
+    os._exit(code)
+
+
+async def _serve(
+    spec: SimSpec, faults: Faults, host: str, port: int, bootstrap_port: int | None
+) -> None:
+    from reconciler.engines.sim.server import SimServer  # aiohttp: only when serving
+
+    server = SimServer(spec, faults, log=_log, crash=_crash)
+    try:
+        listening = await server.start(host, port, bootstrap_port)
+    except OSError as exc:
+        raise DenvError(f"cannot listen on {host}:{port}: {exc.strerror}") from exc
+    # Everything loaded so far lives as long as the process: keep it out of the cyclic garbage
+    # collector's full passes, which would otherwise stall the engine loop for milliseconds.
+    gc.freeze()
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+    bootstrap = f" (bootstrap port {listening.bootstrap_port})" if listening.bootstrap_port else ""
+    typer.echo(
+        f"denv sim: serving {spec.served_model} ({spec.role}) at {listening.url}{bootstrap}"
+        f" — simulated {spec.hardware.id} × {spec.gpus}, time scale x{spec.time_scale:g}"
+    )
+    await stop.wait()
+    await server.close()
+
+
+# ---------------------------------------------------------------------------- predict
+DEFAULT_CONCURRENCY = 16
+
+
+@app.command()
+def predict(
+    recipe_id: Annotated[
+        str, typer.Option("--recipe", help="Recipe id, e.g. llama-3.1-8b/vllm@1.")
+    ],
+    hardware_id: Annotated[
+        str | None,
+        typer.Option("--hardware", help="Hardware id or alias (default: the recipe's first)."),
+    ] = None,
+    workload: Annotated[
+        str | None, typer.Option("--workload", help="A profile of catalog/workloads.yaml.")
+    ] = None,
+    traffic_file: Annotated[
+        Path | None, typer.Option("--traffic", help="A Mooncake JSONL traffic file.")
+    ] = None,
+    isl: Annotated[int | None, typer.Option("--isl", min=1, help="Input tokens.")] = None,
+    osl: Annotated[int | None, typer.Option("--osl", min=1, help="Output tokens.")] = None,
+    range_ratio: Annotated[
+        float,
+        typer.Option(
+            "--range-ratio",
+            min=0.01,
+            max=1.0,
+            help="With --isl/--osl: draw each length between ratio × N and N, as vLLM bench's "
+            "--random-range-ratio (InferenceX uses 0.8).",
+        ),
+    ] = 1.0,
+    concurrency: Annotated[
+        int | None,
+        typer.Option(
+            "--concurrency",
+            min=1,
+            help=f"Closed loop: this many clients (default {DEFAULT_CONCURRENCY}; with "
+            "--traffic, the trace's own send times).",
+        ),
+    ] = None,
+    rate: Annotated[
+        float | None,
+        typer.Option("--rate", min=0.001, help="Open loop: Poisson arrivals per second."),
+    ] = None,
+    requests: Annotated[
+        int | None,
+        typer.Option(
+            "--requests",
+            min=1,
+            max=MAX_REQUESTS,
+            help="Requests to send (default: 11 per client, a minute of arrivals, or the "
+            "whole trace); the first client's worth are warm-up.",
+        ),
+    ] = None,
+    repo: RepoOption = Path("."),
+    as_json: JsonOption = False,
+) -> None:
+    """Predict a recipe's latency and throughput with the simulator's performance model."""
+    if sum(x is not None for x in (workload, traffic_file, isl or osl)) != 1 or (
+        (isl is None) != (osl is None)
+    ):
+        raise UsageError("give one of --workload W, --traffic FILE, or --isl N with --osl N")
+    if concurrency is not None and rate is not None:
+        raise UsageError("give --concurrency or --rate, not both")
+    loaded = load(repo)
+    recipe = find_recipe(loaded, recipe_id)
+    hardware = _hardware(loaded, hardware_id or recipe.hardware[0])
+    model = loaded.models[recipe.model]
+    if traffic_file is None and rate is None and concurrency is None:
+        concurrency = DEFAULT_CONCURRENCY
+    count = requests or default_requests(concurrency, rate)
+    load_requests = _requests(loaded, workload, traffic_file, isl, osl, range_ratio, count)
+    if requests is None and traffic_file is not None:
+        load_requests = load_requests[:MAX_REQUESTS]
+    if rate is not None:
+        load_requests = traffic.poisson(load_requests, rate)
+    result = run_prediction(recipe, hardware, model, load_requests, concurrency, rate=rate)
+    if as_json:
+        print_json(result)
+    else:
+        _render(result, workload, traffic_file, isl, osl)
+
+
+def _hardware(repo: Repo, key: str) -> Hardware:
+    found = repo.resolve_hardware(key)
+    if found is None:
+        raise NotFound(f"unknown hardware '{key}' (known: {', '.join(sorted(repo.hardware))})")
+    return found
+
+
+def _requests(
+    repo: Repo,
+    workload: str | None,
+    traffic_file: Path | None,
+    isl: int | None,
+    osl: int | None,
+    range_ratio: float,
+    count: int,
+) -> list[traffic.Request]:
+    if workload is not None:
+        if workload not in repo.workloads:
+            known = ", ".join(sorted(repo.workloads))
+            raise NotFound(f"unknown workload '{workload}' (known: {known})")
+        return traffic.workload(repo.workloads[workload], count)
+    if traffic_file is not None:
+        try:
+            text = traffic_file.read_text()
+        except OSError as exc:
+            raise UsageError(f"{traffic_file}: {exc.strerror}") from exc
+        return traffic.traced(traffic.parse_traffic(text, str(traffic_file)))[:count]
+    assert isl is not None and osl is not None
+    return traffic.fixed(isl, osl, count, range_ratio)
+
+
+def _render(
+    p: Prediction, workload: str | None, traffic_file: Path | None, isl: int | None, osl: int | None
+) -> None:
+    shape = workload or (str(traffic_file) if traffic_file else f"{isl} in / {osl} out")
+    load_text = (
+        f"{p.concurrency} clients"
+        if p.concurrency
+        else (f"{p.rate:g} req/s" if p.rate else "trace timing")
+    )
+    console.print(
+        f"[bold]SIMULATED[/] — {p.recipe} on {p.gpus} × {p.hardware}, {shape}, {load_text}",
+        markup=True,
+    )
+    table = Table()
+    table.add_column("metric")
+    table.add_column("p50", justify="right")
+    table.add_column("p99", justify="right")
+    for name, pct in (
+        ("TTFT ms", p.ttft_ms),
+        ("TPOT ms", p.tpot_ms),
+        ("ITL ms", p.itl_ms),
+        ("E2E ms", p.e2e_ms),
+    ):
+        table.add_row(name, f"{pct.p50:,.1f}", f"{pct.p99:,.1f}")
+    table.add_row("output tok/s", f"{p.output_tok_s:,.0f}", "")
+    table.add_row("output tok/s/GPU", f"{p.output_tok_s_per_gpu:,.1f}", "")
+    table.add_row("total tok/s/GPU", f"{p.total_tok_s_per_gpu:,.1f}", "")
+    console.print(table)
+    rejected = f"; {p.errors} too large, rejected" if p.errors else ""
+    console.print(
+        "Predicted by denv's performance model (docs/simulator.md), not measured on hardware: "
+        f"{p.requests} requests after {p.warmup} warm-up{rejected}.",
+        markup=False,
+    )

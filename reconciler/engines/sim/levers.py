@@ -1,0 +1,141 @@
+"""Pure logic: how a recipe's engine-neutral settings read in the simulator — bytes per weight
+and per KV value, speculative decoding's tokens per step, and each engine's defaults for the
+settings a recipe leaves out. Every constant is explained in docs/simulator.md."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from reconciler.engines.sim.calibration import MTP_ACCEPTANCE
+from reconciler.spec.catalog import Hardware
+from reconciler.spec.recipe import Settings
+
+# Bytes per parameter and the tensor-core format GEMMs run in, by recipe quantization.
+# Block-scaled formats carry their scales: NVFP4 one fp8 scale per 16 values (4.5 bits),
+# MXFP4 one e8m0 scale per 32 (4.25 bits), AWQ/GPTQ/int4 one fp16 scale per 128 (4.125 bits).
+# Weight-only formats (int4, AWQ, GPTQ) dequantise to bf16 and compute there.
+WEIGHT_FORMATS: dict[str, tuple[float, str]] = {
+    "none": (2.0, "bf16"),
+    "fp8": (1.0, "fp8"),
+    "w8a8_fp8": (1.0, "fp8"),
+    "fp4": (0.5625, "fp4"),
+    "nvfp4": (0.5625, "fp4"),
+    "mxfp4": (0.53125, "fp4"),
+    "int4": (0.515625, "bf16"),
+    "awq": (0.515625, "bf16"),
+    "gptq": (0.515625, "bf16"),
+}
+
+# KV cache bytes per value; `auto` follows the model dtype (bf16 for every catalog model).
+KV_DTYPE_BYTES: dict[str, float] = {
+    "auto": 2.0,
+    "bf16": 2.0,
+    "fp8": 1.0,
+    "fp8_e4m3": 1.0,
+    "fp8_e5m2": 1.0,
+}
+
+# Per-draft-token acceptance rate by speculative method. MTP is fitted (calibration.py);
+# the others are assumptions, stated in docs/simulator.md, not calibrated.
+ACCEPTANCE: dict[str, float] = {
+    "mtp": MTP_ACCEPTANCE,
+    "eagle": 0.6,
+    "eagle3": 0.7,
+    "draft_model": 0.6,
+    "ngram": 0.3,
+}
+# GPU time of one draft pass, as a share of the target model's decode step: MTP and EAGLE
+# heads are one transformer layer (1 / layers, filled in by the model); a separate draft model
+# is taken as a tenth of the target; n-gram lookup runs on the CPU and costs nothing here.
+DRAFT_MODEL_SHARE = 0.1
+
+# SGLang admits a request only while KV holds the running requests' remaining output times
+# this ratio (SGLANG_INIT_NEW_TOKEN_RATIO; the engine lets it decay while nothing is retracted,
+# denv keeps the starting value).
+SGLANG_NEW_TOKEN_RATIO = 0.7
+
+
+def tokens_per_step(acceptance: float, draft_tokens: int) -> float:
+    """Expected tokens a request emits per verify step with `draft_tokens` drafts whose
+    acceptances are independent with rate `acceptance` (Leviathan et al. 2023, eq. 1):
+    (1 - a^(n+1)) / (1 - a)."""
+    if draft_tokens <= 0:
+        return 1.0
+    if acceptance >= 1.0:
+        return float(draft_tokens + 1)
+    return (1.0 - acceptance ** (draft_tokens + 1)) / (1.0 - acceptance)
+
+
+@dataclass(frozen=True)
+class Limits:
+    """The scheduler's limits once engine defaults fill what the recipe leaves out."""
+
+    max_batch: int  # running requests per engine
+    token_budget: int  # tokens computed per step (prefill chunks + decode tokens)
+    chunk_tokens: int | None  # prefill tokens of one request per step; None: no chunking
+    mixed_batches: bool  # decode and prefill share a step (vLLM) or prefill runs alone (SGLang)
+    cuda_graph_max_batch: int  # decode batches up to this replay a captured graph
+    # Admission keeps KV for this share of every running request's remaining output: SGLang's
+    # new_token_ratio (0.7 at start); vLLM admits greedily (0) and preempts when KV runs out.
+    reserve_ratio: float
+    # While requests run, new ones are looked at every this many steps (SGLang's
+    # --scheduler-recv-interval and --num-continuous-decode-steps); 1 elsewhere.
+    poll_interval: int = 1
+
+
+def limits(engine: str, settings: Settings, hardware: Hardware, args: Sequence[str] = ()) -> Limits:
+    """vLLM 0.33 on >= 70 GB GPUs: --max-num-seqs 1024, --max-num-batched-tokens 8192, chunked
+    prefill on, mixed steps. SGLang 0.5: --chunked-prefill-size 8192 under 160 GB, else 16384;
+    --max-prefill-tokens 16384; prefill batches run apart from decode (no mixed chunk); its
+    request pool is sized from KV memory, which the scheduler enforces, so the count cap is
+    4096, and admission keeps room for 0.7 of the running requests' remaining output. CUDA
+    graphs capture decode batches up to 512 in both. Extra engine args that change these are
+    honoured: SGLang --scheduler-recv-interval, --num-continuous-decode-steps,
+    --cuda-graph-max-bs(-decode); vLLM --max-cudagraph-capture-size."""
+    setting = settings.chunked_prefill
+    if engine == "sglang":
+        default_chunk = 8192 if hardware.memory_gb < 160 else 16384
+        chunk = _chunk(setting, default_chunk)
+        budget = settings.max_batched_tokens or max(16384, chunk or 0)
+        max_batch = settings.max_batch or 4096
+        mixed = False
+        reserve = SGLANG_NEW_TOKEN_RATIO
+    else:  # vllm, and the simulator's own engine, which schedules like vLLM
+        big = hardware.memory_gb >= 70
+        budget = settings.max_batched_tokens or (8192 if big else 2048)
+        chunk = _chunk(setting, budget)
+        max_batch = settings.max_batch or (1024 if big else 256)
+        mixed = True
+        reserve = 0.0
+    chunk = None if chunk is None else min(chunk, budget)
+    if engine == "sglang":
+        graphs = _flag(args, "--cuda-graph-max-bs-decode") or _flag(args, "--cuda-graph-max-bs")
+        poll = max(
+            _flag(args, "--scheduler-recv-interval") or 1,
+            _flag(args, "--num-continuous-decode-steps") or 1,
+        )
+    else:
+        graphs, poll = _flag(args, "--max-cudagraph-capture-size"), 1
+    return Limits(max_batch, budget, chunk, mixed, graphs or 512, reserve, poll)
+
+
+def _flag(args: Sequence[str], name: str) -> int | None:
+    """The integer value of `--name N` or `--name=N` among engine args, if given."""
+    for i, arg in enumerate(args):
+        text = None
+        if arg == name and i + 1 < len(args):
+            text = args[i + 1]
+        elif arg.startswith(name + "="):
+            text = arg.split("=", 1)[1]
+        if text is not None and text.isdigit() and int(text) > 0:
+            return int(text)
+    return None
+
+
+def _chunk(setting: bool | int | None, default: int) -> int | None:
+    if setting is None or setting is True:
+        return default
+    if setting is False:
+        return None
+    return int(setting)

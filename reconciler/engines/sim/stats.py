@@ -1,0 +1,82 @@
+"""Models and pure logic: a prediction's figures, computed as the DESIGN.md metric dictionary
+defines them (vLLM `bench serve`): TTFT, TPOT per request, ITL pooled over every gap between
+streamed chunks, E2E, throughput over the measured window."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from reconciler.spec.base import Spec
+
+
+class Pcts(Spec):
+    p50: float
+    p99: float
+
+
+class Prediction(Spec):
+    ttft_ms: Pcts
+    tpot_ms: Pcts
+    itl_ms: Pcts
+    output_tok_s: float
+    output_tok_s_per_gpu: float  # over every GPU of the deployment, prefill included
+    total_tok_s_per_gpu: float  # input and output tokens
+    e2e_ms: Pcts
+    simulated: bool = True
+    recipe: str
+    hardware: str
+    gpus: int
+    concurrency: int | None = None
+    rate: float | None = None
+    requests: int  # measured: warm-up and rejected requests excluded
+    warmup: int
+    errors: int = 0  # requests rejected: prompt and output exceed what one replica holds
+    duration_s: float  # the measured window, virtual time
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """Linear interpolation between closest ranks (numpy's default, as vLLM bench uses)."""
+    if not values:
+        return math.nan
+    ordered = sorted(values)
+    return _interpolate(ordered, [1] * len(ordered), q)
+
+
+def weighted_percentile(pairs: Sequence[tuple[float, int]], q: float) -> float:
+    """The same over values that repeat: (value, how many times)."""
+    pairs = sorted(p for p in pairs if p[1] > 0)
+    if not pairs:
+        return math.nan
+    return _interpolate([v for v, _ in pairs], [n for _, n in pairs], q)
+
+
+def _interpolate(values: list[float], counts: list[int], q: float) -> float:
+    rank = q / 100.0 * (sum(counts) - 1)
+    low = math.floor(rank)
+    below = _at(values, counts, low)
+    if rank == low:
+        return below
+    return below + (_at(values, counts, low + 1) - below) * (rank - low)
+
+
+def _at(values: list[float], counts: list[int], index: int) -> float:
+    seen = 0
+    for value, count in zip(values, counts, strict=True):
+        seen += count
+        if index < seen:
+            return value
+    return values[-1]
+
+
+def pcts_ms(values: Sequence[float]) -> Pcts:
+    return Pcts(
+        p50=round(percentile(values, 50) * 1000, 3), p99=round(percentile(values, 99) * 1000, 3)
+    )
+
+
+def pcts_ms_weighted(pairs: Sequence[tuple[float, int]]) -> Pcts:
+    return Pcts(
+        p50=round(weighted_percentile(pairs, 50) * 1000, 3),
+        p99=round(weighted_percentile(pairs, 99) * 1000, 3),
+    )

@@ -1,0 +1,118 @@
+"""Pure logic: the requests a prediction sends — fixed lengths, a workload profile's
+distributions, or a Mooncake traffic file — each drawn with a fixed seed, so a prediction is
+the same on every run."""
+
+from __future__ import annotations
+
+import json
+import random
+from dataclasses import dataclass
+
+from pydantic import ValidationError
+
+from reconciler.engines.sim.kvcache import BLOCK_TOKENS
+from reconciler.errors import Problem, SpecError
+from reconciler.spec.result import TrafficLine
+from reconciler.spec.workload import TokenRange, WorkloadProfile
+
+SEED = 20261130
+_UNIQUE_BLOCKS = 1 << 40  # hash ids of blocks no other request shares start here
+
+
+@dataclass(frozen=True)
+class Request:
+    prompt: int
+    output: int
+    blocks: tuple[int, ...]  # hashes of the prompt's full 512-token blocks
+    at_s: float | None = None  # send time (open loop, traces); None: when a client is free
+
+
+def fixed(
+    isl: int, osl: int, count: int, range_ratio: float = 1.0, seed: int = SEED
+) -> list[Request]:
+    """Lengths drawn uniformly from [ratio × L, L] (vLLM bench's random dataset,
+    --random-range-ratio); random token prompts share no prefix."""
+    rng = random.Random(seed)
+    blocks = _Unique()
+    out = []
+    for _ in range(count):
+        prompt = rng.randint(max(int(isl * range_ratio), 1), isl)
+        output = rng.randint(max(int(osl * range_ratio), 1), osl)
+        out.append(Request(prompt, output, blocks.take(prompt // BLOCK_TOKENS)))
+    return out
+
+
+def workload(profile: WorkloadProfile, count: int, seed: int = SEED) -> list[Request]:
+    """The profile's generator: normal lengths clipped to its ranges. `prefix_reuse` of each
+    prompt (whole blocks) is one prefix all requests share, like a system prompt and tool
+    definitions; the rest of the prompt is its own."""
+    rng = random.Random(seed)
+    gen = profile.generator
+    blocks = _Unique()
+    out = []
+    for _ in range(count):
+        prompt = _clipped(rng, gen.input.mean, gen.input.stddev, profile.input_tokens)
+        output = _clipped(rng, gen.output.mean, gen.output.stddev, profile.output_tokens)
+        full = prompt // BLOCK_TOKENS
+        shared = min(round(prompt * profile.prefix_reuse / BLOCK_TOKENS), full)
+        out.append(Request(prompt, output, tuple(range(shared)) + blocks.take(full - shared)))
+    return out
+
+
+def traced(lines: list[TrafficLine]) -> list[Request]:
+    """A Mooncake trace: its timestamps (ms) become send times; hash_ids name 512-token
+    blocks, the last possibly partial, so only the full ones are kept."""
+    return [
+        Request(
+            line.input_length,
+            line.output_length,
+            tuple(line.hash_ids[: line.input_length // BLOCK_TOKENS]),
+            line.timestamp / 1000.0,
+        )
+        for line in lines
+    ]
+
+
+def poisson(requests: list[Request], rate: float, seed: int = SEED) -> list[Request]:
+    """Open loop: exponential gaps with mean 1 / rate seconds, the first request at 0."""
+    rng = random.Random(seed + 1)
+    at, out = 0.0, []
+    for request in requests:
+        out.append(Request(request.prompt, request.output, request.blocks, at))
+        at += rng.expovariate(rate)
+    return out
+
+
+def parse_traffic(text: str, path: str) -> list[TrafficLine]:
+    """Every line of a Mooncake JSONL file, or SpecError naming each bad line."""
+    lines: list[TrafficLine] = []
+    problems: list[Problem] = []
+    for number, raw in enumerate(text.splitlines(), start=1):
+        if not raw.strip():
+            continue
+        try:
+            lines.append(TrafficLine.model_validate(json.loads(raw)))
+        except json.JSONDecodeError as exc:
+            problems.append(Problem(path, number, exc.colno, f"not JSON: {exc.msg}"))
+        except ValidationError as exc:
+            for err in exc.errors():
+                where = ".".join(str(part) for part in err["loc"]) or "line"
+                problems.append(Problem(path, number, 1, f"{where}: {err['msg']}"))
+    if problems:
+        raise SpecError(problems)
+    if not lines:
+        raise SpecError([Problem(path, 1, 1, "no requests in the traffic file")])
+    return sorted(lines, key=lambda line: line.timestamp)
+
+
+def _clipped(rng: random.Random, mean: int, stddev: int, bounds: TokenRange) -> int:
+    return int(min(max(round(rng.gauss(mean, stddev)), bounds.min), bounds.max))
+
+
+class _Unique:
+    def __init__(self) -> None:
+        self._next = _UNIQUE_BLOCKS
+
+    def take(self, count: int) -> tuple[int, ...]:
+        start, self._next = self._next, self._next + count
+        return tuple(range(start, start + count))

@@ -1,0 +1,28 @@
+"""Pure logic: an engine unit as the host agent launches it — its id on the host and a
+digest of everything that makes it what it is, so a changed spec is seen as a change."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from reconciler.engines.units import Unit
+
+
+def unit_digest(unit: Unit) -> str:
+    """Digest of what the process is: argv, env, GPUs and port (not where it was decided)."""
+    essence = {"argv": unit.argv, "env": unit.env, "gpus": unit.gpu_indices, "port": unit.port}
+    return hashlib.sha256(json.dumps(essence, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def launch_payload(unit: Unit, unit_id: str) -> dict[str, Any]:
+    """What the agent's `launch` reads on stdin."""
+    return {
+        "id": unit_id,
+        "digest": unit_digest(unit),
+        "argv": unit.argv,
+        "env": unit.env,
+        "port": unit.port,
+        "gpus": unit.gpu_indices,
+    }
