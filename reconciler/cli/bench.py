@@ -106,50 +106,34 @@ def bench(
     _print_ranking(ranking, rank_by, limit, criteria or "all results")
 
 
-def _print_ranking(ranking: Ranking, rank_by: str, limit: int, criteria: str) -> None:
+COLUMNS = ("#", "MODEL", "GPU", "RECIPE", "TTFT-P99", "TOK/S", "TOK/S/GPU", "$/M-OUT", "SOURCE")
+
+
+def _print_rows(title: str, rows: tuple[Row, ...], start: int, limit: int, part: str) -> None:
+    """One part of the ranking; missed rows carry their reason."""
+    reasons = part == "missed"
     table = Table(
-        "#",
-        "MODEL",
-        "GPU",
-        "RECIPE",
-        "TTFT-P99",
-        "TOK/S",
-        "TOK/S/GPU",
-        "$/M-OUT",
-        "SOURCE",
-        box=None,
-        title=f"{criteria} — ranked by {rank_by}",
-        title_justify="left",
+        *COLUMNS, *(("REASON",) if reasons else ()), box=None, title=title, title_justify="left"
     )
-    for number, row in enumerate(ranking.ranked[:limit], start=1):
-        table.add_row(*_cells(number, row))
+    for number, row in enumerate(rows[:limit], start=start):
+        table.add_row(*_cells(number, row), *((row.reason or "",) if reasons else ()))
     console.print(table)
-    if len(ranking.ranked) > limit:
-        console.print(f"… {len(ranking.ranked) - limit} more ranked (--limit, --json)")
+    if len(rows) > limit:
+        console.print(f"… {len(rows) - limit} more {part} (--limit, --json)")
+
+
+def _print_ranking(ranking: Ranking, rank_by: str, limit: int, criteria: str) -> None:
+    _print_rows(f"{criteria} — ranked by {rank_by}", ranking.ranked, 1, limit, "ranked")
     if not ranking.ranked:
         console.print("no result meets the target")
     if ranking.missed:
-        missed = Table(
-            "#",
-            "MODEL",
-            "GPU",
-            "RECIPE",
-            "TTFT-P99",
-            "TOK/S",
-            "TOK/S/GPU",
-            "$/M-OUT",
-            "SOURCE",
-            "REASON",
-            box=None,
-            title_justify="left",
-            title=f"missed ({len(ranking.missed)})",
+        _print_rows(
+            f"missed ({len(ranking.missed)})",
+            ranking.missed,
+            len(ranking.ranked) + 1,
+            limit,
+            "missed",
         )
-        start = len(ranking.ranked) + 1
-        for number, row in enumerate(ranking.missed[:limit], start=start):
-            missed.add_row(*_cells(number, row), row.reason or "")
-        console.print(missed)
-        if len(ranking.missed) > limit:
-            console.print(f"… {len(ranking.missed) - limit} more missed (--limit, --json)")
     console.print("row details: denv bench get N; '…' = the source does not give the figure")
 
 
