@@ -95,15 +95,17 @@ def launch(
     disagg: bool = False,
 ) -> tuple[Settings, list[str]]:
     """Settings and engine args as InferenceX's DeepSeek-R1 SGLang scripts pass them
-    (benchmarks/single_node/fixed_seq_len/dsr1_*.sh @ 8eec0d4 and 432945d; simplified where a
-    GPU's scripts changed between runs). Everywhere: radix cache off, fp8 KV except on Hopper,
+    (benchmarks/single_node/fixed_seq_len/dsr1_*.sh of SemiAnalysisAI/InferenceX, read at
+    8eec0d4, 432945d, 25cbe71 and 0762e65; simplified where a GPU's scripts changed between
+    runs). Everywhere: radix cache off, fp8 KV except on Hopper,
     MTP with 2 (NVIDIA) or 3 (AMD) steps. Blackwell polls new requests every 30 steps from 16
     clients (10 below); FP4: 256 running, --mem-fraction-static 0.85, chunks of 16k; FP8 TP8:
     128 running, 0.82, 32k; FP8 TP4: 32 running, 0.95, 8k; FP8 MTP: 512 running, 0.82, 16k.
     H200: 512 running at 1k/1k, else 256; 0.82; 32k. AMD: 0.8, chunks of 128k, 4 decode steps
     between looks at the queue (MI355X FP8: 8), CUDA graphs to batch 128 (MI355X FP8: the
-    concurrency). Disaggregated runs (held out of the fit) use srt-slurm and MoRI recipes
-    whose caps follow the load: the running cap is left to KV, chunks of 16k, 0.82."""
+    concurrency). Disaggregated runs (used only to fit the P/D hand-off) use srt-slurm and
+    MoRI recipes whose caps follow the load: the running cap is left to KV, chunks of 16k,
+    0.82."""
     quant: Quantization = "fp8" if precision == "fp8" else "fp4"
     args: list[str] = []
     kv: Literal["auto", "fp8_e4m3"] = "fp8_e4m3"
@@ -378,8 +380,12 @@ def report(pts: list[Point], model: ModelArch, verbose: bool) -> None:
             abs(p.ttft_ms.p50 / point.ttft - 1),
             abs(p.tpot_ms.p50 / point.tpot - 1),
         )
-        rows.setdefault(point.hardware.id, []).append(errs)
-        rows.setdefault("all", []).append(errs)
+        groups = [point.hardware.id, "all"]
+        groups += ["all, with MTP"] if point.result.speculative == "mtp" else []
+        groups += ["all, <= 16 clients"] if point.concurrency <= 16 else []
+        groups += ["all, >= 64 clients"] if point.concurrency >= 64 else []
+        for group in groups:
+            rows.setdefault(group, []).append(errs)
         if verbose:
             print(
                 f"{point.result.id:<80} tput {p.output_tok_s_per_gpu:8.1f} / {point.tput:8.1f}"
@@ -388,7 +394,7 @@ def report(pts: list[Point], model: ModelArch, verbose: bool) -> None:
             )
     print("| hardware | points | tok/s/GPU MdAPE | TTFT p50 MdAPE | TPOT p50 MdAPE |")
     print("|---|---:|---:|---:|---:|")
-    for hw in sorted(rows, key=lambda k: (k == "all", k)):
+    for hw in sorted(rows, key=lambda k: (k.startswith("all"), k)):
         found = rows[hw]
         cells = [f"{100 * statistics.median(e[i] for e in found):.0f}%" for i in range(3)]
         print(f"| {hw} | {len(found)} | " + " | ".join(cells) + " |")

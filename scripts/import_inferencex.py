@@ -103,6 +103,11 @@ MAX_RECIPES = 40
 # at INFERENCEX_CONFIG_COMMIT, by (hardware, precision).
 _AGG_NV = 2
 _AGG_AMD = 3
+# Where the default memory fraction (0.90) leaves no room for the weights: the launch value of
+# InferenceX's script (benchmarks/single_node/fixed_seq_len/dsr1_fp8_b200.sh: FP8 at TP 4
+# passes --mem-fraction-static 0.95; 167.8 GB of weights per GPU do not fit in 0.90 × 180 GB).
+SCRIPT_MEMORY_FRACTION: dict[tuple[str, str, int | None], float] = {("b200", "fp8", 4): 0.95}
+
 AGG_MTP_STEPS: dict[tuple[str, str], tuple[int, str]] = {
     ("b200", "fp4"): (_AGG_NV, "benchmarks/single_node/fixed_seq_len/dsr1_fp4_b200_mtp.sh"),
     ("b200", "fp8"): (_AGG_NV, "benchmarks/single_node/fixed_seq_len/dsr1_fp8_b200_mtp.sh"),
@@ -816,6 +821,11 @@ def recipe_doc(p: Picked) -> tuple[CommentedMap, str]:
 
     settings = CommentedMap()
     settings["quantization"] = quantization(cand.hardware, cand.precision)
+    memory = SCRIPT_MEMORY_FRACTION.get(
+        (cand.csv_hardware, cand.precision, shape.agg.tp if shape.agg else None)
+    )
+    if memory is not None:
+        settings["kv_cache"] = flow({"memory_fraction": memory})
     spec_text = ""
     if cand.spec == "mtp":
         if shape.mode == "aggregated" and (cand.csv_hardware, cand.precision) in AGG_MTP_STEPS:

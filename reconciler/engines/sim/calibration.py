@@ -1,9 +1,11 @@
 """Models: the simulator's efficiency constants — the few fitted numbers that turn hardware
 peaks into what an engine reaches, with where each came from.
 
-Fitted by `scripts/calibrate_sim.py` on the InferenceX DeepSeek-R1 SGLang aggregated rows of
-results/published/inferencex.jsonl; docs/simulator.md says how and how well. Re-fit with
-`.venv/bin/python scripts/calibrate_sim.py --fit` and paste the printed block below.
+Fitted by `scripts/calibrate_sim.py` on the InferenceX DeepSeek-R1 SGLang rows of
+results/published/inferencex.jsonl: per GPU generation, five efficiencies; the MTP acceptance;
+the P/D hand-off time. docs/simulator.md says how and how well. Re-fit with
+`.venv/bin/python scripts/calibrate_sim.py --fit --write`, which rewrites the block between the
+`fitted` markers below.
 """
 
 from __future__ import annotations
@@ -105,7 +107,7 @@ EFFICIENCY: dict[str, Efficiency] = {
 MTP_ACCEPTANCE = 0.497
 # Fixed time of one P/D hand-off (bootstrap, transfer setup, the decode side taking it
 # over).
-PD_HANDOFF_S = 0.0810
+PD_HANDOFF_S = 0.0863
 # --- fitted: end ---
 
 # Kernel efficiency of each engine relative to the calibrated SGLang, from a version on

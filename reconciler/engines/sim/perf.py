@@ -70,7 +70,6 @@ class PerfModel:
     pd_handoff_s: float  # fixed time of one P/D hand-off
     # step-time coefficients (per engine of the replica, per GPU)
     _engines: int
-    _tp: int
     _pp: int
     _layers: int
     _dense_bytes: float  # non-expert weight bytes per GPU
@@ -115,13 +114,13 @@ class PerfModel:
         decode_dim = (
             arch.kv_lora_rank + (arch.qk_rope_head_dim or 0) if arch.kv_lora_rank else arch.head_dim
         )
-        attn_pair = 4.0 * arch.layers * arch.attention_heads / lay.tp
+        attn_pair = 4.0 * arch.layers * arch.attention_heads / lay.group
         method = settings.speculative.method
         acceptance = ACCEPTANCE.get(method, 0.0)
         if method == "mtp" and tuning.mtp_acceptance is not None:
             acceptance = tuning.mtp_acceptance
         active = arch.active_params_b or arch.params_b
-        tp = lay.tp
+        group = lay.group
         # a replica wider than one NVLink domain all-reduces over the RDMA network
         across_nodes = spec.gpus > hw.scale_up.domain
         link_gb_s = NIC_GB_S if across_nodes else hw.scale_up.gb_s
@@ -143,7 +142,6 @@ class PerfModel:
             kv_transfer_gb_s=kv_transfer_gb_s(recipe, hw),
             pd_handoff_s=PD_HANDOFF_S if tuning.pd_handoff_s is None else tuning.pd_handoff_s,
             _engines=lay.engines,
-            _tp=tp,
             _pp=lay.pp,
             _layers=arch.layers,
             _dense_bytes=w.dense,
@@ -153,7 +151,7 @@ class PerfModel:
                 if arch.experts and arch.experts_per_token
                 else 0.0
             ),
-            _gemm_flops_per_token=2.0 * active * GB / tp,
+            _gemm_flops_per_token=2.0 * active * GB / group,
             _gemm_flops_s=gemm_tflops * TERA * eff.mfu,
             _attn_flops_s=hw.tflops.bf16 * TERA * eff.mfu if hw.tflops.bf16 else 1e15,
             _attn_decode_flops=attn_pair * decode_dim,
@@ -162,9 +160,9 @@ class PerfModel:
             _bw=hw.hbm_tb_s * TERA * eff.hbm,
             _kv_bw=hw.hbm_tb_s * TERA * eff.kv_hbm,
             _link_bytes_s=link_gb_s * GB,
-            _comm_bytes_per_token=2.0 * (tp - 1) / tp * arch.hidden_size * ACTIVATION_BYTES,
+            _comm_bytes_per_token=2.0 * (group - 1) / group * arch.hidden_size * ACTIVATION_BYTES,
             _hop_bytes_per_token=arch.hidden_size * ACTIVATION_BYTES,
-            _collectives=2 * arch.layers if tp > 1 else 0,
+            _collectives=2 * arch.layers if group > 1 else 0,
             _collective_s=collective_s,
             _floor_s=eff.layer_floor_s * arch.layers,
             _cuda_graphs=settings.cuda_graphs,
@@ -271,24 +269,23 @@ def role_parallel(recipe: Recipe, role: str) -> Parallel:
 
 @dataclass(frozen=True)
 class _Layout:
-    """How one replica's GPUs divide the work."""
+    """How one replica's GPUs divide the work of each of its engines."""
 
     tp: int
     pp: int
-    engines: int  # independent engines (data parallel without DP attention)
-    attn_ranks: int  # DP-attention ranks inside the TP group
-    attn_tp: int  # GPUs one attention head group is split over
+    engines: int  # independent engines: data parallel ranks that share nothing
+    attn_ranks: int  # ranks that attend to their own requests within one engine
+    attn_tp: int  # GPUs one attention rank's heads are split over
+    group: int  # GPUs one engine's MoE and GEMM work is spread over
 
     @classmethod
     def of(cls, parallel: Parallel) -> _Layout:
-        ranks = parallel.dp if parallel.dp_attention else 1
-        return cls(
-            tp=parallel.tp,
-            pp=parallel.pp,
-            engines=1 if parallel.dp_attention else parallel.dp,
-            attn_ranks=ranks,
-            attn_tp=max(parallel.tp // ranks, 1),
-        )
+        tp, dp = parallel.tp, parallel.dp
+        if parallel.dp_attention:  # SGLang: DP attention ranks inside the TP group
+            return cls(tp, parallel.pp, 1, dp, max(tp // dp, 1), tp)
+        if dp > 1 and parallel.ep > tp:  # vLLM: DP attention ranks, experts over all of them
+            return cls(tp, parallel.pp, 1, dp, tp, tp * dp)
+        return cls(tp, parallel.pp, dp, 1, tp, tp)
 
 
 @dataclass(frozen=True)
@@ -305,7 +302,7 @@ class _Weights:
         per_param, gemm_format = WEIGHT_FORMATS[settings.quantization]
         dense_params, expert_params = split_params(arch)
         dense = dense_params * per_param / lay.attn_tp
-        experts = expert_params * per_param / lay.tp
+        experts = expert_params * per_param / lay.group
         method = settings.speculative.method
         drafts = (settings.speculative.draft_tokens or 0) if method != "none" else 0
         if method in ("mtp", "eagle", "eagle3"):  # one transformer layer
@@ -314,7 +311,7 @@ class _Weights:
             share = DRAFT_MODEL_SHARE
         else:  # none, or n-gram lookup on the CPU
             share = 0.0
-        draft_bytes = (dense_params + expert_params) * share * per_param / lay.tp
+        draft_bytes = (dense_params + expert_params) * share * per_param / lay.group
         per_gpu = (dense + experts + draft_bytes) / lay.pp
         return cls(dense, experts, per_gpu, gemm_format, drafts, share)
 

@@ -5,7 +5,13 @@ from __future__ import annotations
 import pytest
 
 from reconciler.engines.sim.levers import tokens_per_step
-from reconciler.engines.sim.perf import Batch, WeightsDoNotFit, kv_bytes_per_token, split_params
+from reconciler.engines.sim.perf import (
+    Batch,
+    PerfModel,
+    WeightsDoNotFit,
+    kv_bytes_per_token,
+    split_params,
+)
 from tests.engines.sim.perfspecs import model, perf
 
 
@@ -160,3 +166,42 @@ def test_step_time_grows_with_context_and_prefill() -> None:
     )
     assert mixed > m.decode_step_time(32, 1024)
     assert m.step_time(Batch()) == 0.0
+
+
+@pytest.mark.parametrize(
+    ("parallel", "expert_share", "dense_share"),
+    [
+        ({"tp": 1, "dp": 8, "ep": 8}, 8, 1),  # vLLM: DP attention ranks, experts over all 8
+        ({"tp": 8, "dp": 8, "ep": 8, "dp_attention": True}, 8, 1),  # SGLang DP attention
+        ({"tp": 8, "ep": 8}, 8, 8),  # plain TP/EP
+        ({"tp": 2, "dp": 4}, 2, 2),  # four independent TP 2 engines
+    ],
+    ids=["vllm-dp-ep", "sglang-dpa", "tp-ep", "dp-engines"],
+)
+def test_parallel_layouts_share_weights(
+    parallel: dict[str, object], expert_share: int, dense_share: int
+) -> None:
+    topology = {"mode": "aggregated", "gpus": 8, "parallel": parallel}
+    m = perf("qwen3-235b-a22b", "h200", topology=topology, quantization="fp8")
+    dense, expert = split_params(model("qwen3-235b-a22b"))
+    assert m.weight_bytes_per_gpu == pytest.approx(dense / dense_share + expert / expert_share)
+
+
+def test_every_recipe_of_the_repository_fits_its_first_hardware() -> None:
+    """A recipe whose weights leave no KV room at its memory fraction cannot start."""
+    from reconciler.engines.sim.predict import sim_spec as predict_spec
+    from reconciler.spec.loader import open_repo
+    from reconciler.spec.recipe import DisaggregatedTopology
+    from tests.conftest import ROOT
+
+    repo = open_repo(ROOT)
+    for recipe in repo.recipes.values():
+        hw = repo.resolve_hardware(recipe.hardware[0])
+        assert hw is not None
+        roles = (
+            ("prefill", "decode")
+            if isinstance(recipe.topology, DisaggregatedTopology)
+            else ("aggregated",)
+        )
+        for role in roles:
+            PerfModel.from_spec(predict_spec(recipe, hw, repo.models[recipe.model], role))
