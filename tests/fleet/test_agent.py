@@ -155,3 +155,34 @@ def test_full_disk_for_the_log_is_reported_and_the_unit_runs_on(
 def test_bad_unit_id_is_refused(agent: AgentClient) -> None:
     with pytest.raises(AgentFailed, match="bad unit id"):
         agent.logs("../etc/passwd")
+
+
+def test_one_round_trip_per_host_per_observation(denv_home: Path) -> None:
+    from reconciler.fleet.observe import Transports, observe
+    from reconciler.fleet.transport import Completed, LocalTransport
+    from reconciler.spec.fleet import Fleet, Host
+
+    calls: list[str] = []
+
+    class Counting(LocalTransport):
+        def run(self, argv, stdin=None, timeout=60.0) -> Completed:  # type: ignore[no-untyped-def]
+            calls.append(self.host)
+            return super().run(argv, stdin, timeout)
+
+    env = {**os.environ, "DENV_HOME": str(denv_home)}
+    transports = Transports()
+    fleet = Fleet(
+        name="f",
+        provider="p",
+        hardware="h200",
+        transport="local",
+        simulated=True,
+        hosts=[Host(name=f"h{i}", gpus=8) for i in range(3)],
+    )
+    for host in fleet.hosts:
+        transports._open[(fleet.name, host.name)] = Counting(host.name, env=env)
+    observe(fleet, transports, None, sys.executable)  # the first pass also installs the agent
+    calls.clear()
+    seen = observe(fleet, transports, None, sys.executable)
+    assert sorted(calls) == ["h0", "h1", "h2"]
+    assert sorted(seen.hosts) == ["h0", "h1", "h2"] and not seen.errors
