@@ -39,19 +39,23 @@ class Transports:
         self,
         warn: Callable[[str], None] = lambda _m: None,
         local_env: Mapping[str, str] | None = None,
+        dial: Callable[[Fleet, Host], Transport] | None = None,
     ) -> None:
         self.warn = warn
         self.local_env = local_env
+        self.dial = dial or self._dial
         self._open: dict[tuple[str, str], Transport] = {}
+
+    def _dial(self, fleet: Fleet, host: Host) -> Transport:
+        if fleet.transport == "local":
+            return LocalTransport(host.name, env=self.local_env)
+        assert fleet.ssh is not None  # the fleet model requires it for ssh
+        return SshTransport(host, fleet.ssh, warn=self.warn)
 
     def get(self, fleet: Fleet, host: Host) -> Transport:
         key = (fleet.name, host.name)
         if key not in self._open:
-            if fleet.transport == "local":
-                self._open[key] = LocalTransport(host.name, env=self.local_env)
-            else:
-                assert fleet.ssh is not None  # the fleet model requires it for ssh
-                self._open[key] = SshTransport(host, fleet.ssh, warn=self.warn)
+            self._open[key] = self.dial(fleet, host)
         return self._open[key]
 
     def close(self) -> None:

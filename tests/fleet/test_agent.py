@@ -170,7 +170,7 @@ def test_one_round_trip_per_host_per_observation(denv_home: Path) -> None:
             return super().run(argv, stdin, timeout)
 
     env = {**os.environ, "DENV_HOME": str(denv_home)}
-    transports = Transports()
+    transports = Transports(dial=lambda _fleet, host: Counting(host.name, env=env))
     fleet = Fleet(
         name="f",
         provider="p",
@@ -179,8 +179,6 @@ def test_one_round_trip_per_host_per_observation(denv_home: Path) -> None:
         simulated=True,
         hosts=[Host(name=f"h{i}", gpus=8) for i in range(3)],
     )
-    for host in fleet.hosts:
-        transports._open[(fleet.name, host.name)] = Counting(host.name, env=env)
     observe(fleet, transports, None, sys.executable)  # the first pass also installs the agent
     calls.clear()
     seen = observe(fleet, transports, None, sys.executable)
