@@ -15,12 +15,12 @@ from collections.abc import Mapping
 from typing import Any, Protocol
 
 from reconciler.catalog.deployments import Deployment
-from reconciler.engines.placement import Placement
-from reconciler.engines.units import EngineContext, MetricNames, Probe, Unit
+from reconciler.engines.placement import HTTP, Placement, Slot
+from reconciler.engines.units import EngineContext, MetricNames, Metrics, Probe, Unit
 from reconciler.errors import EngineError, UnknownFlag, UnknownVersion, UnsupportedSetting
 from reconciler.spec.base import Spec
 from reconciler.spec.catalog import Hardware
-from reconciler.spec.recipe import Settings
+from reconciler.spec.recipe import Role, Settings
 
 
 class Engine(Protocol):
@@ -231,3 +231,38 @@ def json_arg(value: Mapping[str, Any]) -> str:
 def url(address: str, port: int) -> str:
     host = f"[{address}]" if ":" in address else address
     return f"http://{host}:{port}"
+
+
+def engine_unit(
+    engine: str,
+    role: Role,
+    slot: Slot,
+    argv: list[str],
+    env: dict[str, str],
+    probe: Probe,
+    names: MetricNames,
+    flag_table: str,
+    bootstrap_port: int | None = None,
+) -> Unit:
+    """One process of an engine replica. Only node 0 of a replica serves HTTP, so only it
+    gets a port, probes, metrics and (for a prefill replica) the bootstrap port."""
+    port = None if slot.node else slot.at(HTTP)
+    return Unit(
+        name=unit_name(role, slot.replica, slot.node, slot.nodes),
+        role=role,
+        replica=slot.replica,
+        node=slot.node,
+        engine=engine,
+        host=slot.host,
+        address=slot.address,
+        argv=argv,
+        env=env,
+        port=port,
+        gpus=len(slot.gpu_indices),
+        gpu_indices=slot.gpu_indices,
+        bootstrap_port=bootstrap_port if port else None,
+        readiness=probe if port else None,
+        health=probe if port else None,
+        metrics=Metrics(port=port, names=names) if port else None,
+        flag_table=flag_table,
+    )

@@ -14,17 +14,17 @@ from reconciler.engines.base import (
     FlagTable,
     check_args,
     check_consistent,
+    engine_unit,
     flag_tables,
     model_source,
     number,
     pick_table,
-    unit_name,
     visible_devices,
     weights_source,
 )
 from reconciler.engines.placement import BOOTSTRAP, DIST_INIT, HTTP, Placement, Slot
 from reconciler.engines.sglang_flags import SGLANG_CHOICES, SGLANG_FLAG_HISTORY
-from reconciler.engines.units import EngineContext, MetricNames, Metrics, Probe, Unit
+from reconciler.engines.units import EngineContext, MetricNames, Probe, Unit
 from reconciler.errors import UnsupportedSetting
 from reconciler.spec.catalog import Hardware
 from reconciler.spec.recipe import Parallel, Pool, Role, Settings
@@ -286,26 +286,17 @@ def _replica(
         if slot.nodes > 1:
             nodes = ["--nnodes", str(slot.nodes), "--node-rank", str(slot.node)]
             nodes += ["--dist-init-addr", f"{init}:{head.at(DIST_INIT)}"]
-        port = None if slot.node else slot.at(HTTP)
         units.append(
-            Unit(
-                name=unit_name(role, slot.replica, slot.node, slot.nodes),
-                role=role,
-                replica=slot.replica,
-                node=slot.node,
-                engine="sglang",
-                host=slot.host,
-                address=slot.address,
-                argv=first + serve + layout + nodes + tail,
-                env=visible_devices(context.hardware, slot.gpu_indices),
-                port=port,
-                gpus=len(slot.gpu_indices),
-                gpu_indices=slot.gpu_indices,
-                bootstrap_port=bootstrap if port else None,
-                readiness=health() if port else None,
-                health=health() if port else None,
-                metrics=Metrics(port=port, names=metric_names()) if port else None,
-                flag_table=flags.source,
+            engine_unit(
+                "sglang",
+                role,
+                slot,
+                first + serve + layout + nodes + tail,
+                visible_devices(context.hardware, slot.gpu_indices),
+                health(),
+                metric_names(),
+                flags.source,
+                bootstrap_port=bootstrap,
             )
         )
     return units

@@ -13,17 +13,17 @@ from reconciler.engines.base import (
     FlagTable,
     check_args,
     check_consistent,
+    engine_unit,
     flag_tables,
     json_arg,
     model_source,
     number,
     pick_table,
-    unit_name,
     visible_devices,
     weights_source,
 )
 from reconciler.engines.placement import DIST_INIT, DP_RPC, HTTP, SIDE_CHANNEL, Placement, Slot
-from reconciler.engines.units import EngineContext, MetricNames, Metrics, Probe, Unit
+from reconciler.engines.units import EngineContext, MetricNames, Probe, Unit
 from reconciler.engines.vllm_flags import VLLM_CHOICES, VLLM_FLAG_HISTORY
 from reconciler.errors import UnsupportedSetting
 from reconciler.spec.recipe import Parallel, Pool, Role, Settings
@@ -279,25 +279,16 @@ def _replica(
             first_rank = slot.node * dp // slot.nodes if dp > 1 else 0
             env["VLLM_NIXL_SIDE_CHANNEL_HOST"] = slot.address
             env["VLLM_NIXL_SIDE_CHANNEL_PORT"] = str(slot.at(SIDE_CHANNEL) - first_rank)
-        port = None if slot.node else slot.at(HTTP)
         units.append(
-            Unit(
-                name=unit_name(role, slot.replica, slot.node, slot.nodes),
-                role=role,
-                replica=slot.replica,
-                node=slot.node,
-                engine="vllm",
-                host=slot.host,
-                address=slot.address,
-                argv=head_argv + serve + layout + node + tail,
-                env=env,
-                port=port,
-                gpus=len(slot.gpu_indices),
-                gpu_indices=slot.gpu_indices,
-                readiness=health() if port else None,
-                health=health() if port else None,
-                metrics=Metrics(port=port, names=metric_names()) if port else None,
-                flag_table=flags.source,
+            engine_unit(
+                "vllm",
+                role,
+                slot,
+                head_argv + serve + layout + node + tail,
+                env,
+                health(),
+                metric_names(),
+                flags.source,
             )
         )
     return units
