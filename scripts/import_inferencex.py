@@ -928,7 +928,13 @@ def recipe_doc(p: Picked) -> tuple[CommentedMap, str]:
     recipe = CommentedMap()
     recipe["id"] = cand.recipe_id
     recipe["model"] = "deepseek-r1"
-    recipe["engine"] = flow({"name": "sglang", "version": p.version})
+    engine = {"name": "sglang", "version": p.version}
+    image = p.recipe_row["image"].strip() if p.recipe_row else ""
+    # The config's image where it builds this very version (e.g. the ROCm builds for AMD);
+    # an image of another version would run other code than the recipe names.
+    if image and image != f"lmsysorg/sglang:v{p.version}" and image_version(image) == p.version:
+        engine["image"] = image
+    recipe["engine"] = flow(engine)
     recipe["hardware"] = flow_list([cand.hardware])
     recipe["topology"] = topology
     recipe["settings"] = settings

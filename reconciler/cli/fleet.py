@@ -11,7 +11,7 @@ from rich.table import Table
 
 from reconciler.catalog.deployments import declared_free_gpus
 from reconciler.cli.common import JsonOption, RepoOption, console, load, print_json
-from reconciler.errors import NotFound
+from reconciler.errors import DenvError, NotFound
 from reconciler.fleet.hostagent import AgentClient
 from reconciler.fleet.observe import FleetObservation, Transports, observe
 from reconciler.spec.checks import domain_size
@@ -234,3 +234,51 @@ def logs(
         typer.echo(line)
     if answer.get("log_error"):
         print(f"{host}: {answer['log_error']}", file=sys.stderr)
+
+
+@app.command("runtimes")
+def runtimes(fleet: FleetArg, repo: RepoOption = Path("."), as_json: JsonOption = False) -> None:
+    """What is ready on each host of FLEET: engine environments, images and weights."""
+    loaded = load(repo)
+    spec = _fleet(loaded, fleet)
+    transports = Transports(warn=_warn)
+    found: dict[str, Any] = {}
+    errors: dict[str, str] = {}
+    try:
+        for host in spec.hosts:
+            try:
+                agent = AgentClient(transports.get(spec, host), python=_python(spec))
+                found[host.name] = agent.runtimes()
+            except DenvError as exc:
+                errors[host.name] = str(exc)
+    finally:
+        transports.close()
+    if as_json:
+        print_json({"fleet": fleet, "hosts": found, "errors": errors})
+    else:
+        _print_runtimes(fleet, found, errors)
+    if errors:
+        raise typer.Exit(1)
+
+
+def _size(count: int | None) -> str:
+    return "…" if count is None else f"{count / 1e9:.2f} GB"
+
+
+def _print_runtimes(fleet: str, found: dict[str, Any], errors: dict[str, str]) -> None:
+    table = Table("HOST", "KIND", "NAME", "SIZE", "IN-USE", box=None, title=f"{fleet}: runtimes")
+    for host, answer in sorted(found.items()):
+        for env in answer["runtimes"]:
+            name = env["name"] + (f" ({env['digest']})" if env.get("digest") else "")
+            table.add_row(host, env["kind"], name, _size(env["bytes"]), _yes(env["in_use"]))
+        for cached in answer.get("weights", []):
+            table.add_row(host, "weights", cached["source"], _size(cached.get("bytes")), "")
+    console.print(table)
+    if not any(a["runtimes"] or a.get("weights") for a in found.values()):
+        console.print("nothing prepared yet (the reconciler prepares before it starts units)")
+    for host, error in sorted(errors.items()):
+        console.print(f"{host}: {error}", markup=False)
+
+
+def _yes(value: bool) -> str:
+    return "yes" if value else "no"

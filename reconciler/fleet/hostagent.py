@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import io
 import json
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +25,16 @@ class AgentFailed(DenvError):
 
 @functools.cache
 def agent_source() -> tuple[bytes, str]:
-    source = (Path(__file__).parent / "agent.py").read_bytes()
+    """The agent as a zip application (reconciler/fleet/host/*.py) and its content hash; the
+    zip is built byte for byte the same from the same sources (fixed times, sorted names)."""
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+        for path in sorted((Path(__file__).parent / "host").glob("*.py")):
+            info = zipfile.ZipInfo(path.name, date_time=(2020, 1, 1, 0, 0, 0))
+            info.compress_type = zipfile.ZIP_DEFLATED
+            info.external_attr = 0o644 << 16
+            archive.writestr(info, path.read_bytes())
+    source = buffer.getvalue()
     return source, hashlib.sha256(source).hexdigest()[:16]
 
 
@@ -34,7 +45,7 @@ class AgentClient:
 
     def call(self, verb: str, *args: str, payload: Any = None, timeout: float = 60.0) -> Any:
         source, digest = agent_source()
-        run = f'a={_HOME}/{digest}.py; [ -f "$a" ] || exit {_MISSING}; exec "$0" "$a" "$@"'
+        run = f'a={_HOME}/{digest}.pyz; [ -f "$a" ] || exit {_MISSING}; exec "$0" "$a" "$@"'
         argv = ["sh", "-c", run, self.python, verb, *args]
         stdin = json.dumps(payload).encode() if payload is not None else None
         done = self.transport.run(argv, stdin=stdin, timeout=timeout)
@@ -58,7 +69,7 @@ class AgentClient:
     def _install(self, source: bytes, digest: str, timeout: float) -> None:
         put = (
             f'd={_HOME}; mkdir -p "$d" && cat > "$d/.tmp-{digest}" && '
-            f'mv "$d/.tmp-{digest}" "$d/{digest}.py"'
+            f'mv "$d/.tmp-{digest}" "$d/{digest}.pyz"'
         )
         done = self.transport.run(["sh", "-c", put], stdin=source, timeout=timeout)
         if done.exit_code != 0:
@@ -84,4 +95,29 @@ class AgentClient:
 
     def logs(self, unit_id: str, tail: int = 100) -> dict[str, Any]:
         result: dict[str, Any] = self.call("logs", unit_id, "--tail", str(tail))
+        return result
+
+    def runtimes(self) -> dict[str, Any]:
+        result: dict[str, Any] = self.call("runtimes")
+        return result
+
+    def prune(self, keep_hours: float = 24.0) -> dict[str, Any]:
+        result: dict[str, Any] = self.call("prune", "--keep-hours", f"{keep_hours:g}", timeout=600)
+        return result
+
+    def lease(
+        self,
+        name: str,
+        holder: str,
+        ttl: float,
+        release: bool = False,
+        note: Any = None,
+        peek: bool = False,
+    ) -> dict[str, Any]:
+        """Take or renew a lease on this host; `peek` only reads it (with its note)."""
+        args = [name, "--holder", holder, "--ttl", f"{ttl:g}"]
+        args += ["--release"] if release else []
+        args += ["--peek"] if peek else []
+        args += ["--note", json.dumps(note)] if note is not None else []
+        result: dict[str, Any] = self.call("lease", *args)
         return result

@@ -16,9 +16,12 @@ def unit_digest(unit: Unit) -> str:
     return hashlib.sha256(json.dumps(essence, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def launch_payload(unit: Unit, unit_id: str) -> dict[str, Any]:
-    """What the agent's `launch` reads on stdin."""
-    return {
+def launch_payload(
+    unit: Unit, unit_id: str, cleanup: list[str] | None = None, image: str | None = None
+) -> dict[str, Any]:
+    """What the agent's `launch` reads on stdin; a container unit also says how to remove its
+    container and which argv item is the image (the agent runs the digest it pinned)."""
+    payload: dict[str, Any] = {
         "id": unit_id,
         "digest": unit_digest(unit),
         "argv": unit.argv,
@@ -26,3 +29,8 @@ def launch_payload(unit: Unit, unit_id: str) -> dict[str, Any]:
         "port": unit.port,
         "gpus": unit.gpu_indices,
     }
+    if cleanup:
+        payload["cleanup"] = cleanup
+    if image:
+        payload["image"] = image
+    return payload

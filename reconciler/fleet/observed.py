@@ -40,6 +40,8 @@ class UnitRecord(Observed):
     log: str | None = None
     log_error: str | None = None
     alive: bool = False
+    env: dict[str, str] = {}
+    labels: dict[str, str] = {}  # what the reconciler launched it as: release, stage, fleet, …
 
 
 class HostObservation(Observed):
@@ -50,3 +52,5 @@ class HostObservation(Observed):
     gpus: tuple[Gpu, ...] = ()
     units: tuple[UnitRecord, ...] = ()
     tried: tuple[str, ...] = ()
+    home: str | None = None  # the agent's state folder (DENV_HOME) on the host
+    container_engine: str | None = None  # docker or podman when on PATH

@@ -33,6 +33,17 @@ class FleetPrice(Spec):
     note: str | None = None
 
 
+class WeightsSettings(Spec):
+    """How hosts fetch weights: at most `parallel` hosts download at once; gated Hugging Face
+    repositories take a token from the bot's environment variable `token_env` (a reference:
+    the token itself never sits in the repository); s3:// sources go through `s3_command`,
+    an argv where {source} and {dest} are replaced."""
+
+    parallel: PositiveInt = 4
+    token_env: str | None = Field(default=None, pattern=r"^[A-Z_][A-Z0-9_]*$")
+    s3_command: list[str] | None = None
+
+
 class Fleet(Spec):
     name: Slug
     provider: str = Field(min_length=1)
@@ -45,6 +56,9 @@ class Fleet(Spec):
     hosts: list[Host] = Field(min_length=1)
     trial_gpus: NonNegativeInt = 0
     simulated: bool = False
+    # How engines run on the hosts; default: a container where docker or podman is found.
+    runtime: Literal["container", "venv"] | None = None
+    weights: WeightsSettings = WeightsSettings()
 
     @property
     def gpus(self) -> int:

@@ -18,6 +18,8 @@ LAUNCHABLE_ENGINES: tuple[str, ...] = ("vllm", "sglang", "sim")
 class EngineRef(Spec):
     name: EngineName
     version: str = Field(pattern=r"^[0-9]+\.[0-9]+(\.[0-9]+)?([.-]?(post|rc|dev)[0-9]*)?$")
+    # The container image, when not the engine version's official one.
+    image: str | None = Field(default=None, pattern=r"^[A-Za-z0-9][A-Za-z0-9._/:@-]*$")
 
 
 class Parallel(Spec):

@@ -1,0 +1,88 @@
+"""What every verb of the host agent shares: where state lives, JSON files written atomically,
+and whether a recorded process still runs. Stdlib only, Python 3.8+."""
+
+import json
+import os
+import sys
+import tempfile
+
+HOME = os.environ.get("DENV_HOME") or os.path.join(os.path.expanduser("~"), ".denv")
+UNITS = os.path.join(HOME, "units")
+LOGS = os.path.join(HOME, "logs")
+JOBS = os.path.join(HOME, "jobs")
+ENGINES = os.path.join(HOME, "engines")
+WEIGHTS = os.path.join(HOME, "weights")
+LOG_CAP = int(os.environ.get("DENV_LOG_CAP", str(64 * 1024 * 1024)))  # bytes, then rotate once
+
+
+def agent_path():
+    """This agent's own file (the .pyz on the host), for the processes it starts of itself."""
+    return os.path.abspath(sys.argv[0])
+
+
+class AgentError(Exception):
+    pass
+
+
+def emit(value):
+    sys.stdout.write(json.dumps(value, sort_keys=True) + "\n")
+    sys.stdout.flush()
+
+
+def write_atomic(path, value):
+    folder = os.path.dirname(path)
+    os.makedirs(folder, exist_ok=True)
+    handle, temporary = tempfile.mkstemp(dir=folder, prefix=".tmp-")
+    try:
+        with os.fdopen(handle, "w") as stream:
+            json.dump(value, stream, sort_keys=True)
+            stream.flush()
+            os.fsync(stream.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        if os.path.exists(temporary):
+            os.unlink(temporary)
+        raise
+
+
+def read_json(path):
+    try:
+        with open(path) as stream:
+            return json.load(stream)
+    except (OSError, ValueError):
+        return None
+
+
+def record_path(unit_id):
+    if not unit_id or "/" in unit_id or unit_id.startswith("."):
+        raise AgentError(f"bad unit id: {unit_id!r}")
+    return os.path.join(UNITS, unit_id + ".json")
+
+
+# --- processes -------------------------------------------------------------------------------
+
+
+def start_time(pid):
+    """The process's start time in clock ticks since boot (field 22 of /proc/PID/stat), or
+    None when there is no such process: with the pid it names one process, whatever reuse."""
+    try:
+        with open(f"/proc/{pid}/stat") as stream:
+            stat = stream.read()
+    except (OSError, ValueError):
+        return None
+    fields = stat[stat.rindex(")") + 2 :].split()
+    return int(fields[19]) if fields[0] != "Z" else None  # a zombie has exited
+
+
+def alive(record):
+    pid, started = record.get("pid"), record.get("start_time")
+    return bool(pid) and started is not None and start_time(pid) == started
+
+
+def option(args, name, default):
+    if name in args:
+        index = args.index(name)
+        if index + 1 >= len(args):
+            raise AgentError(f"{name} needs a value")
+        return args[index + 1]
+    return default

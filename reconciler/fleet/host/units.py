@@ -1,0 +1,237 @@
+"""Units: processes the agent starts detached, supervises, stops and keeps records of."""
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import runtimes
+from common import (
+    HOME,
+    LOG_CAP,
+    LOGS,
+    UNITS,
+    AgentError,
+    agent_path,
+    alive,
+    read_json,
+    record_path,
+    start_time,
+    write_atomic,
+)
+
+
+def list_units():
+    records = []
+    if os.path.isdir(UNITS):
+        for name in sorted(os.listdir(UNITS)):
+            if name.endswith(".json") and not name.startswith("."):
+                record = read_json(os.path.join(UNITS, name))
+                if record is not None:
+                    record["alive"] = alive(record)
+                    records.append(record)
+    return records
+
+
+def launch(unit):
+    """Start a unit unless it already runs with the same digest (then do nothing)."""
+    path = record_path(unit["id"])
+    previous = read_json(path)
+    if previous is not None and alive(previous):
+        if previous.get("digest") == unit["digest"]:
+            previous["alive"] = True
+            previous["changed"] = False
+            return previous
+        raise AgentError(
+            "unit {} runs another spec ({}); stop it first".format(
+                unit["id"], previous.get("digest")
+            )
+        )
+    if previous is not None:  # e.g. a container the killed client left behind
+        run_cleanup(previous)
+    os.makedirs(LOGS, exist_ok=True)
+    log = os.path.join(LOGS, unit["id"] + ".log")
+    if previous is None:  # a new unit starts a new log; a restart appends to its last one
+        for stale in (log, log + ".1"):
+            if os.path.exists(stale):
+                os.unlink(stale)
+    record = {
+        "id": unit["id"],
+        "digest": unit["digest"],
+        "argv": pinned(unit),
+        "port": unit.get("port"),
+        "gpus": unit.get("gpus", []),
+        "labels": unit.get("labels", {}),
+        "env": unit.get("env", {}),  # the unit's own env: what a rollback relaunches with
+        "cleanup": unit.get("cleanup"),
+        "log": log,
+        "restarts": (previous.get("restarts", 0) + 1) if previous else 0,
+        "started_at": time.time(),
+        "pid": None,
+        "start_time": None,
+        "exit_code": None,
+    }
+    env = dict(os.environ)
+    env.update(unit.get("env", {}))
+    spec_file = path + ".launch"
+    write_atomic(spec_file, {"record": record, "env": env, "cwd": unit.get("cwd") or HOME})
+    # The supervisor detaches in its own session, so the unit outlives this SSH session.
+    supervisor = subprocess.Popen(
+        [sys.executable, agent_path(), "supervise", unit["id"]],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+        close_fds=True,
+    )
+    deadline = time.time() + 10
+    while time.time() < deadline:  # the record is written before we answer
+        current = read_json(path)
+        if (
+            current is not None
+            and current.get("pid")
+            and current.get("started_at") == record["started_at"]
+        ):
+            current["alive"] = alive(current)
+            current["changed"] = True
+            return current
+        if supervisor.poll() is not None:
+            break
+        time.sleep(0.01)
+    raise AgentError(
+        "unit {} did not start (supervisor exit {})".format(unit["id"], supervisor.poll())
+    )
+
+
+def pinned(unit):
+    """A container unit runs the digest its image resolved to here, not a moving tag."""
+    image = unit.get("image")
+    argv = [runtimes.pinned_image(part) if part == image else part for part in unit["argv"]]
+    runtimes.note_use(argv)
+    return argv
+
+
+def supervise(unit_id):
+    """Run one unit: its output into a size-capped log, its exit code into its record."""
+    path = record_path(unit_id)
+    launch_spec = read_json(path + ".launch")
+    os.unlink(path + ".launch")
+    record = launch_spec["record"]
+    child = subprocess.Popen(
+        record["argv"],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        env=launch_spec["env"],
+        cwd=launch_spec["cwd"],
+    )
+    record["pid"] = child.pid
+    record["pgid"] = os.getpgid(0)
+    record["supervisor_pid"] = os.getpid()
+    record["start_time"] = start_time(child.pid)
+    write_atomic(path, record)
+    signal.signal(signal.SIGTERM, lambda *_: child.terminate())
+    log_error = copy_capped(child.stdout, record["log"], lambda error: note(path, record, error))
+    code = child.wait()
+    final = read_json(path)
+    if final is not None and final.get("started_at") == record["started_at"]:
+        final["exit_code"] = code
+        if log_error:
+            final["log_error"] = log_error
+        write_atomic(path, final)
+
+
+def note(path, record, error):
+    """Put a log error into the record at once, so `units` shows it while the unit runs."""
+    current = read_json(path)
+    if current is not None and current.get("started_at") == record["started_at"]:
+        current["log_error"] = error
+        write_atomic(path, current)
+
+
+def copy_capped(stream, log_path, on_error):
+    """Copy output to the log, rotating once to .1 past LOG_CAP; on a write error (disk full)
+    keep draining so the unit never blocks on its output, and report the error."""
+    error = None
+    log = open(log_path, "ab")  # noqa: SIM115 - reopened on rotation
+    written = log.tell()
+    for chunk in iter(lambda: stream.read1(65536), b""):
+        if error is not None:
+            continue
+        try:
+            while chunk:
+                if written >= LOG_CAP:
+                    log.close()
+                    os.replace(log_path, log_path + ".1")
+                    log, written = open(log_path, "ab"), 0  # noqa: SIM115
+                part, chunk = chunk[: LOG_CAP - written], chunk[LOG_CAP - written :]
+                log.write(part)
+                written += len(part)
+            log.flush()
+        except OSError as exc:
+            error = f"log write failed: {exc.strerror}"
+            on_error(error)
+    try:
+        log.close()
+    except OSError as exc:
+        error = error or f"log write failed: {exc.strerror}"
+    return error
+
+
+def stop(unit_id, grace):
+    path = record_path(unit_id)
+    record = read_json(path)
+    if record is None:
+        return {"id": unit_id, "stopped": False, "reason": "no such unit"}
+    was_alive = alive(record)
+    if was_alive:  # never signal a group whose leader may be a reused pid
+        group = record.get("pgid")
+        with contextlib.suppress(OSError, TypeError):
+            os.killpg(group, signal.SIGTERM)
+        deadline = time.time() + grace
+        while time.time() < deadline and alive(record):
+            time.sleep(0.05)
+        if alive(record):
+            with contextlib.suppress(OSError, TypeError):
+                os.killpg(group, signal.SIGKILL)
+            while alive(record):
+                time.sleep(0.01)
+    supervisor = record.get("supervisor_pid")
+    deadline = time.time() + 5
+    while supervisor and time.time() < deadline and start_time(supervisor) is not None:
+        time.sleep(0.01)  # it writes the exit code last; let it finish before the record goes
+    run_cleanup(record)
+    if os.path.exists(path):
+        os.unlink(path)
+    return {"id": unit_id, "stopped": was_alive, "exit_code": record.get("exit_code")}
+
+
+def run_cleanup(record):
+    """The unit's own cleanup command (a container runtime removes the container), best effort:
+    a container that is already gone is what we want."""
+    argv = record.get("cleanup")
+    if argv:
+        with contextlib.suppress(OSError, subprocess.SubprocessError):
+            subprocess.run(argv, capture_output=True, timeout=60)
+
+
+def logs(unit_id, tail):
+    record = read_json(record_path(unit_id))
+    if record is None:
+        raise AgentError(f"no unit {unit_id} on this host")
+    try:
+        with open(record["log"], "rb") as stream:
+            stream.seek(0, os.SEEK_END)
+            stream.seek(max(0, stream.tell() - 256 * 1024))
+            lines = stream.read().decode("utf-8", "replace").splitlines()[-tail:]
+    except OSError as exc:
+        lines = []
+        record["log_error"] = record.get("log_error") or f"cannot read log: {exc.strerror}"
+    return {
+        "id": unit_id,
+        "lines": lines,
+        "log": record["log"],
+        "log_error": record.get("log_error"),
+    }

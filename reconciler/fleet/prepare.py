@@ -1,0 +1,126 @@
+"""Adapter: making runtimes and weights ready on hosts before any running replica is touched.
+
+Each host gets one prepare job (the agent runs it detached and reports progress); the bot
+polls every host's job until all are done, at most `fleet.weights.parallel` hosts at a time,
+so a fleet does not saturate its uplink or the Hub. A job that fails stops nothing: the
+caller decides, before it stops a single replica.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from reconciler.engines.runtime import Need, venv_name
+from reconciler.errors import DenvError
+from reconciler.fleet.hostagent import AgentClient
+from reconciler.fleet.observed import Observed
+from reconciler.spec.fleet import Fleet
+
+HF_TOOLS = Need(
+    kind="venv",
+    name=venv_name("huggingface_hub", "2.4.0"),
+    packages=("huggingface_hub==2.4.0",),
+)
+POLL_WAIT = 2.0  # seconds the agent waits on the job before answering (long polling)
+
+
+class PrepareFailed(DenvError):
+    """A host could not make a runtime or weights ready; nothing was stopped."""
+
+
+class JobState(Observed):
+    id: str
+    state: str  # running, done, failed
+    step: str = ""
+    bytes_done: int = 0
+    bytes_total: int = 0
+    error: str | None = None
+    ready: tuple[dict[str, Any], ...] = ()
+    weights: dict[str, Any] | None = None
+
+
+def weights_request(fleet: Fleet, source: str | None) -> dict[str, Any] | None:
+    """What the agent needs to fetch `source`; the token is read from the bot's environment
+    variable the fleet names and goes to the agent on stdin only."""
+    if source is None:
+        return None
+    token = os.environ.get(fleet.weights.token_env) if fleet.weights.token_env else None
+    return {
+        "source": source,
+        "host": None,
+        "token": token,
+        "s3_command": fleet.weights.s3_command,
+    }
+
+
+def prepare_payload(
+    needs: Sequence[Need],
+    weights: Mapping[str, Any] | None,
+    host: str,
+    pause_at: str | None = None,
+) -> dict[str, Any]:
+    """The agent's `prepare` input; its id is a digest of everything but the token, so the
+    same request joins the job that already runs."""
+    unique = sorted({n.name: n for n in needs}.values(), key=lambda n: n.name)
+    payload: dict[str, Any] = {
+        "needs": [n.model_dump(mode="json") for n in unique],
+        "hf_tools": HF_TOOLS.model_dump(mode="json"),
+    }
+    if weights is not None:
+        payload["weights"] = {**weights, "host": host}
+    if pause_at is not None:
+        payload["pause_at"] = pause_at  # test hook: the job stops there until killed
+    public = {**payload, "weights": {**weights, "token": None}} if weights else payload
+    digest = hashlib.sha256(json.dumps(public, sort_keys=True).encode()).hexdigest()[:16]
+    return {"id": f"prepare-{digest}", **payload}
+
+
+def follow(
+    agent: AgentClient,
+    payload: Mapping[str, Any],
+    progress: Callable[[JobState], None],
+    timeout: float,
+) -> JobState:
+    """Poll one host's job until it is done; raise when it fails or takes too long."""
+    deadline = time.monotonic() + timeout
+    while True:
+        state = JobState.model_validate(
+            agent.call("prepare", "--wait", f"{POLL_WAIT:g}", payload=payload, timeout=60)
+        )
+        progress(state)
+        if state.state == "done":
+            return state
+        if state.state == "failed":
+            raise PrepareFailed(f"{agent.transport.host}: prepare failed: {state.error}")
+        if time.monotonic() > deadline:
+            raise PrepareFailed(
+                f"{agent.transport.host}: prepare still {state.step} after {timeout:g}s"
+            )
+
+
+def prepare_hosts(
+    agents: Mapping[str, AgentClient],
+    payloads: Mapping[str, Mapping[str, Any]],
+    parallel: int,
+    progress: Callable[[str, JobState], None] = lambda host, state: None,
+    timeout: float = 6 * 3600,
+) -> tuple[dict[str, JobState], dict[str, str]]:
+    """Every host's job followed to the end, `parallel` at a time: (done, errors by host)."""
+    done: dict[str, JobState] = {}
+    errors: dict[str, str] = {}
+
+    def one(host: str) -> None:
+        try:
+            done[host] = follow(agents[host], payloads[host], lambda s: progress(host, s), timeout)
+        except DenvError as exc:
+            errors[host] = str(exc)
+
+    with ThreadPoolExecutor(max_workers=max(1, parallel)) as pool:
+        list(pool.map(one, sorted(payloads)))
+    return done, errors
