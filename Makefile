@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint schemas clean system-deps
+.PHONY: demo test lint workflows schemas clean system-deps
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -24,13 +24,19 @@ lint: $(STAMP)
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
+# GitHub Actions workflows: valid against GitHub's schema, and no finding from zizmor
+# (unpinned actions, template injection, pull_request_target checkouts, leaked credentials).
+workflows: $(STAMP)
+	$(BIN)/check-jsonschema --builtin-schema vendor.github-workflows .github/workflows/*.yml
+	$(BIN)/zizmor --offline --persona pedantic .github/workflows
+
 # What the tests start for real: OpenSSH servers (in network namespaces, with iproute2).
 system-deps:
 	@command -v sshd >/dev/null 2>&1 || test -x /usr/sbin/sshd || \
 		{ apt-get update -q && apt-get install -y -q openssh-server; }
 	@command -v ip >/dev/null 2>&1 || { apt-get update -q && apt-get install -y -q iproute2; }
 
-test: lint system-deps
+test: lint workflows system-deps
 	$(BIN)/pytest -q
 
 # Regenerate the JSON Schemas the repository's YAML files point their editors to.

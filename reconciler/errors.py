@@ -66,3 +66,15 @@ class UnknownVersion(EngineError):
 
 class PlacementError(EngineError):
     """No room on the fleet for a replica."""
+
+
+class ForgeError(DenvError):
+    """The forge (GitHub or the local one) refused or failed a request, after retries."""
+
+
+class BotBranchTaken(ForgeError):
+    """The bot's branch holds commits that are not the bot's: the bot never overwrites them."""
+
+
+class ParityError(DenvError):
+    """A parity suite that could not run to its end: no verdict, and never a pass."""

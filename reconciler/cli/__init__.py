@@ -12,7 +12,19 @@ import traceback
 import typer
 from typer.exceptions import Abort, TyperException
 
-from reconciler.cli import bench, fleet, offers, recipe, sim, validate
+from reconciler.cli import (
+    bench,
+    fleet,
+    offers,
+    parity,
+    plan,
+    pr,
+    recipe,
+    reconcile,
+    sim,
+    traffic,
+    validate,
+)
 from reconciler.errors import DenvError
 
 app = typer.Typer(
@@ -25,10 +37,16 @@ app = typer.Typer(
 app.command("validate")(validate.validate)
 app.command("schema")(validate.schema)
 app.command("offers")(offers.offers)
+app.command("plan")(plan.plan)
+app.command("reconcile")(reconcile.reconcile)
+app.command("status")(reconcile.status)
 app.add_typer(bench.app, name="bench")
 app.add_typer(fleet.app, name="fleet")
+app.add_typer(parity.app, name="parity")
+app.add_typer(pr.app, name="pr")
 app.add_typer(recipe.app, name="recipe")
 app.add_typer(sim.app, name="sim")
+app.add_typer(traffic.app, name="traffic")
 
 
 def main() -> None:

@@ -1,26 +1,32 @@
-"""CLI: `denv bench` — rank benchmark results for a workload and latency target, and
-`denv bench get` — one result in full."""
+"""CLI: `denv bench` — rank benchmark results for a workload and latency target,
+`denv bench get` — one result in full, and `denv bench compare` — two side by side."""
 
 from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import typer
 from rich.table import Table
 
+from reconciler.bench.compare import compare, cost
+from reconciler.bench.results import read_result
 from reconciler.catalog.cost import parse_price_overrides, price_for, usd_per_m_output
 from reconciler.catalog.latency import parse_latency_target
 from reconciler.catalog.ranking import Ranking, Row, rank
+from reconciler.cli.bench_view import print_comparison
 from reconciler.cli.common import JsonOption, RepoOption, console, load, print_json, show
 from reconciler.errors import NotFound
 from reconciler.spec.recipe import describe_topology, total_gpus
 from reconciler.spec.repo import Repo
 from reconciler.spec.result import Percentiles, Result
 
-app = typer.Typer(help="Rank benchmark results; show one.", invoke_without_command=True)
+app = typer.Typer(
+    help="Rank benchmark results; show one; compare two.", invoke_without_command=True
+)
 
 Workload = Literal["chat", "agent", "rag", "coding", "reasoning", "batch"]
 PriceOption = Annotated[
@@ -323,3 +329,54 @@ def _print_details(d: dict[str, Any]) -> None:
     for line in lines:  # headings carry markup; data is printed as is
         heading = line.startswith("[bold]")
         console.print(line, markup=heading, highlight=False, soft_wrap=True)
+
+
+@app.command("compare")
+def compare_results(
+    first: Annotated[str, typer.Argument(help="Result A: a result file, or a result id.")],
+    second: Annotated[str, typer.Argument(help="Result B: a result file, or a result id.")],
+    price: PriceOption = None,
+    repo: RepoOption = Path("."),
+    as_json: JsonOption = False,
+) -> None:
+    """Two results side by side: what each ran, every figure, and B − A."""
+    prices = parse_price_overrides(price or [])
+    loaded: list[Repo] = []  # the repository, read only when an id needs it
+
+    def the_repo() -> Repo:
+        if not loaded:
+            loaded.append(load(repo))
+        return loaded[0]
+
+    a, b = (_priced(_find_result(which, the_repo), prices, the_repo) for which in (first, second))
+    comparison = compare(a, b)
+    if as_json:
+        print_json(comparison)
+        return
+    print_comparison(comparison)
+
+
+def _find_result(which: str, the_repo: Callable[[], Repo]) -> Result:
+    path = Path(which)
+    if path.suffix == ".json" or path.is_file():
+        return read_result(path)
+    loaded = the_repo()
+    found = next((r for r in loaded.results if r.id == which), None)
+    if found is None:
+        raise NotFound(f"no result '{which}' in {loaded.label} (give a result id or a .json file)")
+    return found
+
+
+def _priced(result: Result, prices: dict[str, float], the_repo: Callable[[], Repo]) -> Result:
+    """The result with its $/M output: its own, else at --price or the public offer."""
+    if cost(result) is not None and result.hardware not in prices:
+        return result
+    if not result.gpus or not result.metrics.output_tok_s:
+        return result
+    loaded = the_repo()
+    aliases = {alias: hw.id for hw in loaded.hardware.values() for alias in hw.aliases}
+    choice = price_for(result, prices, loaded.offers, aliases=aliases)
+    if choice is None:
+        return result
+    value = usd_per_m_output(result.gpus, choice.gpu_hour, result.metrics.output_tok_s)
+    return result.model_copy(update={"usd_per_m_output": value})

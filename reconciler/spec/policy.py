@@ -50,12 +50,23 @@ class AlarmsFile(Spec):
     alarms: dict[Slug, Alarm]
 
 
+class ParityPolicy(Spec):
+    """How answers of a candidate are compared with the reference's (docs/parity.md):
+    strict needs every greedy token equal; tolerant also passes an answer whose first
+    differing token is, on each side, among the other side's top_k logprobs."""
+
+    mode: Literal["strict", "tolerant"] = "tolerant"
+    top_k: int = Field(default=5, ge=1, le=20)  # OpenAI-compatible servers give at most 20
+    suite: Slug = "default"  # policies/parity/<suite>.jsonl
+
+
 class Gates(Spec):
     require_pinned_weights: bool = True
     default_approvals: int = Field(default=1, ge=0)
     approvers: list[str] = []  # GitHub users or org/team; empty: anyone with write permission
     min_ready_fraction: float = Field(default=1.0, gt=0, le=1)
     rollback_on_alarm: Literal["bake", "always"] = "bake"
+    parity: ParityPolicy = ParityPolicy()
 
 
 class GatesFile(Spec):

@@ -31,6 +31,7 @@ class Metrics(Spec):
     goodput_rps: NonNegativeFloat | None = None
     requests: NonNegativeInt | None = None
     errors: NonNegativeInt | None = None
+    errors_by_kind: dict[str, NonNegativeInt] = {}  # e.g. http_503, timeout (bench/records.py)
 
 
 class Workload(Spec):

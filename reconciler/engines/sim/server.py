@@ -2,6 +2,7 @@
 that behaves like a vLLM engine serving `SimSpec.model` on `SimSpec.hardware`.
 
 Endpoints: `POST /v1/completions`, `POST /v1/chat/completions`, `GET /v1/models`,
+`POST /tokenize` (vLLM's shape),
 `GET /health` (503 until warm-up ends), `GET /server_info` and `GET /model_info` (what
 sglang-router reads at registration; `GET /get_load` for its power-of-two policy),
 `GET /metrics` (vLLM's names), `GET|POST /admin/faults`,
@@ -35,6 +36,7 @@ from reconciler.engines.sim.perf import PerfModel
 from reconciler.engines.sim.protocol import DONE, ApiError, GenRequest, Kind, Render, parse
 from reconciler.engines.sim.scheduler import RequestTooLarge, Scheduler
 from reconciler.engines.sim.spec import SimSpec
+from reconciler.engines.sim.tokenize import tokenize
 from reconciler.engines.sim.tokens import Answers, Tokenizer, block_hashes
 
 KV_TIMEOUT_S = 60.0  # how long a decode request waits for its prefill's KV
@@ -168,6 +170,7 @@ class SimServer:
         route.add_post("/v1/completions", self._completions)
         route.add_post("/v1/chat/completions", self._chat)
         route.add_get("/v1/models", self._models)
+        route.add_post("/tokenize", self._tokenize)
         route.add_get("/health", self._health)
         for path in ("/server_info", "/get_server_info"):
             route.add_get(path, self._server_info)
@@ -190,6 +193,14 @@ class SimServer:
 
     async def _models(self, _: web.Request) -> web.Response:
         return web.json_response(info.models(self.spec, self.context))
+
+    async def _tokenize(self, request: web.Request) -> web.Response:
+        try:
+            body = await request.json()
+        except ValueError as exc:
+            raise ApiError(400, "the request body is not valid JSON") from exc
+        answer = tokenize(body, self.tokenizer, self.spec.served_model, self.context)
+        return web.json_response(answer)
 
     async def _server_info(self, _: web.Request) -> web.Response:
         bootstrap = self.listening.bootstrap_port if self.listening else None

@@ -1,0 +1,1 @@
+"""Benchmarks on your own fleet: traffic shapes, the load generator, metrics and result files."""

@@ -1,0 +1,116 @@
+"""CLI: how bench sweeps and comparisons look — a rich progress bar per load level, the
+levels' table, and two results side by side."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Sequence
+
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from reconciler.bench.compare import Comparison, Figure
+from reconciler.bench.metrics import LevelMetrics
+from reconciler.bench.pareto import load_label
+from reconciler.bench.sweep import Progress as SweepProgress
+from reconciler.cli.common import console, show
+
+
+@contextlib.contextmanager
+def sweep_progress() -> Iterator[SweepProgress]:
+    """A progress callback for `bench.sweep`: one bar per level, requests done of its total."""
+    bars = Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        transient=False,
+    )
+    tasks: dict[str, int] = {}
+
+    def update(label: str, done: int, total: int) -> None:
+        if label not in tasks:
+            tasks[label] = int(bars.add_task(label, total=total))
+        bars.update(tasks[label], completed=done)  # type: ignore[arg-type]
+
+    with bars:
+        yield update
+
+
+LEVEL_COLUMNS = (
+    "LOAD",
+    "REQ",
+    "ERR",
+    "TTFT-P50",
+    "TTFT-P99",
+    "TPOT-P50",
+    "ITL-P99",
+    "E2E-P99",
+    "TOK/S",
+    "TOK/S/GPU",
+    "GOODPUT",
+    "SATURATED",
+)
+
+
+def print_levels(levels: Sequence[LevelMetrics], title: str) -> None:
+    """One row a level; latencies in ms, goodput in requests/s."""
+    table = Table(*LEVEL_COLUMNS, box=None, title=title, title_justify="left")
+    for level in levels:
+        m = level.metrics
+        table.add_row(
+            load_label(level.load),
+            show(m.requests),
+            show(m.errors) + (f" {_kinds(m.errors_by_kind)}" if m.errors else ""),
+            show(m.ttft_ms.p50, 1),
+            show(m.ttft_ms.p99, 1),
+            show(m.tpot_ms.p50, 2),
+            show(m.itl_ms.p99, 2),
+            show(m.e2e_ms.p99, 1),
+            show(m.output_tok_s, 0),
+            show(m.output_tok_s_per_gpu, 1),
+            show(m.goodput_rps, 2),
+            "yes" if level.saturation.saturated else "no",
+        )
+    console.print(table)
+    for level in levels:
+        if level.saturation.saturated:
+            console.print(f"{load_label(level.load)}: {level.saturation.reason}", markup=False)
+
+
+def _kinds(counts: dict[str, int]) -> str:
+    return "(" + ", ".join(f"{k} {n}" for k, n in counts.items()) + ")"
+
+
+def _cell(value: float | None, unit: str) -> str:
+    if value is None:
+        return "…"
+    digits = 3 if unit == "USD" else (0 if unit in ("", "tok/s") else 2)
+    return show(value, digits) if digits else show(round(value))
+
+
+def _change(figure: Figure) -> str:
+    if figure.delta is None:
+        return "…"
+    sign = "+" if figure.delta > 0 else ""
+    text = sign + _cell(figure.delta, figure.unit)
+    if figure.delta_pct is not None:
+        text += f" ({sign}{figure.delta_pct:.1f}%)"
+    return text
+
+
+def print_comparison(c: Comparison) -> None:
+    setup = Table("", "A", "B", box=None, title="setup", title_justify="left")
+    for s in c.settings:
+        setup.add_row(s.name, s.a, s.b)
+    console.print(f"A: {c.a}\nB: {c.b}", markup=False, highlight=False)
+    console.print(setup)
+    figures = Table(
+        "FIGURE", "A", "B", "B − A", "BETTER", box=None, title="figures", title_justify="left"
+    )
+    for f in c.figures:
+        unit = f" ({f.unit})" if f.unit and f.unit != "tok/s" else ""
+        better = {"a": "A", "b": "B", "same": "="}.get(f.better or "", "")
+        figures.add_row(f.name + unit, _cell(f.a, f.unit), _cell(f.b, f.unit), _change(f), better)
+    console.print(figures)

@@ -1,0 +1,122 @@
+"""CLI: `denv parity run` — send a parity suite to a reference and a candidate endpoint and
+print the verdict (`PARITY 497/512`, then the failing prompts)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated, Literal
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+from rich.text import Text
+
+from reconciler.cli.common import JsonOption, RepoOption, console, load, print_json
+from reconciler.parity.runner import (
+    DEFAULT_CONCURRENCY,
+    ProgressCallback,
+    RetryPolicy,
+    run_parity,
+)
+from reconciler.parity.suite_files import load_suite
+from reconciler.parity.verdict import Verdict
+from reconciler.parity.wire import endpoint_base
+from reconciler.spec.sources import find_root
+
+app = typer.Typer(help="Answer parity: does a candidate answer like the reference?")
+
+
+@contextmanager
+def _progress_bar(total: int) -> Iterator[ProgressCallback]:
+    """A bar on stderr, so that --json output stays clean."""
+    columns = (
+        TextColumn("parity"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+    )
+    with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
+        task = bar.add_task("parity", total=total)
+        yield lambda done, _total: bar.update(task, completed=done)
+
+
+@app.command("run")
+def run(
+    reference: Annotated[
+        str, typer.Option(help="URL of the reference's OpenAI-compatible server.")
+    ],
+    candidate: Annotated[
+        str, typer.Option(help="URL of the candidate's OpenAI-compatible server.")
+    ],
+    suite: Annotated[
+        str | None,
+        typer.Option(help="Suite name in policies/parity/, or a .jsonl path (default: policy's)."),
+    ] = None,
+    mode: Annotated[
+        Literal["strict", "tolerant"] | None,
+        typer.Option(help="Comparison rule (default: policies/gates.yaml parity.mode)."),
+    ] = None,
+    top_k: Annotated[
+        int | None,
+        typer.Option("--top-k", min=1, max=20, help="Tolerant rule's k (default: the policy's)."),
+    ] = None,
+    concurrency: Annotated[
+        int, typer.Option(min=1, help="Prompts in flight at once (each goes to both servers).")
+    ] = DEFAULT_CONCURRENCY,
+    attempts: Annotated[
+        int, typer.Option(min=1, help="Tries per request when a server fails transiently.")
+    ] = RetryPolicy.attempts,
+    repo: RepoOption = Path("."),
+    as_json: JsonOption = False,
+) -> None:
+    """Send a suite to both servers greedily and compare the answers; exit 1 unless every
+    prompt passes."""
+    for url in (reference, candidate):
+        endpoint_base(url)  # a malformed URL is an error before anything runs
+    loaded = load(repo)
+    overrides = {"mode": mode, "top_k": top_k}
+    policy = loaded.policies.gates.parity.model_copy(
+        update={k: v for k, v in overrides.items() if v is not None}
+    )
+    prompts = load_suite(find_root(repo), suite or policy.suite)
+    with _progress_bar(len(prompts.prompts)) as progress:
+        verdict = run_parity(
+            reference,
+            candidate,
+            prompts,
+            policy,
+            progress,
+            concurrency=concurrency,
+            retry=RetryPolicy(attempts=attempts),
+        )
+    if as_json:
+        print_json(verdict)
+    else:
+        _print_verdict(verdict)
+    if not verdict.ok:
+        raise typer.Exit(1)
+
+
+def _print_verdict(verdict: Verdict) -> None:
+    rule = "strict" if verdict.mode == "strict" else f"tolerant, top {verdict.top_k}"
+    console.print(
+        f"[bold]{verdict.headline}[/] ({rule}) — suite {escape(verdict.suite)}, "
+        f"{verdict.exact} exact, {verdict.tolerant} within top {verdict.top_k}, "
+        f"{verdict.elapsed_s:.1f}s",
+        highlight=False,
+    )
+    console.print(f"reference {verdict.reference}\ncandidate {verdict.candidate}", markup=False)
+    if not verdict.failures:
+        return
+    table = Table("PROMPT", "POSITION", "REFERENCE", "CANDIDATE", "IN TOP-K", box=None)
+    for outcome in verdict.failures:
+        d = outcome.divergence
+        if d is None:  # a failure always has a divergence; kept for the type
+            continue
+        tokens = (Text(repr(d.reference)), Text(repr(d.candidate)))  # as data, never markup
+        table.add_row(Text(outcome.id), str(d.position), *tokens, "yes" if d.in_top_k else "no")
+    console.print(table)

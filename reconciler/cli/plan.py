@@ -1,0 +1,80 @@
+"""CLI: `denv plan` — what the reconciler would do now: the desired state from git, what the
+fleets run, and the difference as actions."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.text import Text
+
+from reconciler.cli.common import JsonOption, console, print_json
+from reconciler.fleet.observe import Transports
+from reconciler.reconcile.render import render_markdown, render_text
+from reconciler.reconcile.snapshot import snapshot
+from reconciler.reconcile.source import GitSource
+
+LocationOption = Annotated[
+    str,
+    typer.Option(
+        "--repo",
+        help="A denv repository in git: a path (default: the one around the current folder) "
+        "or a URL, cloned into the cache ($DENV_CACHE, else ~/.cache/denv) and fetched.",
+        envvar="DENV_REPO",
+    ),
+]
+RevOption = Annotated[
+    str | None,
+    typer.Option(
+        "--rev",
+        help="Revision to plan at (default: HEAD of a path, the default branch of a URL). "
+        "Committed files only.",
+    ),
+]
+MarkdownOption = Annotated[
+    bool, typer.Option("--markdown", help="Print the plan as a pull-request comment.")
+]
+
+STYLES = {"+": "green", "~": "yellow", "-": "red"}
+
+
+def cache_dir() -> Path:
+    base = os.environ.get("DENV_CACHE") or os.environ.get("XDG_CACHE_HOME")
+    root = Path(base) if base else Path.home() / ".cache"
+    return (root if os.environ.get("DENV_CACHE") else root / "denv") / "repos"
+
+
+def _warn(message: str) -> None:
+    print(f"warning: {message}", file=sys.stderr)
+
+
+def plan(
+    repo: LocationOption = ".",
+    rev: RevOption = None,
+    as_json: JsonOption = False,
+    markdown: MarkdownOption = False,
+) -> None:
+    """What would start, stop and be replaced: desired state from git, observed from the
+    fleets the releases use (`+` start, `~` replace, `-` stop)."""
+    progress = Console(stderr=True)
+    source = GitSource(repo, cache_dir())
+    transports = Transports(warn=_warn)
+    try:
+        with progress.status("planning") as shown:
+            result = snapshot(source, transports, rev, lambda m: shown.update(m)).plan
+    finally:
+        transports.close()
+    if as_json:
+        print_json(result)
+    elif markdown:
+        typer.echo(render_markdown(result), nl=False)
+    elif console.is_terminal:
+        for line in render_text(result).splitlines():
+            style = STYLES.get(line.strip()[:1], "bold" if " — GPUs " in line else "")
+            console.print(Text(line, style=style), soft_wrap=True)
+    else:
+        typer.echo(render_text(result), nl=False)

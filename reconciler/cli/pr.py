@@ -1,0 +1,155 @@
+"""CLI: `denv pr …` — pull requests on the local forge: list, show, approve, merge."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.markdown import Markdown
+from rich.table import Table
+
+from reconciler.cli.common import JsonOption, RepoOption, console, load, print_json
+from reconciler.errors import ForgeError
+from reconciler.forge.commands import merge_blockers
+from reconciler.forge.config import bot_identity
+from reconciler.forge.local import LocalForge
+from reconciler.forge.markers import read_marker
+from reconciler.forge.models import Approvals, MergeStatus, PrState, PullRequest
+from reconciler.spec.sources import find_root
+
+app = typer.Typer(
+    help="Pull requests on the local forge: branches of this repository with their comments, "
+    "checks and approvals.",
+    no_args_is_help=True,
+)
+
+NumberArg = Annotated[int, typer.Argument(help="Pull request number.", min=1)]
+
+
+def _forge(repo: Path, user: str | None = None) -> LocalForge:
+    return LocalForge(find_root(repo), user=user, bot=bot_identity(os.environ))
+
+
+def _approvals(repo: Path, forge: LocalForge, number: int) -> tuple[Approvals, int]:
+    gates = load(repo).policies.gates
+    return forge.approvals(number, gates.approvers), gates.default_approvals
+
+
+def _checks_line(forge: LocalForge, pr: PullRequest) -> str:
+    checks = forge.checks(pr.head_sha)
+    return ", ".join(f"{c.name}: {c.conclusion}" for c in checks) or "none"
+
+
+@app.command("list")
+def list_prs(
+    state: Annotated[PrState, typer.Option(help="Which pull requests.")] = PrState.OPEN,
+    repo: RepoOption = Path("."),
+    as_json: JsonOption = False,
+) -> None:
+    """Pull requests with their head, approvals and checks."""
+    forge = _forge(repo)
+    prs = forge.pull_requests(state)
+    if as_json:
+        print_json({"pull_requests": [pr.model_dump(mode="json") for pr in prs]})
+        return
+    if not prs:
+        console.print(f"No {state} pull requests.")
+        return
+    table = Table("#", "TITLE", "BRANCH", "AUTHOR", "HEAD", "APPROVALS", "CHECKS", box=None)
+    for pr in prs:
+        approvals = forge.approvals(pr.number)
+        table.add_row(
+            str(pr.number),
+            pr.title,
+            f"{pr.head_branch} → {pr.base_branch}",
+            pr.author,
+            pr.head_sha[:12],
+            str(approvals.count),
+            _checks_line(forge, pr),
+        )
+    console.print(table)
+
+
+@app.command("show")
+def show(number: NumberArg, repo: RepoOption = Path("."), as_json: JsonOption = False) -> None:
+    """A pull request: description, checks of its head, approvals and comments."""
+    forge = _forge(repo)
+    pr = forge.pull_request(number)
+    approvals, required = _approvals(repo, forge, number)
+    comments = forge.comments(number)
+    if as_json:
+        print_json(
+            {
+                "pull_request": pr.model_dump(mode="json"),
+                "checks": [c.model_dump(mode="json") for c in forge.checks(pr.head_sha)],
+                "approvals": {**approvals.model_dump(mode="json"), "required": required},
+                "comments": [c.model_dump(mode="json") for c in comments],
+            }
+        )
+        return
+    console.print(f"[bold]#{pr.number} {pr.title}[/bold]  ({pr.state})")
+    console.print(f"{pr.author} wants {pr.head_branch} → {pr.base_branch} at {pr.head_sha[:12]}")
+    if pr.body:
+        console.print(Markdown(pr.body))
+    console.print(f"checks: {_checks_line(forge, pr)}")
+    counted = ", ".join(approvals.counted) or "none"
+    console.print(f"approvals: {approvals.count} of {required} ({counted})")
+    for ignored in approvals.ignored:
+        console.print(f"  not counted: {ignored.user}: {ignored.reason}")
+    for comment in comments:
+        kind = read_marker(comment.body)
+        label = f" [{kind[0]}]" if kind else ""
+        console.rule(f"{comment.author}{label} · {comment.at:%Y-%m-%d %H:%M}")
+        console.print(Markdown(comment.body))
+
+
+@app.command("approve")
+def approve(
+    number: NumberArg,
+    user: Annotated[
+        str | None, typer.Option("--as", help="Who approves (default: git config user.name).")
+    ] = None,
+    repo: RepoOption = Path("."),
+    as_json: JsonOption = False,
+) -> None:
+    """Approve the pull request's current head commit."""
+    forge = _forge(repo, user)
+    gates = load(repo).policies.gates  # an invalid repository stops here, before approving
+    review = forge.approve(number)
+    approvals, required = forge.approvals(number, gates.approvers), gates.default_approvals
+    if as_json:
+        print_json(
+            {
+                "review": review.model_dump(mode="json"),
+                "approvals": {**approvals.model_dump(mode="json"), "required": required},
+            }
+        )
+        return
+    counts = review.user in approvals.counted
+    why = next((i.reason for i in approvals.ignored if i.user == review.user), "")
+    note = "" if counts else f"; it does not count: {why}"
+    console.print(
+        f"{review.user} approved #{number} at {review.commit[:12]}{note}. "
+        f"Approvals: {approvals.count} of {required}."
+    )
+
+
+@app.command("merge")
+def merge(number: NumberArg, repo: RepoOption = Path("."), as_json: JsonOption = False) -> None:
+    """Merge when the head's checks pass and it has the approvals policies/gates.yaml asks."""
+    forge = _forge(repo)
+    pr = forge.pull_request(number)
+    approvals, required = _approvals(repo, forge, number)
+    blockers = merge_blockers(approvals, required, forge.checks(pr.head_sha))
+    if blockers:
+        raise ForgeError(f"#{number} cannot merge yet: " + "; ".join(blockers))
+    outcome = forge.merge(number, head_sha=pr.head_sha)
+    if as_json:
+        print_json(outcome)
+    if outcome.status != MergeStatus.MERGED:
+        raise ForgeError(f"#{number} was not merged: {outcome.reason}")
+    if not as_json:
+        sha = outcome.sha or ""
+        console.print(f"Merged #{number} into {pr.base_branch} as {sha[:12]}.")

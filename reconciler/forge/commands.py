@@ -1,0 +1,103 @@
+"""Pure logic: comment commands (`/denv plan`, `/denv bench`), approvals and the merge gate.
+
+A command is the first line of a comment. Who may give one, and whose approval counts,
+is decided by the forge (write permission, the approvers policy); the rules are here.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from reconciler.forge.models import Approvals, CheckRun, CommandKind, Ignored, Review, ReviewState
+
+PREFIX = "/denv"
+USAGE = "denv understands `/denv plan` and `/denv bench` (from users with write permission)."
+
+
+@dataclass(frozen=True)
+class Command:
+    kind: CommandKind
+    args: list[str]
+
+
+@dataclass(frozen=True)
+class Reply:
+    """A `/denv …` that is not a command: tell the user what is."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class Ignore:
+    pass
+
+
+def parse_command(body: str) -> Command | Reply | Ignore:
+    lines = body.strip().splitlines()
+    if not lines:
+        return Ignore()
+    first = lines[0].strip()
+    if first != PREFIX and not first.startswith(PREFIX + " "):
+        return Ignore()
+    try:
+        words = shlex.split(first)[1:]
+    except ValueError:
+        return Reply(f"cannot read `{first}`: {USAGE}")
+    if not words:
+        return Reply(USAGE)
+    try:
+        kind = CommandKind(words[0])
+    except ValueError:
+        return Reply(f"unknown command `{words[0]}`: {USAGE}")
+    return Command(kind, words[1:])
+
+
+def approver_rule(approvers: Sequence[str]) -> tuple[set[str], set[str]]:
+    """The approvers policy as (users, org/team slugs); both empty: write permission decides."""
+    users = {a.lower() for a in approvers if "/" not in a}
+    teams = {a.lower() for a in approvers if "/" in a}
+    return users, teams
+
+
+@dataclass(frozen=True)
+class Candidates:
+    """Reviewers whose latest word is an approval of the head commit, not yet checked for
+    permission, and those left out already, with why."""
+
+    users: list[str]
+    ignored: list[Ignored]
+
+
+def approval_candidates(reviews: Sequence[Review], head_sha: str, author: str) -> Candidates:
+    latest: dict[str, Review] = {}
+    for review in sorted(reviews, key=lambda r: r.at):
+        # a comment neither grants nor withdraws an approval
+        if review.state != ReviewState.COMMENTED:
+            latest[review.user] = review
+    users: list[str] = []
+    ignored: list[Ignored] = []
+    for user, review in sorted(latest.items()):
+        if review.state != ReviewState.APPROVED:
+            continue  # changes requested or dismissed after approving: nothing to count
+        if user.lower() == author.lower():
+            ignored.append(Ignored(user=user, reason="author of the pull request"))
+        elif review.commit != head_sha:
+            ignored.append(
+                Ignored(user=user, reason=f"approved {review.commit[:12]}, not the head")
+            )
+        else:
+            users.append(user)
+    return Candidates(users=users, ignored=ignored)
+
+
+def merge_blockers(approvals: Approvals, required: int, checks: Sequence[CheckRun]) -> list[str]:
+    """Why a pull request may not merge yet; empty when it may."""
+    blockers = [
+        f"check '{c.name}' is {c.conclusion}: {c.title}" for c in checks if c.conclusion.blocks
+    ]
+    if approvals.count < required:
+        who = f" ({', '.join(approvals.counted)})" if approvals.counted else ""
+        blockers.append(f"{approvals.count} of {required} approvals of the head{who}")
+    return blockers

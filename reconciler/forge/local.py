@@ -1,0 +1,304 @@
+"""Adapter: the local forge, the embedded default — pull requests as branches of this repository.
+
+A pull request is a head branch and a base branch of the local git repository; its title,
+description, comments, reviews and the checks of its commits are kept beside them in
+`.git/denv-forge/` (localstore.py). Merging writes a merge commit with pygit2, as GitHub's
+merge button does, and brings the work tree along when the base is checked out. Everyone
+who can write to this repository has write permission here; the approvers policy, when it
+names users, narrows whose approval counts.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pygit2
+from pygit2.enums import CheckoutStrategy
+
+from reconciler.errors import ForgeError, NotFound
+from reconciler.forge.botgit import bot_commit
+from reconciler.forge.commands import Command, approval_candidates, approver_rule, parse_command
+from reconciler.forge.localstore import LocalPr, LocalStore
+from reconciler.forge.markers import Create, Delete, Edit, read_marker, split_body, upsert_ops
+from reconciler.forge.models import (
+    Approvals,
+    CheckRun,
+    Comment,
+    CommentCommand,
+    Ignored,
+    MergeOutcome,
+    MergeStatus,
+    PrState,
+    PullRequest,
+    Review,
+    ReviewState,
+)
+from reconciler.forge.protocol import DENV_BOT, BotChange, BotIdentity
+
+_SHA = re.compile(r"^[0-9a-f]{40}$")
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+class LocalForge:
+    def __init__(
+        self,
+        root: Path,
+        user: str | None = None,
+        bot: BotIdentity = DENV_BOT,
+        clock: Callable[[], datetime] = utc_now,
+    ) -> None:
+        try:
+            self.repo = pygit2.Repository(str(root))
+        except pygit2.GitError as exc:
+            raise ForgeError(f"{root}: not a git repository ({exc})") from exc
+        self.root = root
+        self.store = LocalStore(Path(self.repo.path))
+        self.bot = bot
+        self.clock = clock
+        self.user = user or self._git_user()
+
+    def _git_user(self) -> str:
+        try:
+            return str(self.repo.config["user.name"])
+        except KeyError:
+            return "local"
+
+    def _tip(self, branch: str) -> pygit2.Oid | None:
+        ref = self.repo.references.get(f"refs/heads/{branch}")
+        return None if ref is None else ref.peel(pygit2.Commit).id
+
+    def _view(self, pr: LocalPr) -> PullRequest:
+        tip = self._tip(pr.head_branch) if pr.state == PrState.OPEN else None
+        return PullRequest(
+            number=pr.number,
+            title=pr.title,
+            body=pr.body,
+            author=pr.author,
+            head_branch=pr.head_branch,
+            head_sha=str(tip) if tip is not None else pr.head_sha,
+            base_branch=pr.base_branch,
+            state=pr.state,
+            url=f"file://{self.root.resolve()}#pr/{pr.number}",
+        )
+
+    # -- pull requests ---------------------------------------------------------------------
+
+    def open_pr(
+        self, head: str, title: str, body: str = "", base: str = "main", author: str | None = None
+    ) -> PullRequest:
+        for branch in (head, base):
+            if self._tip(branch) is None:
+                raise NotFound(f"no branch '{branch}' in {self.root}")
+        with self.store.locked():
+            for number in self.store.numbers():
+                known = self.store.load(number)
+                if known.head_branch == head and known.state == PrState.OPEN:
+                    raise ForgeError(f"branch '{head}' already has an open pull request: #{number}")
+            pr = LocalPr(
+                number=max(self.store.numbers(), default=0) + 1,
+                title=title,
+                body=body,
+                author=author or self.user,
+                head_branch=head,
+                base_branch=base,
+                created_at=self.clock(),
+            )
+            self.store.save(pr)
+        return self._view(pr)
+
+    def pull_request(self, number: int) -> PullRequest:
+        return self._view(self.store.load(number))
+
+    def pull_requests(self, state: PrState = PrState.OPEN) -> list[PullRequest]:
+        prs = [self.store.load(n) for n in self.store.numbers()]
+        return [self._view(pr) for pr in prs if pr.state == state]
+
+    def open_or_update_bot_pr(self, change: BotChange) -> PullRequest:
+        base_tip = self._tip(change.base)
+        if base_tip is None:
+            raise NotFound(f"no branch '{change.base}' in {self.root}")
+        branch_tip = self._tip(change.branch)
+        new = bot_commit(
+            self.repo, change.branch, base_tip, branch_tip, self.bot, change.message, change.edit
+        )
+        if new != branch_tip:
+            self.repo.references.create(f"refs/heads/{change.branch}", new, force=True)
+        with self.store.locked():
+            for number in self.store.numbers():
+                pr = self.store.load(number)
+                if pr.head_branch == change.branch and pr.state == PrState.OPEN:
+                    pr.title, pr.body = change.title, change.body
+                    self.store.save(pr)
+                    return self._view(pr)
+        return self.open_pr(change.branch, change.title, change.body, change.base, self.bot.name)
+
+    # -- comments --------------------------------------------------------------------------
+
+    def comments(self, pr: int) -> list[Comment]:
+        return list(self.store.load(pr).comments)
+
+    def comment(self, pr: int, body: str, author: str | None = None) -> Comment:
+        with self.store.locked():
+            record = self.store.load(pr)
+            comment = self._add(record, body, author or self.user)
+            self.store.save(record)
+        return comment
+
+    def _add(self, record: LocalPr, body: str, author: str) -> Comment:
+        number = max((c.id for c in record.comments), default=0) + 1
+        comment = Comment(id=number, author=author, body=body, at=self.clock())
+        record.comments.append(comment)
+        return comment
+
+    def upsert_comment(self, pr: int, kind: str, body: str) -> list[int]:
+        with self.store.locked():
+            record = self.store.load(pr)
+            mine = [c for c in record.comments if c.author == self.bot.name]
+            for op in upsert_ops(mine, kind, split_body(kind, body)):
+                if isinstance(op, Create):
+                    self._add(record, op.body, self.bot.name)
+                elif isinstance(op, Edit):
+                    record.comments = [
+                        c.model_copy(update={"body": op.body}) if c.id == op.comment_id else c
+                        for c in record.comments
+                    ]
+                elif isinstance(op, Delete):
+                    record.comments = [c for c in record.comments if c.id != op.comment_id]
+            self.store.save(record)
+        return [
+            c.id
+            for c in record.comments
+            if c.author == self.bot.name and (read_marker(c.body) or ("",))[0] == kind
+        ]
+
+    def comment_commands(self, pr: int) -> list[CommentCommand]:
+        # everyone who can write to this repository has write permission on its local forge
+        found = []
+        for comment in self.comments(pr):
+            parsed = parse_command(comment.body)
+            if isinstance(parsed, Command) and comment.author != self.bot.name:
+                found.append(
+                    CommentCommand(
+                        comment_id=comment.id,
+                        user=comment.author,
+                        command=parsed.kind,
+                        args=parsed.args,
+                        at=comment.at,
+                    )
+                )
+        return found
+
+    # -- checks ----------------------------------------------------------------------------
+
+    def set_check(self, head_sha: str, check: CheckRun) -> None:
+        if not _SHA.match(head_sha):
+            raise ForgeError(f"'{head_sha}' is not a full commit id")
+        with self.store.locked():
+            checks = self.store.checks(head_sha)
+            checks.checks[check.name] = check
+            self.store.save_checks(head_sha, checks)
+
+    def checks(self, head_sha: str) -> list[CheckRun]:
+        if not _SHA.match(head_sha):
+            return []
+        return sorted(self.store.checks(head_sha).checks.values(), key=lambda c: c.name)
+
+    # -- reviews and approvals -------------------------------------------------------------
+
+    def review(self, pr: int, state: ReviewState, user: str | None = None) -> Review:
+        with self.store.locked():
+            record = self.store.load(pr)
+            if record.state != PrState.OPEN:
+                raise ForgeError(f"pull request #{pr} is {record.state}, not open")
+            tip = self._tip(record.head_branch)
+            if tip is None:
+                raise NotFound(f"pull request #{pr}: its branch '{record.head_branch}' is gone")
+            review = Review(user=user or self.user, state=state, commit=str(tip), at=self.clock())
+            record.reviews.append(review)
+            self.store.save(record)
+        return review
+
+    def approve(self, pr: int, user: str | None = None) -> Review:
+        return self.review(pr, ReviewState.APPROVED, user)
+
+    def approvals(self, pr: int, approvers: Sequence[str] = ()) -> Approvals:
+        record = self.store.load(pr)
+        head = self._view(record).head_sha
+        found = approval_candidates(record.reviews, head, record.author)
+        users, teams = approver_rule(approvers)
+        counted, ignored = [], list(found.ignored)
+        for user in found.users:
+            if not (users or teams) or user.lower() in users:
+                counted.append(user)
+            else:
+                why = "not named in the approvers policy"
+                if teams:
+                    why += " (the local forge cannot look up team members)"
+                ignored.append(Ignored(user=user, reason=why))
+        return Approvals(head_sha=head, counted=counted, ignored=ignored)
+
+    # -- merging ---------------------------------------------------------------------------
+
+    def merge(self, pr: int, head_sha: str | None = None, auto: bool = False) -> MergeOutcome:
+        # `auto`: the local forge has no required checks of its own, so it merges now
+        with self.store.locked():
+            record = self.store.load(pr)
+            if record.state != PrState.OPEN:
+                return _refused(f"pull request #{pr} is {record.state}")
+            head, base = self._tip(record.head_branch), self._tip(record.base_branch)
+            if head is None or base is None:
+                return _refused(f"branch '{record.head_branch}' or '{record.base_branch}' is gone")
+            if head_sha is not None and str(head) != head_sha:
+                return _refused(f"the head moved to {str(head)[:12]}; it was {head_sha[:12]}")
+            merged = self._merge_commit(record, base, head)
+            if isinstance(merged, MergeOutcome):
+                return merged
+            record.state, record.head_sha, record.merged_sha = (
+                PrState.MERGED,
+                str(head),
+                str(merged),
+            )
+            self.store.save(record)
+        return MergeOutcome(status=MergeStatus.MERGED, sha=str(merged))
+
+    def _merge_commit(
+        self, record: LocalPr, base: pygit2.Oid, head: pygit2.Oid
+    ) -> pygit2.Oid | MergeOutcome:
+        index = self.repo.merge_commits(base, head)
+        if index.conflicts is not None:
+            paths = sorted({e.path for trio in index.conflicts for e in trio if e is not None})
+            return _refused(f"conflicts with {record.base_branch} in {', '.join(paths)}")
+        tree = index.write_tree(self.repo)
+        signature = self._signature()
+        message = (
+            f"Merge pull request #{record.number} from {record.head_branch}\n\n{record.title}\n"
+        )
+        commit = self.repo.create_commit(None, signature, signature, message, tree, [base, head])
+        ref = f"refs/heads/{record.base_branch}"
+        try:
+            if not self.repo.is_bare and self.repo.references["HEAD"].target == ref:
+                # the base is checked out: bring its files along; refuses to clobber local edits
+                self.repo.checkout_tree(  # type: ignore[no-untyped-call]
+                    self.repo[commit], strategy=CheckoutStrategy.SAFE
+                )
+        except pygit2.GitError as exc:
+            return _refused(f"the work tree has changes the merge would overwrite ({exc})")
+        self.repo.references[ref].set_target(commit, f"denv: merge pull request #{record.number}")
+        return commit
+
+    def _signature(self) -> pygit2.Signature:
+        try:
+            email = str(self.repo.config["user.email"])
+        except KeyError:
+            email = f"{self.user}@localhost"
+        return pygit2.Signature(self.user, email)
+
+
+def _refused(reason: str) -> MergeOutcome:
+    return MergeOutcome(status=MergeStatus.REFUSED, reason=reason)

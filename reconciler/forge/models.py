@@ -1,0 +1,119 @@
+"""Models: what a forge says about pull requests, in denv's own words (no PyGithub types)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import StrEnum
+
+from pydantic import BaseModel, ConfigDict
+
+
+class Record(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class PrState(StrEnum):
+    OPEN = "open"
+    MERGED = "merged"
+    CLOSED = "closed"
+
+
+class PullRequest(Record):
+    number: int
+    title: str
+    body: str
+    author: str
+    head_branch: str
+    head_sha: str
+    base_branch: str
+    state: PrState
+    url: str
+    from_fork: bool = False  # a fork's code never runs where secrets are
+
+
+class Conclusion(StrEnum):
+    """A check run's conclusion (GitHub's names)."""
+
+    SUCCESS = "success"
+    FAILURE = "failure"
+    NEUTRAL = "neutral"
+    SKIPPED = "skipped"
+    ACTION_REQUIRED = "action_required"
+
+    @property
+    def blocks(self) -> bool:
+        return self in (Conclusion.FAILURE, Conclusion.ACTION_REQUIRED)
+
+
+class CheckRun(Record):
+    name: str
+    title: str
+    summary: str
+    conclusion: Conclusion
+
+
+class ReviewState(StrEnum):
+    APPROVED = "APPROVED"
+    CHANGES_REQUESTED = "CHANGES_REQUESTED"
+    COMMENTED = "COMMENTED"
+    DISMISSED = "DISMISSED"
+
+
+class Review(Record):
+    user: str
+    state: ReviewState
+    commit: str  # the head commit the review was given on
+    at: datetime
+
+
+class Ignored(Record):
+    user: str
+    reason: str
+
+
+class Approvals(Record):
+    """Approvals of the current head that count, and the ones that do not, with why."""
+
+    head_sha: str
+    counted: list[str]
+    ignored: list[Ignored]
+
+    @property
+    def count(self) -> int:
+        return len(self.counted)
+
+
+class Comment(Record):
+    id: int
+    author: str
+    body: str
+    at: datetime
+
+
+class CommandKind(StrEnum):
+    PLAN = "plan"
+    BENCH = "bench"
+
+
+class CommentCommand(Record):
+    """`/denv plan` or `/denv bench` from a user with write permission."""
+
+    comment_id: int
+    user: str
+    command: CommandKind
+    args: list[str]
+    at: datetime
+
+
+class MergeStatus(StrEnum):
+    MERGED = "merged"
+    AUTO_MERGE = "auto_merge"  # the forge merges once its own required checks pass
+    REFUSED = "refused"
+
+
+class MergeOutcome(Record):
+    """Expected refusals (conflicts, a head that moved) are data, not exceptions."""
+
+    status: MergeStatus
+    sha: str | None = None
+    reason: str = ""

@@ -1,0 +1,95 @@
+"""Models: the `Forge` protocol that callers program against, and a bot change.
+
+Two forges satisfy it: `GitHubForge` (github.py, PyGithub) and `LocalForge` (local.py, pull
+requests as branches of the local repository). Callers hand it text and views, never
+domain types.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from reconciler.forge.models import (
+    Approvals,
+    CheckRun,
+    Comment,
+    CommentCommand,
+    MergeOutcome,
+    PrState,
+    PullRequest,
+)
+from reconciler.spec.yamlio import YamlDoc
+
+
+class BotFiles(Protocol):
+    """What an edit callback sees: the base branch's files, edited in memory."""
+
+    def exists(self, path: str) -> bool: ...
+
+    def yaml(self, path: str) -> YamlDoc:
+        """The file as a round-trip document; change it with `.set(...)`: comments survive."""
+        ...
+
+    def write(self, path: str, text: str) -> None:
+        """Write a whole file (a new release, say)."""
+        ...
+
+
+Edit = Callable[[BotFiles], None]
+
+
+@dataclass(frozen=True)
+class BotChange:
+    """A pull request the bot opens from its own branch, or updates when it already exists."""
+
+    branch: str
+    title: str
+    body: str
+    message: str  # the commit message
+    edit: Edit
+    base: str = "main"
+
+
+@dataclass(frozen=True)
+class BotIdentity:
+    """The author of the bot's commits; commits by anyone else on its branch stop it."""
+
+    name: str = "denv-bot"
+    email: str = "denv-bot@users.noreply.github.com"
+
+
+DENV_BOT = BotIdentity()
+
+
+class Forge(Protocol):
+    def pull_request(self, number: int) -> PullRequest: ...
+
+    def pull_requests(self, state: PrState = PrState.OPEN) -> list[PullRequest]: ...
+
+    def comments(self, pr: int) -> list[Comment]: ...
+
+    def upsert_comment(self, pr: int, kind: str, body: str) -> list[int]:
+        """Post or edit in place the comment(s) marked `<!-- denv:KIND -->`; their ids."""
+        ...
+
+    def set_check(self, head_sha: str, check: CheckRun) -> None:
+        """Create or update the check run of that name on that commit."""
+        ...
+
+    def checks(self, head_sha: str) -> list[CheckRun]: ...
+
+    def approvals(self, pr: int, approvers: Sequence[str] = ()) -> Approvals:
+        """Approvals of the head commit by reviewers with write permission, or only by those
+        named in `approvers` (users, or org/team) when the policy names any."""
+        ...
+
+    def open_or_update_bot_pr(self, change: BotChange) -> PullRequest: ...
+
+    def merge(self, pr: int, head_sha: str | None = None, auto: bool = False) -> MergeOutcome:
+        """Merge now (only if the head is still `head_sha`), or with `auto` let the forge
+        merge once its required checks pass."""
+        ...
+
+    def comment_commands(self, pr: int) -> list[CommentCommand]: ...

@@ -1,0 +1,253 @@
+"""Pure logic: PR comments rendered from views with the templates in `templates/`.
+
+One template per comment kind, each starting with its hidden marker; tables, deltas and the
+chart are partials built here. (The templates are the package's own files, read once.)
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Sequence
+from datetime import UTC
+from functools import cache
+from importlib.resources import files
+from string import Template
+
+from reconciler.forge.views import (
+    BenchRow,
+    BenchView,
+    CandidateView,
+    MetricDelta,
+    ParetoPoint,
+    ParityView,
+    PlanView,
+    RollbackView,
+)
+
+SAME = 0.005  # a change under half a percent reads as "same": runs vary more than that
+
+
+@cache
+def _template(name: str) -> Template:
+    return Template(files("reconciler.forge.templates").joinpath(f"{name}.md").read_text())
+
+
+def _fill(name: str, **values: str) -> str:
+    text = _template(name).substitute(footer=_template("footer").template.strip(), **values)
+    text = re.sub(r"[ \t]+\n", "\n", text)
+    return re.sub(r"\n{3,}", "\n\n", text).strip("\n") + "\n"
+
+
+def cell(text: str) -> str:
+    """Text that stays inside one table cell."""
+    return " ".join(text.replace("|", "\\|").split())
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[str]], right: Sequence[int] = ()) -> str:
+    rule = ["---:" if i in right else "---" for i in range(len(headers))]
+    lines = [headers, rule, *[[cell(c) for c in row] for row in rows]]
+    return "\n".join("| " + " | ".join(line) + " |" for line in lines)
+
+
+def number(value: float) -> str:
+    """Three significant figures for small values, thousands separators for large ones."""
+    if abs(value) >= 100:
+        return f"{value:,.0f}"
+    if abs(value) >= 10:
+        return f"{value:.1f}"
+    return f"{value:.3g}"
+
+
+def percent(fraction: float) -> str:
+    return f"{fraction * 100:+.1f}%".replace("-", "−")
+
+
+def short(sha: str) -> str:
+    return sha[:12]
+
+
+# -- plan ------------------------------------------------------------------------------------
+
+
+def _plan_summary(view: PlanView) -> str:
+    if view.problems:
+        listing = "\n".join(view.problems)
+        return f"**Invalid files: nothing will be applied.**\n\n```\n{listing}\n```"
+    if view.unplaceable:
+        listing = "\n".join(f"- {cell(u)}" for u in view.unplaceable)
+        return f"**Cannot be placed: nothing will be applied.**\n\n{listing}"
+    if not view.actions:
+        return "No changes: the fleets already run what this pull request asks for."
+    counts = Counter(a.kind for a in view.actions)
+    by_kind = ", ".join(f"{n} {kind}" for kind, n in counts.items())
+    noun = "action" if len(view.actions) == 1 else "actions"
+    return f"**{len(view.actions)} {noun}**: {by_kind}."
+
+
+def _plan_details(view: PlanView) -> str:
+    if view.problems or view.unplaceable or not view.actions:
+        return ""
+    rows = [(str(a.wave), a.kind, a.target, a.reason) for a in view.actions]
+    return table(("wave", "action", "target", "why"), rows, right=(0,))
+
+
+def _files(paths: Sequence[str]) -> str:
+    if not paths:
+        return ""
+    listing = "\n".join(f"- `{p}`" for p in paths)
+    return f"<details><summary>Files changed ({len(paths)})</summary>\n\n{listing}\n\n</details>"
+
+
+def render_plan(view: PlanView) -> str:
+    return _fill(
+        "plan",
+        head=short(view.head_sha),
+        base=view.base,
+        summary=_plan_summary(view),
+        details=_plan_details(view),
+        files=_files(view.files),
+    )
+
+
+# -- bench -----------------------------------------------------------------------------------
+
+
+def change(metric: MetricDelta) -> str:
+    if metric.current is None or metric.current == 0:
+        return "new"
+    delta = (metric.candidate - metric.current) / metric.current
+    if abs(delta) < SAME:
+        return f"{percent(delta)} (same)"
+    better = (delta > 0) == metric.higher_is_better
+    return f"{percent(delta)} ({'better' if better else 'worse'})"
+
+
+def _bench_table(row: BenchRow) -> str:
+    where = f"{row.hardware}, simulated" if row.simulated else row.hardware
+    head = f"#### `{row.subject}` on `{row.fleet}` ({where})"
+    if row.result_id:
+        head += f", result `{row.result_id}`"
+    rows = [
+        (
+            f"{m.name} ({m.unit})",
+            "…" if m.current is None else number(m.current),
+            number(m.candidate),
+            change(m),
+        )
+        for m in row.metrics
+    ]
+    body = table(("metric", "current release", "this PR", "change"), rows, right=(1, 2, 3))
+    return f"{head}\n\n{body}"
+
+
+def _point_name(point: ParetoPoint) -> str:
+    # mermaid's quadrant grammar takes letters, digits, spaces and '-' in names
+    return re.sub(r"[^A-Za-z0-9 -]+", " ", f"{point.series} {point.label}").strip()
+
+
+def _scale(value: float, top: float) -> str:
+    return f"{min(max(value / top, 0.0), 0.999):.3f}" if top > 0 else "0"
+
+
+def pareto_chart(points: Sequence[ParetoPoint]) -> str:
+    """Throughput per GPU against interactivity as a mermaid quadrant chart (axes 0..1, so
+    scaled to 110% of the largest value, which the caption states)."""
+    if not points:
+        return ""
+    top_x = max(p.interactivity for p in points) * 1.1
+    top_y = max(p.throughput for p in points) * 1.1
+    lines = [
+        "```mermaid",
+        "quadrantChart",
+        "    title Pareto - throughput per GPU against interactivity",
+        "    x-axis slower per user --> faster per user",
+        "    y-axis fewer tokens per GPU --> more tokens per GPU",
+        *(
+            f"    {_point_name(p)}: [{_scale(p.interactivity, top_x)}, "
+            f"{_scale(p.throughput, top_y)}]"
+            for p in points
+        ),
+        "```",
+    ]
+    caption = (
+        f"x: output tok/s per user, 0 to {number(top_x)}; "
+        f"y: output tok/s per GPU, 0 to {number(top_y)}. Up and right is better."
+    )
+    return "\n".join(lines) + f"\n\n{caption}"
+
+
+def render_bench(view: BenchView) -> str:
+    simulated = any(r.simulated for r in view.rows)
+    return _fill(
+        "bench",
+        head=short(view.head_sha),
+        current=f"`{view.current}`",
+        traffic=view.traffic,
+        simulated=" Figures marked simulated come from denv's simulator, not GPUs."
+        if simulated
+        else "",
+        tables="\n\n".join(_bench_table(r) for r in view.rows) or "No results.",
+        chart=pareto_chart(view.pareto),
+    )
+
+
+# -- parity, candidate, rollback -------------------------------------------------------------
+
+
+def render_parity(view: ParityView) -> str:
+    mismatches = ""
+    if view.mismatches:
+        rows = [(str(m.prompt), str(m.position), m.detail) for m in view.mismatches]
+        mismatches = table(("prompt", "token", "difference"), rows, right=(0, 1)) + "\n"
+    agreed = view.prompts - view.mismatched
+    return _fill(
+        "parity",
+        verdict="pass" if view.passed else "FAIL: this candidate does not ship",
+        candidate=view.candidate,
+        reference=view.reference,
+        mode=view.mode,
+        rule=view.rule,
+        counts=f"{agreed} of {view.prompts} prompts agree; {view.mismatched} differ.",
+        mismatches=mismatches,
+    )
+
+
+def render_candidate(view: CandidateView) -> str:
+    gain = (view.candidate_value - view.current_value) / view.current_value
+    rows = [(c.lever, c.current, c.candidate) for c in view.changes]
+    return _fill(
+        "candidate",
+        release=view.release,
+        target=view.target,
+        gain=percent(gain),
+        metric=view.metric,
+        study=view.study,
+        goal=view.goal,
+        current_recipe=view.current_recipe,
+        candidate_recipe=view.candidate_recipe,
+        simulated=" Measured on simulated GPUs." if view.simulated else "",
+        changes=table(("lever", "current", "candidate"), rows),
+        current_value=number(view.current_value),
+        candidate_value=number(view.candidate_value),
+        ci_low=percent(view.ci_low),
+        ci_high=percent(view.ci_high),
+        repeats=str(view.repeats),
+        trials=str(view.trials),
+        parity=view.parity,
+    )
+
+
+def render_rollback(view: RollbackView) -> str:
+    return _fill(
+        "rollback",
+        release=view.release,
+        stage=view.stage,
+        to_revision=short(view.to_revision),
+        from_revision=short(view.from_revision),
+        at=view.at.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        alarm=view.alarm,
+        fleets=", ".join(f"`{f}`" for f in view.fleets),
+        observed=view.observed,
+        threshold=view.threshold,
+    )

@@ -1,0 +1,1 @@
+"""Models: the PR comment templates (string.Template, `$name`; `$$` is a dollar sign)."""

@@ -1,0 +1,113 @@
+"""Models: the views that PR comments are rendered from.
+
+Callers (plan, bench, parity, the optimizer, rollout) fill these from their own types; the
+forge knows nothing else about them. Text fields are shown as given, escaped for tables.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from reconciler.forge.models import Record
+
+
+class PlanAction(Record):
+    wave: int
+    kind: str  # start, stop, replace, …
+    target: str  # e.g. chat-8b/canary on local, replica 2
+    reason: str
+
+
+class PlanView(Record):
+    head_sha: str
+    base: str = "main"
+    files: list[str] = []  # the denv files the pull request changes
+    problems: list[str] = []  # path:line:col: message — nothing is applied while any
+    unplaceable: list[str] = []  # topologies that do not fit their fleet
+    actions: list[PlanAction] = []
+
+
+class MetricDelta(Record):
+    name: str  # e.g. "TTFT p99"
+    unit: str  # e.g. "s", "tok/s/GPU", "$/M"
+    current: float | None  # the current release's figure; None when there is none
+    candidate: float
+    higher_is_better: bool
+
+
+class BenchRow(Record):
+    subject: str  # recipe id or release name
+    fleet: str
+    hardware: str
+    simulated: bool
+    result_id: str | None = None
+    metrics: list[MetricDelta]
+
+
+class ParetoPoint(Record):
+    series: str  # "release" or "PR"
+    label: str  # e.g. "c64" (concurrency 64)
+    interactivity: float  # tok/s per user
+    throughput: float  # tok/s per GPU
+
+
+class BenchView(Record):
+    head_sha: str
+    current: str  # what the figures are compared with, e.g. "chat-8b @ 3f2a1b0c9d1e"
+    traffic: str  # workload or traffic shape name
+    rows: list[BenchRow]
+    pareto: list[ParetoPoint] = []
+
+
+class ParityMismatch(Record):
+    prompt: int  # index in the suite: prompt text is never stored or shown
+    position: int  # first token position that differs
+    detail: str  # e.g. "token 1043 not in the reference's top-5"
+
+
+class ParityView(Record):
+    reference: str
+    candidate: str
+    mode: str  # strict or tolerant
+    rule: str  # e.g. "greedy tokens identical", "each token within the reference's top-5"
+    passed: bool
+    prompts: int
+    mismatched: int
+    mismatches: list[ParityMismatch] = []
+
+
+class LeverChange(Record):
+    lever: str
+    current: str
+    candidate: str
+
+
+class CandidateView(Record):
+    release: str
+    target: str  # stage or fleet the study ran for
+    goal: str  # throughput, latency, cost
+    study: str
+    current_recipe: str
+    candidate_recipe: str
+    changes: list[LeverChange]
+    metric: str  # the goal's figure, e.g. "tok/s/GPU"
+    current_value: float
+    candidate_value: float
+    ci_low: float  # confidence interval of the gain, as fractions
+    ci_high: float
+    repeats: int
+    trials: int
+    parity: str  # the parity verdict in a line
+    simulated: bool = False
+
+
+class RollbackView(Record):
+    release: str
+    stage: str
+    fleets: list[str]
+    from_revision: str
+    to_revision: str
+    alarm: str
+    observed: str  # e.g. "TTFT p99 2.31 s"
+    threshold: str  # e.g. "≤ 1.5 s over 5 m"
+    at: datetime

@@ -1,0 +1,251 @@
+"""Pure logic: the desired state — every unit that should run, where, and exactly what.
+
+Each (release, stage, fleet) at the revision its stage runs becomes a Deployment, placed on
+its fleet (reconciler.reconcile.placing) and turned into the engine's units, each with a
+stable id, its labels and the digest the agent compares. What one deployment cannot get
+(GPUs, ports, a loadable revision) is reported for that deployment alone; the others are
+still planned, and what it runs now is left as it runs. Fleets come from the head revision
+(hosts are today's); releases, recipes and model architectures from each stage's revision.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from reconciler.catalog.deployments import Deployment, deployments
+from reconciler.engines.base import url
+from reconciler.engines.units import EngineContext, Unit
+from reconciler.errors import DenvError
+from reconciler.fleet.launching import launch_payload, unit_digest
+from reconciler.fleet.observe import FleetObservation
+from reconciler.fleet.observed import UnitRecord
+from reconciler.reconcile.labels import DeploymentKey, unit_id, unit_labels
+from reconciler.reconcile.placing import FleetPlacer
+from reconciler.reconcile.revisions import Pending, StageRevision, Stages
+from reconciler.spec.base import Spec
+from reconciler.spec.checks import domain_size
+from reconciler.spec.fleet import Fleet
+from reconciler.spec.repo import Repo
+
+DEFAULT_BASE_PORT = 8000
+
+
+class DesiredUnit(Spec):
+    id: str
+    fleet: str
+    host: str
+    digest: str  # unit_digest: what the agent compares to see a changed spec
+    labels: dict[str, str]
+    replica_gpus: int  # GPUs of the whole replica the unit belongs to; 0 for a router
+    unit: Unit
+
+    def payload(self) -> dict[str, Any]:
+        """What the agent's `launch` reads on stdin."""
+        return {**launch_payload(self.unit, self.id), "labels": dict(self.labels)}
+
+
+class DesiredDeployment(Spec):
+    release: str
+    stage: str
+    fleet: str
+    revision: str
+    gpus: int
+    endpoint: str | None  # the router's URL
+    units: tuple[DesiredUnit, ...]  # engines in placement order, router last
+
+    @property
+    def key(self) -> DeploymentKey:
+        return self.release, self.stage, self.fleet
+
+
+class DeploymentError(Spec):
+    """Why a stage, or one deployment of it, was not planned; what it runs is left alone."""
+
+    release: str
+    stage: str
+    fleet: str | None  # None: every fleet of the stage
+    revision: str | None
+    message: str
+
+    def covers(self, key: DeploymentKey) -> bool:
+        return (self.release, self.stage) == key[:2] and self.fleet in (None, key[2])
+
+
+class FleetCapacity(Spec):
+    fleet: str
+    gpus: int  # observed GPUs, or declared ones where the fleet was not observed
+    trial_gpus: int
+    observed: bool
+    unreachable: dict[str, str] = {}  # host -> why it was not observed
+    room: dict[int, bool] = {}  # replica GPUs -> whether one more fits beside the plan
+
+
+class Desired(Spec):
+    head: str
+    deployments: tuple[DesiredDeployment, ...] = ()
+    errors: tuple[DeploymentError, ...] = ()
+    pending: tuple[Pending, ...] = ()
+    fleets: dict[str, FleetCapacity] = {}
+
+
+def observed_units(
+    observations: Mapping[str, FleetObservation],
+) -> dict[str, dict[str, tuple[UnitRecord, ...]]]:
+    """fleet -> host -> unit records: what `plan` compares the desired state with."""
+    return {
+        fleet: {host: seen.units for host, seen in found.hosts.items()}
+        for fleet, found in observations.items()
+    }
+
+
+def fleets_of(stages: Stages, repo_at: Callable[[str], Repo]) -> set[str]:
+    """The fleets the running stages use: the only fleets a plan needs to observe."""
+    names: set[str] = set()
+    for stage in stages.running:
+        try:
+            release = repo_at(stage.revision).releases.get(stage.release)
+        except DenvError:
+            continue  # desired_units reports it
+        for spec in release.stages if release is not None else []:
+            if spec.name == stage.stage:
+                names.update(spec.fleets)
+    return names
+
+
+def _python(fleet: Fleet) -> str:
+    return "python3"
+
+
+Wanted = tuple[Deployment, StageRevision, Repo]
+
+
+def desired_units(
+    stages: Stages,
+    repo_at: Callable[[str], Repo],
+    observations: Mapping[str, FleetObservation],
+    python: Callable[[Fleet], str] = _python,
+    base_port: int = DEFAULT_BASE_PORT,
+) -> Desired:
+    """Every unit the running stages want, placed. `repo_at(commit)` loads a revision (it
+    raises DenvError when the revision cannot be used); fleets without an observation are
+    planned on their hosts as declared. `python(fleet)` is the interpreter units run with."""
+    head = repo_at(stages.head)
+    wanted, errors = _resolve(stages, repo_at)
+    protected = {(d.release, d.stage, d.fleet) for d, _, _ in wanted}
+    stage_errors = [e for e in errors if e.fleet is None]
+
+    def keeps(key: DeploymentKey) -> bool:
+        return key in protected or any(e.covers(key) for e in stage_errors)
+
+    planned: list[DesiredDeployment] = []
+    fleets: dict[str, FleetCapacity] = {}
+    by_fleet: dict[str, list[Wanted]] = {}
+    for item in wanted:
+        by_fleet.setdefault(item[0].fleet, []).append(item)
+    for name, items in sorted(by_fleet.items()):
+        fleet = head.fleets.get(name)
+        hardware = head.resolve_hardware(fleet.hardware) if fleet is not None else None
+        if fleet is None or hardware is None:
+            why = f"no fleet {name}" if fleet is None else f"unknown hardware of fleet {name}"
+            errors += [_error(s, name, f"{why} at the head revision") for _, s, _ in items]
+            continue
+        observation = observations.get(name)
+        size = domain_size(head, name) or 1
+        placer = FleetPlacer(fleet, size, observation, keeps, base_port)
+        sizes: set[int] = set()
+        for deployment, stage, repo in items:
+            context = EngineContext(
+                hardware=hardware,
+                model=repo.models.get(deployment.recipe.model),
+                python=python(fleet),
+                engine_python=python(fleet),
+                base_port=base_port,
+            )
+            try:
+                units = placer.add(deployment, context)
+            except DenvError as exc:
+                errors.append(_error(stage, name, str(exc)))
+                continue
+            planned.append(_deployment(deployment, stage, units))
+            sizes |= {u.replica_gpus for u in planned[-1].units if u.replica_gpus}
+        fleets[name] = FleetCapacity(
+            fleet=name,
+            gpus=placer.gpus,
+            trial_gpus=fleet.trial_gpus,
+            observed=observation is not None,
+            unreachable=dict(observation.errors) if observation is not None else {},
+            room=placer.room(sizes),
+        )
+    return Desired(
+        head=stages.head,
+        deployments=tuple(planned),
+        errors=tuple(errors),
+        pending=stages.pending,
+        fleets=fleets,
+    )
+
+
+def _resolve(
+    stages: Stages, repo_at: Callable[[str], Repo]
+) -> tuple[list[Wanted], list[DeploymentError]]:
+    """Each running stage's deployments at its own revision."""
+    wanted: list[Wanted] = []
+    errors: list[DeploymentError] = []
+    resolved: dict[str, dict[tuple[str, str], list[Deployment]]] = {}
+    for stage in stages.running:
+        try:
+            repo = repo_at(stage.revision)
+        except DenvError as exc:
+            errors.append(_error(stage, None, str(exc)))
+            continue
+        if stage.revision not in resolved:
+            index: dict[tuple[str, str], list[Deployment]] = {}
+            for found in deployments(repo):
+                index.setdefault((found.release, found.stage), []).append(found)
+            resolved[stage.revision] = index
+        mine = resolved[stage.revision].get((stage.release, stage.stage), [])
+        if not mine:
+            message = f"no stage {stage.stage} in release {stage.release}"
+            errors.append(_error(stage, None, f"{message} at revision {stage.revision[:12]}"))
+        wanted += [(d, stage, repo) for d in mine]
+    return wanted, errors
+
+
+def _deployment(
+    deployment: Deployment, stage: StageRevision, units: list[Unit]
+) -> DesiredDeployment:
+    key = (deployment.release, deployment.stage, deployment.fleet)
+    sizes = {role: pool.gpus for role, pool in deployment.recipe.topology.pools()}
+    wanted = tuple(
+        DesiredUnit(
+            id=unit_id(*key, unit.name),
+            fleet=deployment.fleet,
+            host=unit.host,
+            digest=unit_digest(unit),
+            labels=unit_labels(key, stage.revision, unit),
+            replica_gpus=0 if unit.role == "router" else sizes.get(unit.role, unit.gpus),
+            unit=unit,
+        )
+        for unit in units
+    )
+    router = next((u for u in units if u.role == "router" and u.port is not None), None)
+    return DesiredDeployment(
+        release=deployment.release,
+        stage=deployment.stage,
+        fleet=deployment.fleet,
+        revision=stage.revision,
+        gpus=deployment.gpus,
+        endpoint=url(router.address, router.port) if router and router.port else None,
+        units=wanted,
+    )
+
+
+def _error(stage: StageRevision, fleet: str | None, message: str) -> DeploymentError:
+    return DeploymentError(
+        release=stage.release,
+        stage=stage.stage,
+        fleet=fleet,
+        revision=stage.revision,
+        message=message,
+    )

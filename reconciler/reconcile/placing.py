@@ -1,0 +1,146 @@
+"""Pure logic: deployments placed one after another on one fleet — GPUs by the fleet's
+placement (units that run keep theirs; trial GPUs stay free), then a block of ports no other
+unit on those hosts uses, then the engine's units — each deployment seeing what the ones
+before it took.
+
+Held while placing: GPUs and ports of every unit the agents report, except units of
+deployments nothing wants any more (the plan stops those first), and GPUs busy with
+processes denv did not start. Hosts that did not answer get nothing new.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from reconciler.catalog.deployments import Deployment
+from reconciler.engines.launch import launch_units
+from reconciler.engines.placement import Nodes, Placement, with_ports
+from reconciler.engines.units import EngineContext, Unit
+from reconciler.fleet.observe import FleetObservation
+from reconciler.fleet.placement import Demand, HostState, declared_states, place, place_deployment
+from reconciler.reconcile.labels import DeploymentKey, fleet_key, unit_id
+from reconciler.reconcile.ports import PortBook
+from reconciler.spec.fleet import Fleet
+from reconciler.spec.recipe import Role
+
+Keeps = Callable[[DeploymentKey], bool]  # whether units of a deployment stay (are held)
+
+
+def host_states(
+    fleet: Fleet, observation: FleetObservation | None, keeps: Keeps
+) -> dict[str, HostState]:
+    """What placement may use on each observed host; every host as declared when the fleet
+    was not observed."""
+    if observation is None:
+        return declared_states(fleet)
+    states = {}
+    for host in fleet.hosts:
+        seen = observation.hosts.get(host.name)
+        if seen is None:
+            continue
+        held: dict[str, tuple[int, ...]] = {}
+        for record in seen.units:
+            key = fleet_key(record, fleet.name)
+            if key is not None and not keeps(key):
+                continue  # the plan stops it first: its GPUs are free
+            if key is None and not record.alive:
+                continue
+            held[record.id] = record.gpus  # a wanted unit that exited restarts in place
+        busy = {i for record in seen.units if record.alive for i in record.gpus}
+        foreign = frozenset(g.index for g in seen.gpus if g.processes and g.index not in busy)
+        states[host.name] = HostState(
+            gpus=tuple(g.index for g in seen.gpus), foreign=foreign, units=held
+        )
+    return states
+
+
+class FleetPlacer:
+    def __init__(
+        self,
+        fleet: Fleet,
+        domain_size: int,
+        observation: FleetObservation | None,
+        keeps: Keeps,
+        base_port: int,
+    ) -> None:
+        self.fleet = fleet
+        self.domain_size = domain_size
+        self.base_port = base_port
+        self.states = host_states(fleet, observation, keeps)
+        # Units that run, by id: the fleet's placement keeps each on its GPUs.
+        self.running = {
+            unit: (host, gpus)
+            for host, state in self.states.items()
+            for unit, gpus in state.units.items()
+        }
+        self.ports = PortBook()
+        self.routers: dict[DeploymentKey, int] = {}  # where each deployment's router listens
+        for host, seen in (observation.hosts if observation else {}).items():
+            for record in seen.units:
+                key = fleet_key(record, fleet.name)
+                if key is not None and not keeps(key):
+                    continue
+                if record.port is not None:
+                    self.ports.hold(host, record.port, key)
+                    if key is not None and record.labels.get("role") == "router":
+                        self.routers[key] = record.port
+
+    def add(self, deployment: Deployment, context: EngineContext) -> list[Unit]:
+        """The deployment's units, placed; what they use is held for the next deployments.
+        PlacementError or EngineError when it cannot run; nothing is held then."""
+        key = (deployment.release, deployment.stage, deployment.fleet)
+        placement = self._as_running(deployment, unit_id(*key, "")) or place_deployment(
+            deployment,
+            self.fleet,
+            self.states,
+            self.domain_size,
+            self.base_port,
+            unit_prefix=unit_id(*key, ""),
+        )
+        placement = self.ports.choose(placement, key, self.routers.get(key), self.base_port)
+        units = launch_units(deployment, self.fleet, placement, context)
+        self.ports.take(placement, key)
+        self._hold(units, unit_id(*key, ""))
+        return units
+
+    def _as_running(self, deployment: Deployment, prefix: str) -> Placement | None:
+        """When every replica already runs with its GPU count, the placement that
+        place_deployment would return (each keeps its GPUs) without searching the fleet:
+        the steady state of every pass. None when anything has to be placed."""
+        replicas: list[tuple[Role, int, Nodes]] = []
+        for role, pool in deployment.recipe.topology.pools():
+            for index in range(pool.replicas):
+                found = self.running.get(f"{prefix}{role}-{index}")
+                if found is None or len(found[1]) != pool.gpus:
+                    return None
+                replicas.append((role, index, [(found[0], list(found[1]))]))
+        return with_ports(self.fleet, replicas, self.base_port)
+
+    def _hold(self, units: list[Unit], prefix: str) -> None:
+        # Keyed apart from the records' ids: a running unit being replaced on other GPUs
+        # keeps its old ones held too, until the roll stops it.
+        by_host: dict[str, dict[str, tuple[int, ...]]] = {}
+        for unit in units:
+            if unit.gpu_indices and unit.host in self.states:
+                taken = by_host.setdefault(unit.host, {})
+                taken[f"{prefix}{unit.name}#desired"] = tuple(unit.gpu_indices)
+        for host, taken in by_host.items():
+            state = self.states[host]
+            held = {**state.units, **taken}
+            self.states[host] = HostState(gpus=state.gpus, foreign=state.foreign, units=held)
+
+    def room(self, sizes: set[int]) -> dict[int, bool]:
+        """For each replica size, whether one more replica fits beside everything placed."""
+        return {
+            size: not place(
+                [Demand("#surge", size, "a surge replica")],
+                self.fleet,
+                self.states,
+                self.domain_size,
+            ).errors
+            for size in sorted(sizes)
+        }
+
+    @property
+    def gpus(self) -> int:
+        return sum(len(state.gpus) for state in self.states.values())

@@ -1,0 +1,70 @@
+"""Pure logic: port blocks on hosts, so that deployments sharing a host never share a port.
+
+A deployment's placement lays its ports out from one base port (the router's block, then one
+block per slot: reconciler.engines.placement). Here each deployment gets the base it already
+runs at when that is still free, else the lowest base whose blocks are free on every host
+they land on. Ports of processes the plan will stop first are free; every other unit's are not.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+
+from reconciler.engines.placement import PORT_BLOCK, Placement
+from reconciler.errors import PlacementError
+
+LAST_PORT = 65535
+
+
+class PortBook:
+    """Which ports are taken on each host of one fleet, and by whom."""
+
+    def __init__(self) -> None:
+        self._taken: dict[str, dict[int, Hashable]] = {}
+
+    def hold(self, host: str, port: int, owner: Hashable) -> None:
+        """The block of PORT_BLOCK ports from `port` is `owner`'s."""
+        ports = self._taken.setdefault(host, {})
+        for number in range(port, port + PORT_BLOCK):
+            ports.setdefault(number, owner)
+
+    def _blocks(self, placement: Placement, delta: int) -> list[tuple[str, int]]:
+        first = [(placement.router.host, placement.router.port + delta)]
+        return first + [(slot.host, slot.port + delta) for slot in placement.slots]
+
+    def _free(self, blocks: list[tuple[str, int]], owner: Hashable) -> bool:
+        for host, start in blocks:
+            ports = self._taken.get(host)
+            if ports is None:
+                continue
+            for number in range(start, start + PORT_BLOCK):
+                if ports.get(number, owner) != owner:
+                    return False
+        return True
+
+    def choose(
+        self, placement: Placement, owner: Hashable, preferred: int | None, base: int
+    ) -> Placement:
+        """`placement` moved to `preferred` (where the deployment runs now) when its blocks
+        are free there, else to the lowest free base from `base`. Nothing is held yet."""
+        span = max(slot.port for slot in placement.slots) + PORT_BLOCK - placement.router.port
+        candidates = [preferred] if preferred is not None else []
+        candidates += range(base, LAST_PORT + 2 - span, PORT_BLOCK)
+        for start in candidates:
+            delta = start - placement.router.port
+            blocks = self._blocks(placement, delta)
+            if start + span <= LAST_PORT + 1 and self._free(blocks, owner):
+                return shifted(placement, delta)
+        raise PlacementError(f"no free block of {span} ports from port {base} on its hosts")
+
+    def take(self, placement: Placement, owner: Hashable) -> None:
+        for host, port in self._blocks(placement, 0):
+            self.hold(host, port, owner)
+
+
+def shifted(placement: Placement, delta: int) -> Placement:
+    if delta == 0:
+        return placement
+    slots = [slot.model_copy(update={"port": slot.port + delta}) for slot in placement.slots]
+    router = placement.router.model_copy(update={"port": placement.router.port + delta})
+    return placement.model_copy(update={"slots": slots, "router": router})

@@ -1,0 +1,61 @@
+"""Adapter: one look at the world — the desired state from git, what the fleets run, and the
+plan between them. `denv plan` prints it; every reconcile pass starts from a fresh one."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from reconciler.fleet.observe import FleetObservation, Transports, observe
+from reconciler.reconcile.desired import Desired, desired_units, fleets_of, observed_units
+from reconciler.reconcile.plan import Plan, plan
+from reconciler.reconcile.revisions import stage_revisions
+from reconciler.reconcile.source import GitSource
+from reconciler.spec.fleet import Fleet
+from reconciler.spec.repo import Repo
+
+
+def unit_python(fleet: Fleet) -> str:
+    """Units of a local fleet run with denv's own interpreter; on hosts, their python3."""
+    return sys.executable if fleet.transport == "local" else "python3"
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    head: str
+    repo: Repo  # the head revision
+    desired: Desired
+    observations: dict[str, FleetObservation]
+    plan: Plan
+
+
+def snapshot(
+    source: GitSource,
+    transports: Transports,
+    rev: str | None = None,
+    status: Callable[[str], None] = lambda message: None,
+) -> Snapshot:
+    """Read git at `rev` (default: the source's head), observe the fleets the running stages
+    use (one agent round trip per host), and plan."""
+    status(f"fetching {source.label}")
+    source.sync()
+    head = source.resolve(rev)
+    status(f"loading {head[:12]}")
+    loaded = source.repo_at(head)
+    stages = stage_revisions(loaded, head)
+    names = fleets_of(stages, source.repo_at)
+    observations: dict[str, FleetObservation] = {}
+    for name in sorted(n for n in names if n in loaded.fleets):
+        fleet = loaded.fleets[name]
+        status(f"observing fleet {name} ({len(fleet.hosts)} hosts)")
+        hardware = loaded.resolve_hardware(fleet.hardware)
+        observations[name] = observe(fleet, transports, hardware, unit_python(fleet))
+    desired = desired_units(stages, source.repo_at, observations, python=unit_python)
+    return Snapshot(
+        head=head,
+        repo=loaded,
+        desired=desired,
+        observations=observations,
+        plan=plan(desired, observed_units(observations)),
+    )

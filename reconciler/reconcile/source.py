@@ -1,0 +1,113 @@
+"""Adapter: the denv repository the reconciler reads, in git — a local path, or a remote URL
+that is cloned (bare) into a cache folder once and fetched on every `sync()`.
+
+Nothing is read from a work tree: each revision is loaded from its commit's blobs, so stages
+pinned to different revisions load side by side, and what a plan says is what git says.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import shutil
+from collections import OrderedDict
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+import pygit2
+
+from reconciler.errors import DenvError, Problem, SpecError
+from reconciler.spec.loader import open_repo
+from reconciler.spec.repo import Repo
+
+_SCP_LIKE = re.compile(r"^[A-Za-z0-9._-]+@[A-Za-z0-9.-]+:")  # git@github.com:org/repo.git
+CACHED_REVISIONS = 16  # loaded revisions kept in memory: the head and the stages' pins
+
+
+def is_remote(location: str) -> bool:
+    return "://" in location or bool(_SCP_LIKE.match(location))
+
+
+def redact(location: str) -> str:
+    """A location fit for messages: a token in the URL's user part is left out."""
+    if "://" not in location:
+        return location
+    parts = urlsplit(location)
+    host = parts.hostname or ""
+    netloc = host + (f":{parts.port}" if parts.port else "")
+    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+
+
+class InvalidRevision(SpecError):
+    """A revision whose files do not validate: nothing of it is deployed."""
+
+    def __init__(self, revision: str, problems: list[Problem]) -> None:
+        super().__init__(problems)
+        self.revision = revision
+        self.args = (f"revision {revision[:12]} has invalid files:\n{self.args[0]}",)
+
+
+class GitSource:
+    """One denv repository in git, and its revisions loaded as `Repo`s (cached by commit)."""
+
+    def __init__(self, location: str, cache_dir: Path, branch: str | None = None) -> None:
+        self.location = location
+        self.label = redact(location)
+        self.remote = is_remote(location)
+        self.branch = branch  # None: the remote's default branch, or a local path's HEAD
+        self._loaded: OrderedDict[str, Repo] = OrderedDict()
+        if self.remote:
+            digest = hashlib.sha256(location.encode()).hexdigest()[:16]
+            self.git_dir = cache_dir / f"{digest}.git"
+        else:
+            found = pygit2.discover_repository(str(Path(location).resolve()))
+            if found is None:
+                raise DenvError(f"{location}: not inside a git repository")
+            self.git_dir = Path(found)
+
+    def sync(self) -> None:
+        """Clone a remote once, then fetch it; a local repository is read as it is."""
+        if not self.remote:
+            return
+        try:
+            if (self.git_dir / "HEAD").exists():
+                pygit2.Repository(str(self.git_dir)).remotes["origin"].fetch()
+                return
+            # Clone beside the cache, then rename: a clone killed halfway leaves no cache.
+            partial = self.git_dir.with_name(self.git_dir.name + ".partial")
+            shutil.rmtree(partial, ignore_errors=True)
+            partial.parent.mkdir(parents=True, exist_ok=True)
+            pygit2.clone_repository(self.location, str(partial), bare=True)
+            partial.rename(self.git_dir)
+        except (pygit2.GitError, KeyError, OSError) as exc:
+            # libgit2's messages can quote the URL; say it once, redacted, and keep the cause.
+            cause = str(exc).replace(self.location, self.label)
+            raise DenvError(f"{self.label}: cannot fetch: {cause}") from exc
+
+    def resolve(self, rev: str | None = None) -> str:
+        """The commit id of `rev` (a branch, tag or commit), or of the branch followed."""
+        repo = pygit2.Repository(str(self.git_dir))
+        if self.remote:
+            wanted = rev or self.branch or "HEAD"
+            names = [f"refs/remotes/origin/{wanted}", wanted]
+        else:
+            names = [rev or self.branch or "HEAD"]
+        for name in names:
+            try:
+                return str(repo.revparse_single(name).peel(pygit2.Commit).id)
+            except (KeyError, ValueError, pygit2.GitError):
+                continue
+        raise DenvError(f"{self.label}: no commit '{names[-1]}'")
+
+    def repo_at(self, commit: str) -> Repo:
+        """The repository's files at `commit`, validated; InvalidRevision when they are not."""
+        if commit in self._loaded:
+            self._loaded.move_to_end(commit)
+            return self._loaded[commit]
+        loaded = open_repo(self.git_dir, commit)
+        if loaded.errors:
+            raise InvalidRevision(commit, loaded.errors)
+        self._loaded[commit] = loaded
+        if len(self._loaded) > CACHED_REVISIONS:
+            self._loaded.popitem(last=False)
+        return loaded

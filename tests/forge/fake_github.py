@@ -1,0 +1,489 @@
+"""A stateful fake of GitHub's REST API on loopback, for PyGithub to talk to over real HTTP.
+
+It answers only the endpoints denv uses, under a GitHub Enterprise style prefix (`/api/v3`,
+GraphQL at `/api/graphql`), and records anything else in `unexpected`, which the fixture
+turns into a test failure. Branches live in a real bare git repository (the "remote" the
+bot pushes to), so a pull request's head is whatever was pushed, and a merge is a real
+merge commit. `fail(...)` queues faults (a 502, a rate limit) for the next matching requests.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+import jwt
+import pygit2
+
+API = "/api/v3"
+EPOCH = datetime(2025, 1, 1, tzinfo=UTC)
+Json = dict[str, Any]
+
+
+Answer = tuple[int, Any, dict[str, str]]  # status, JSON body (None: no body), headers
+
+
+@dataclass(frozen=True)
+class Request:
+    login: str  # whose token it carries
+    match: re.Match[str]  # the route's groups
+    query: dict[str, str]
+    payload: Json
+
+
+@dataclass
+class Fault:
+    method: str
+    path: re.Pattern[str]
+    status: int
+    headers: dict[str, str]
+    message: str
+    times: int
+
+
+@dataclass
+class App:
+    app_id: str
+    public_key: str
+    installation_id: int
+    login: str  # the installation token acts as this bot user
+
+
+@dataclass
+class FakeGitHub:
+    bare: Path  # the repository's git data: branches are read from and merged into it
+    owner: str = "acme"
+    name: str = "fleet"
+    tokens: dict[str, str] = field(default_factory=dict)  # token -> login
+    permissions: dict[str, str] = field(default_factory=dict)  # login -> admin/write/read
+    teams: dict[str, set[str]] = field(default_factory=dict)  # "org/slug" -> logins
+    app: App | None = None
+    pulls: dict[int, Json] = field(default_factory=dict)
+    comments: dict[int, Json] = field(default_factory=dict)
+    reviews: dict[int, list[Json]] = field(default_factory=dict)
+    check_runs: dict[int, Json] = field(default_factory=dict)
+    auto_merge: set[int] = field(default_factory=set)
+    faults: list[Fault] = field(default_factory=list)
+    requests: list[str] = field(default_factory=list)
+    unexpected: list[str] = field(default_factory=list)
+    seen_headers: list[str] = field(default_factory=list)
+    url: str = ""
+    _ids: int = 100
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    # -- what tests arrange ----------------------------------------------------------------
+
+    @property
+    def api_url(self) -> str:
+        return self.url + API
+
+    @property
+    def full_name(self) -> str:
+        return f"{self.owner}/{self.name}"
+
+    def fail(
+        self,
+        method: str,
+        path: str,
+        status: int,
+        headers: dict[str, str] | None = None,
+        message: str = "Server Error",
+        times: int = 1,
+    ) -> None:
+        self.faults.append(Fault(method, re.compile(path), status, headers or {}, message, times))
+
+    def _next_id(self) -> int:
+        self._ids += 1
+        return self._ids
+
+    def _now(self) -> str:
+        # one second per event: ordering is deterministic and needs no real time
+        return _iso(EPOCH + timedelta(seconds=self._ids))
+
+    def open_pull(
+        self, head: str, title: str, author: str, base: str = "main", fork: bool = False
+    ) -> int:
+        with self._lock:
+            return self._create_pull(head, base, title, "", author, fork)
+
+    def comment(self, number: int, user: str, body: str) -> int:
+        with self._lock:
+            return self._add_comment(number, user, body)
+
+    def review(
+        self, number: int, user: str, state: str = "APPROVED", commit: str | None = None
+    ) -> None:
+        with self._lock:
+            sha = commit or self._head_sha(self.pulls[number])
+            self.reviews.setdefault(number, []).append(
+                {
+                    "id": self._next_id(),
+                    "user": self._user(user),
+                    "state": state,
+                    "commit_id": sha,
+                    "submitted_at": self._now(),
+                    "body": "",
+                }
+            )
+
+    def comment_bodies(self, number: int) -> list[str]:
+        return [c["body"] for c in self.comments.values() if c["issue"] == number]
+
+    # -- JSON shapes -----------------------------------------------------------------------
+
+    def _repo_url(self) -> str:
+        return f"{self.api_url}/repos/{self.full_name}"
+
+    def _user(self, login: str) -> Json:
+        return {
+            "login": login,
+            "id": sum(map(ord, login)),
+            "type": "User",
+            "url": f"{self.api_url}/users/{login}",
+        }
+
+    def _repo_json(self, full_name: str | None = None) -> Json:
+        full = full_name or self.full_name
+        return {
+            "id": 1 if full == self.full_name else 2,
+            "name": full.split("/")[1],
+            "full_name": full,
+            "owner": self._user(full.split("/")[0]),
+            "url": f"{self.api_url}/repos/{full}",
+            "html_url": f"{self.url}/{full}",
+            "default_branch": "main",
+            "fork": full != self.full_name,
+        }
+
+    def _branch_tip(self, branch: str) -> str | None:
+        repo = pygit2.Repository(str(self.bare))
+        ref = repo.references.get(f"refs/heads/{branch}")
+        return None if ref is None else str(ref.target)
+
+    def _head_sha(self, pull: Json) -> str:
+        if pull["merged"]:
+            return str(pull["head_sha"])
+        return self._branch_tip(pull["head"]) or str(pull["head_sha"])
+
+    def _pull_json(self, pull: Json) -> Json:
+        number = pull["number"]
+        head_repo = f"{pull['user']}/{self.name}" if pull["fork"] else self.full_name
+        return {
+            "id": 1000 + number,
+            "number": number,
+            "node_id": f"PR_{number}",
+            "url": f"{self._repo_url()}/pulls/{number}",
+            "html_url": f"{self.url}/{self.full_name}/pull/{number}",
+            "issue_url": f"{self._repo_url()}/issues/{number}",
+            "state": pull["state"],
+            "title": pull["title"],
+            "body": pull["body"],
+            "user": self._user(pull["user"]),
+            "head": {
+                "ref": pull["head"],
+                "sha": self._head_sha(pull),
+                "label": f"{self.owner}:{pull['head']}",
+                "repo": self._repo_json(head_repo),
+            },
+            "base": {
+                "ref": pull["base"],
+                "sha": self._branch_tip(pull["base"]),
+                "label": f"{self.owner}:{pull['base']}",
+                "repo": self._repo_json(),
+            },
+            "merged": pull["merged"],
+            "mergeable": True,
+            "merge_commit_sha": pull.get("merge_sha"),
+            "auto_merge": {"merge_method": "merge"} if number in self.auto_merge else None,
+        }
+
+    def _comment_json(self, comment_id: int) -> Json:
+        c = self.comments[comment_id]
+        return {
+            "id": comment_id,
+            "body": c["body"],
+            "user": self._user(c["user"]),
+            "created_at": c["at"],
+            "updated_at": c["at"],
+            "url": f"{self._repo_url()}/issues/comments/{comment_id}",
+            "html_url": f"{self.url}/{self.full_name}/pull/{c['issue']}#issuecomment-{comment_id}",
+            "issue_url": f"{self._repo_url()}/issues/{c['issue']}",
+        }
+
+    def _check_json(self, run_id: int) -> Json:
+        return {
+            **self.check_runs[run_id],
+            "id": run_id,
+            "url": f"{self._repo_url()}/check-runs/{run_id}",
+        }
+
+    # -- state changes ---------------------------------------------------------------------
+
+    def _create_pull(
+        self, head: str, base: str, title: str, body: str, author: str, fork: bool = False
+    ) -> int:
+        number = max(self.pulls, default=0) + 1
+        sha = self._branch_tip(head)
+        assert sha is not None, f"no branch {head} in the fake's repository"
+        self.pulls[number] = {
+            "number": number,
+            "head": head,
+            "base": base,
+            "title": title,
+            "body": body,
+            "user": author,
+            "state": "open",
+            "merged": False,
+            "head_sha": sha,
+            "fork": fork,
+        }
+        return number
+
+    def _add_comment(self, number: int, user: str, body: str) -> int:
+        comment_id = self._next_id()
+        self.comments[comment_id] = {"issue": number, "user": user, "body": body, "at": self._now()}
+        return comment_id
+
+    def _merge(self, pull: Json, sha: str | None) -> tuple[int, Json]:
+        head = self._head_sha(pull)
+        if sha is not None and sha != head:
+            return 409, {"message": "Head branch was modified. Review and try the merge again."}
+        repo = pygit2.Repository(str(self.bare))
+        base_ref = repo.references[f"refs/heads/{pull['base']}"]
+        index = repo.merge_commits(base_ref.target, head)
+        if index.conflicts is not None:
+            return 405, {"message": "Pull Request is not mergeable"}
+        signature = pygit2.Signature("GitHub", "noreply@github.com")
+        head_label = f"{self.owner}/{pull['head']}"
+        message = f"Merge pull request #{pull['number']} from {head_label}\n\n{pull['title']}"
+        merged = repo.create_commit(
+            None,
+            signature,
+            signature,
+            message,
+            index.write_tree(repo),
+            [base_ref.target, pygit2.Oid(hex=head)],
+        )
+        base_ref.set_target(merged)
+        pull.update(state="closed", merged=True, head_sha=head, merge_sha=str(merged))
+        return 200, {
+            "sha": str(merged),
+            "merged": True,
+            "message": "Pull Request successfully merged",
+        }
+
+    # -- the HTTP side ---------------------------------------------------------------------
+
+    def handle(
+        self, method: str, target: str, headers: dict[str, str], body: bytes
+    ) -> tuple[int, Json | list[Any] | None, dict[str, str]]:
+        parts = urlsplit(target)
+        path, query = parts.path, {k: v[0] for k, v in parse_qs(parts.query).items()}
+        with self._lock:
+            self.requests.append(f"{method} {path}")
+            self.seen_headers.append(json.dumps(headers))
+            for fault in self.faults:
+                if fault.times > 0 and fault.method == method and fault.path.search(path):
+                    fault.times -= 1
+                    return fault.status, {"message": fault.message}, fault.headers
+            payload = json.loads(body) if body else {}
+            if path.startswith("/api/v3/app/"):
+                return self._app_route(method, path, headers)
+            login = self.tokens.get(headers.get("authorization", "").partition(" ")[2])
+            if login is None:
+                return 401, {"message": "Bad credentials"}, {}
+            for verb, pattern, handler in self._routes():
+                found = re.fullmatch(pattern, path)
+                if verb == method and found:
+                    return handler(Request(login, found, query, payload))
+            self.unexpected.append(f"{method} {target}")
+            return 501, {"message": f"the fake does not answer {method} {path}"}, {}
+
+    def _app_route(
+        self, method: str, path: str, headers: dict[str, str]
+    ) -> tuple[int, Json, dict[str, str]]:
+        found = re.fullmatch(r"/api/v3/app/installations/(\d+)/access_tokens", path)
+        scheme, _, token = headers.get("authorization", "").partition(" ")
+        if method != "POST" or found is None or self.app is None or scheme.lower() != "bearer":
+            self.unexpected.append(f"{method} {path}")
+            return 501, {"message": "unexpected app request"}, {}
+        claims = jwt.decode(token, self.app.public_key, algorithms=["RS256"])
+        if str(claims["iss"]) != self.app.app_id or int(found[1]) != self.app.installation_id:
+            return 401, {"message": "A JSON web token could not be decoded"}, {}
+        installation_token = f"ghs_installation{self._next_id()}"
+        self.tokens[installation_token] = self.app.login
+        expires = _iso(datetime.now(UTC) + timedelta(hours=1))
+        return 201, {"token": installation_token, "expires_at": expires}, {}
+
+    def _routes(self) -> list[tuple[str, str, Callable[[Request], Answer]]]:
+        repo = re.escape(f"{API}/repos/{self.full_name}")
+        return [
+            ("GET", rf"{repo}/pulls/(\d+)", self._get_pull),
+            ("GET", rf"{repo}/pulls", self._list_pulls),
+            ("POST", rf"{repo}/pulls", self._post_pull),
+            ("PATCH", rf"{repo}/pulls/(\d+)", self._patch_pull),
+            ("PUT", rf"{repo}/pulls/(\d+)/merge", self._put_merge),
+            ("GET", rf"{repo}/pulls/(\d+)/reviews", self._list_reviews),
+            ("GET", rf"{repo}/issues/(\d+)/comments", self._list_comments),
+            ("POST", rf"{repo}/issues/(\d+)/comments", self._post_comment),
+            ("PATCH", rf"{repo}/issues/comments/(\d+)", self._patch_comment),
+            ("DELETE", rf"{repo}/issues/comments/(\d+)", self._delete_comment),
+            ("GET", rf"{repo}/collaborators/([^/]+)/permission", self._permission),
+            ("GET", rf"{repo}/commits/([0-9a-f]{{40}})/check-runs", self._list_checks),
+            ("POST", rf"{repo}/check-runs", self._post_check),
+            ("PATCH", rf"{repo}/check-runs/(\d+)", self._patch_check),
+            ("GET", rf"{API}/orgs/([^/]+)/teams/([^/]+)/memberships/([^/]+)", self._membership),
+            ("POST", r"/api/graphql", self._graphql),
+        ]
+
+    def _pull_or_404(self, number: str) -> Json | None:
+        return self.pulls.get(int(number))
+
+    def _get_pull(self, r: Request) -> Answer:
+        pull = self._pull_or_404(r.match[1])
+        return (200, self._pull_json(pull), {}) if pull else (404, {"message": "Not Found"}, {})
+
+    def _list_pulls(self, r: Request) -> Answer:
+        found = [
+            self._pull_json(pull)
+            for pull in self.pulls.values()
+            if r.query.get("state", "open") in ("all", pull["state"])
+            and ("head" not in r.query or r.query["head"] == f"{self.owner}:{pull['head']}")
+            and ("base" not in r.query or r.query["base"] == pull["base"])
+        ]
+        return 200, found, {}
+
+    def _post_pull(self, r: Request) -> Answer:
+        if self._branch_tip(r.payload["head"]) is None:
+            return 422, {"message": "Validation Failed"}, {}
+        number = self._create_pull(
+            r.payload["head"],
+            r.payload["base"],
+            r.payload["title"],
+            r.payload.get("body") or "",
+            r.login,
+        )
+        return 201, self._pull_json(self.pulls[number]), {}
+
+    def _patch_pull(self, r: Request) -> Answer:
+        pull = self.pulls[int(r.match[1])]
+        pull.update({k: v for k, v in r.payload.items() if k in ("title", "body")})
+        return 200, self._pull_json(pull), {}
+
+    def _put_merge(self, r: Request) -> Answer:
+        pull = self.pulls[int(r.match[1])]
+        if self.permissions.get(r.login) not in ("admin", "write"):
+            return 403, {"message": "Must have push access to merge"}, {}
+        status, data = self._merge(pull, r.payload.get("sha"))
+        return status, data, {}
+
+    def _list_reviews(self, r: Request) -> Answer:
+        return 200, self.reviews.get(int(r.match[1]), []), {}
+
+    def _list_comments(self, r: Request) -> Answer:
+        number = int(r.match[1])
+        ids = [i for i, c in sorted(self.comments.items()) if c["issue"] == number]
+        size, page = int(r.query.get("per_page", "30")), int(r.query.get("page", "1"))
+        headers = {}
+        if page * size < len(ids):  # GitHub pages with a Link header
+            base = f"{self._repo_url()}/issues/{number}/comments"
+            headers["Link"] = f'<{base}?per_page={size}&page={page + 1}>; rel="next"'
+        return 200, [self._comment_json(i) for i in ids[(page - 1) * size : page * size]], headers
+
+    def _post_comment(self, r: Request) -> Answer:
+        if len(r.payload["body"]) > 65_536:
+            return (
+                422,
+                {"message": "Validation Failed: body is too long (maximum is 65536 characters)"},
+                {},
+            )
+        return (
+            201,
+            self._comment_json(self._add_comment(int(r.match[1]), r.login, r.payload["body"])),
+            {},
+        )
+
+    def _patch_comment(self, r: Request) -> Answer:
+        comment = self.comments[int(r.match[1])]
+        if comment["user"] != r.login:
+            return 403, {"message": "Resource not accessible by integration"}, {}
+        if len(r.payload["body"]) > 65_536:
+            return (
+                422,
+                {"message": "Validation Failed: body is too long (maximum is 65536 characters)"},
+                {},
+            )
+        comment["body"] = r.payload["body"]
+        return 200, self._comment_json(int(r.match[1])), {}
+
+    def _delete_comment(self, r: Request) -> Answer:
+        del self.comments[int(r.match[1])]
+        return 204, None, {}
+
+    def _permission(self, r: Request) -> Answer:
+        level = self.permissions.get(r.match[1], "read")
+        return 200, {"permission": level, "role_name": level, "user": self._user(r.match[1])}, {}
+
+    def _list_checks(self, r: Request) -> Answer:
+        runs = [
+            self._check_json(i)
+            for i in sorted(self.check_runs, reverse=True)  # newest first
+            if self.check_runs[i]["head_sha"] == r.match[1]
+            and r.query.get("check_name", self.check_runs[i]["name"]) == self.check_runs[i]["name"]
+        ]
+        return 200, {"total_count": len(runs), "check_runs": runs}, {}
+
+    def _post_check(self, r: Request) -> Answer:
+        run_id = self._next_id()
+        self.check_runs[run_id] = {
+            k: r.payload.get(k) for k in ("name", "head_sha", "status", "conclusion", "output")
+        }
+        return 201, self._check_json(run_id), {}
+
+    def _patch_check(self, r: Request) -> Answer:
+        run = self.check_runs[int(r.match[1])]
+        run.update({k: v for k, v in r.payload.items() if k in ("status", "conclusion", "output")})
+        return 200, self._check_json(int(r.match[1])), {}
+
+    def _membership(self, r: Request) -> Answer:
+        org, team, user = r.match[1], r.match[2], r.match[3]
+        if r.match[3] not in self.teams.get(f"{r.match[1]}/{r.match[2]}", set()):
+            return 404, {"message": "Not Found"}, {}
+        return (
+            200,
+            {
+                "state": "active",
+                "role": "member",
+                "url": f"{self.api_url}/orgs/{org}/teams/{team}/memberships/{user}",
+            },
+            {},
+        )
+
+    def _graphql(self, r: Request) -> Answer:
+        if "enablePullRequestAutoMerge" not in r.payload.get("query", ""):
+            self.unexpected.append(f"graphql {r.payload.get('query')}")
+            return 200, {"errors": [{"message": "unexpected query"}]}, {}
+        number = int(r.payload["variables"]["input"]["pullRequestId"].removeprefix("PR_"))
+        self.auto_merge.add(number)
+        actor = {
+            "login": r.login,
+            "avatarUrl": "",
+            "resourcePath": f"/{r.login}",
+            "url": f"{self.url}/{r.login}",
+        }
+        return (
+            200,
+            {"data": {"enablePullRequestAutoMerge": {"actor": actor, "clientMutationId": None}}},
+            {},
+        )
+
+
+def _iso(moment: datetime) -> str:
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -1,0 +1,71 @@
+"""`denv pr list|show|approve|merge` as a person runs them, on a real repository."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from reconciler.forge.local import LocalForge
+from reconciler.forge.models import CheckRun, Conclusion
+from tests.forge.gitrepo import commit_file, git
+
+RELEASE = "releases/chat-8b/denv.yaml"
+
+
+def denv(repo: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "reconciler", "pr", *args, "--repo", str(repo)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_approve_then_merge(git_repo: Path) -> None:
+    git(git_repo, "checkout", "-q", "-b", "bigger-batch")
+    text = (git_repo / RELEASE).read_text().replace("max_batch: 128", "max_batch: 192")
+    head = commit_file(git_repo, RELEASE, text, "chat-8b: max_batch 192")
+    git(git_repo, "checkout", "-q", "main")
+    forge = LocalForge(git_repo)
+    forge.open_pr("bigger-batch", "chat-8b: bigger batches", "Raise **max_batch**.")
+    forge.upsert_comment(1, "plan", "### denv plan\n\n**1 action**: 1 replace.")
+    failing = CheckRun(name="denv plan", title="invalid", summary="", conclusion=Conclusion.FAILURE)
+    forge.set_check(head, failing)
+
+    listed = json.loads(denv(git_repo, "list", "--json").stdout)
+    assert [(p["number"], p["head_sha"]) for p in listed["pull_requests"]] == [(1, head)]
+
+    refused = denv(git_repo, "merge", "1")
+    assert refused.returncode == 1 and "Traceback" not in refused.stderr
+    assert "check 'denv plan' is failure" in refused.stderr
+    assert "0 of 1 approvals" in refused.stderr
+
+    forge.set_check(head, failing.model_copy(update={"conclusion": Conclusion.SUCCESS}))
+    own = denv(git_repo, "approve", "1")  # git's user.name is the author: does not count
+    assert own.returncode == 0 and "does not count: author of the pull request" in own.stdout
+    approved = json.loads(denv(git_repo, "approve", "1", "--as", "grace", "--json").stdout)
+    assert approved["approvals"]["counted"] == ["grace"] and approved["approvals"]["required"] == 1
+
+    shown = denv(git_repo, "show", "1")
+    assert shown.returncode == 0
+    assert "approvals: 1 of 1 (grace)" in shown.stdout and "denv plan" in shown.stdout
+
+    merged = denv(git_repo, "merge", "1", "--json")
+    assert merged.returncode == 0, merged.stderr
+    assert json.loads(merged.stdout)["status"] == "merged"
+    assert "max_batch: 192" in (git_repo / RELEASE).read_text()
+    assert [
+        p["number"]
+        for p in json.loads(denv(git_repo, "list", "--state", "merged", "--json").stdout)[
+            "pull_requests"
+        ]
+    ] == [1]
+
+
+def test_unknown_pull_request_is_a_clear_error(git_repo: Path) -> None:
+    run = denv(git_repo, "show", "7")
+    assert (
+        run.returncode == 1 and run.stderr.strip() == "no local pull request #7 (known: none yet)"
+    )

@@ -1,0 +1,162 @@
+"""Example views of every comment kind, as their callers would fill them."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from reconciler.forge.views import (
+    BenchRow,
+    BenchView,
+    CandidateView,
+    LeverChange,
+    MetricDelta,
+    ParetoPoint,
+    ParityMismatch,
+    ParityView,
+    PlanAction,
+    PlanView,
+    RollbackView,
+)
+
+HEAD = "3f2a1b0c9d1e8f7a6b5c4d3e2f1a0b9c8d7e6f5a"
+
+PLAN = PlanView(
+    head_sha=HEAD,
+    files=["releases/chat-8b/denv.yaml"],
+    actions=[
+        PlanAction(
+            wave=1,
+            kind="start",
+            target="chat-8b/canary on local, replica 3",
+            reason="replicas 2 → 3",
+        ),
+        PlanAction(
+            wave=2,
+            kind="replace",
+            target="chat-8b/canary on local, replica 1",
+            reason="max_batch 128 → 192",
+        ),
+        PlanAction(
+            wave=2,
+            kind="replace",
+            target="chat-8b/canary on local, replica 2",
+            reason="max_batch 128 → 192",
+        ),
+    ],
+)
+
+PLAN_INVALID = PlanView(
+    head_sha=HEAD,
+    files=["releases/chat-8b/denv.yaml"],
+    problems=["releases/chat-8b/denv.yaml:8:15: max_batch: Input should be greater than 0"],
+)
+
+PLAN_NOTHING = PlanView(head_sha=HEAD)
+
+
+def _metrics(
+    tps: tuple[float, float], ttft: tuple[float, float], cost: tuple[float | None, float]
+) -> list[MetricDelta]:
+    return [
+        MetricDelta(
+            name="output", unit="tok/s/GPU", current=tps[0], candidate=tps[1], higher_is_better=True
+        ),
+        MetricDelta(
+            name="TTFT p99", unit="s", current=ttft[0], candidate=ttft[1], higher_is_better=False
+        ),
+        MetricDelta(
+            name="cost",
+            unit="$/M output",
+            current=cost[0],
+            candidate=cost[1],
+            higher_is_better=False,
+        ),
+    ]
+
+
+BENCH = BenchView(
+    head_sha=HEAD,
+    current="chat-8b @ 9c8d7e6f5a4b",
+    traffic="agent",
+    rows=[
+        BenchRow(
+            subject="llama-3.1-8b/vllm@1",
+            fleet="local",
+            hardware="h200",
+            simulated=True,
+            result_id="r-20250101-01",
+            metrics=_metrics((2410.0, 2795.6), (0.412, 0.409), (0.438, 0.378)),
+        ),
+        BenchRow(
+            subject="llama-3.1-8b/sglang@1",
+            fleet="h200-use1",
+            hardware="h200",
+            simulated=False,
+            metrics=_metrics((2410.0, 2288.0), (0.412, 0.61), (None, 0.46)),
+        ),
+    ],
+    pareto=[
+        ParetoPoint(series="release", label="c16", interactivity=112.0, throughput=1500.0),
+        ParetoPoint(series="release", label="c64", interactivity=61.5, throughput=2410.0),
+        ParetoPoint(series="PR", label="c16", interactivity=118.2, throughput=1630.0),
+        ParetoPoint(series="PR", label="c64", interactivity=66.0, throughput=2795.6),
+    ],
+)
+
+PARITY_PASS = ParityView(
+    reference="chat-8b @ 9c8d7e6f5a4b",
+    candidate="llama-3.1-8b/vllm@2",
+    mode="tolerant",
+    rule="each generated token within the reference's top-5",
+    passed=True,
+    prompts=200,
+    mismatched=0,
+)
+
+PARITY_FAIL = ParityView(
+    reference="chat-8b @ 9c8d7e6f5a4b",
+    candidate="llama-3.1-8b/vllm@3 (fp8)",
+    mode="strict",
+    rule="greedy tokens identical",
+    passed=False,
+    prompts=200,
+    mismatched=2,
+    mismatches=[
+        ParityMismatch(prompt=17, position=41, detail="token 1043 | reference 889"),
+        ParityMismatch(prompt=132, position=7, detail="token 29901, reference 13"),
+    ],
+)
+
+CANDIDATE = CandidateView(
+    release="chat-8b",
+    target="prod",
+    goal="throughput",
+    study="opt-7f3a",
+    current_recipe="llama-3.1-8b/vllm@1",
+    candidate_recipe="llama-3.1-8b/vllm@2",
+    changes=[
+        LeverChange(lever="max_batch", current="128", candidate="256"),
+        LeverChange(lever="kv_cache.memory_fraction", current="0.90", candidate="0.95"),
+    ],
+    metric="tok/s/GPU",
+    current_value=2410.0,
+    candidate_value=2795.6,
+    ci_low=0.121,
+    ci_high=0.198,
+    repeats=3,
+    trials=24,
+    parity="pass (tolerant, 200 of 200 prompts agree)",
+    simulated=True,
+)
+
+ROLLBACK = RollbackView(
+    release="chat-8b",
+    stage="prod",
+    fleets=["local"],
+    from_revision="3f2a1b0c9d1e8f7a6b5c4d3e2f1a0b9c8d7e6f5a",
+    to_revision="9c8d7e6f5a4b3c2d1e0f9a8b7c6d5e4f3a2b1c0d",
+    alarm="ttft-p99-1.5s",
+    observed="TTFT p99 2.31 s over 412 requests",
+    threshold="1.5 s over 5m",
+    at=datetime(2025, 3, 14, 9, 26, tzinfo=UTC),
+)

@@ -1,0 +1,100 @@
+"""A denv repository read from git: a local path, or a remote URL cloned into a cache and
+fetched on each sync; revisions loaded from commits, not from the work tree."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pygit2
+import pytest
+
+from reconciler.errors import DenvError
+from reconciler.reconcile.source import GitSource, InvalidRevision, is_remote, redact
+from tests.reconcile.conftest import GitRepo
+
+
+def test_a_local_path_resolves_head_and_loads_commits_not_the_work_tree(git_repo: GitRepo) -> None:
+    first = git_repo.git.head.target
+    git_repo.replace("releases/chat-8b/denv.yaml", "replicas: 2", "replicas: 3")  # not committed
+    source = GitSource(str(git_repo.path / "releases"), git_repo.cache)  # any folder inside
+    head = source.resolve()
+    assert head == str(first)
+    loaded = source.repo_at(head)
+    topology = loaded.releases["chat-8b"].release.topology
+    assert topology is not None and topology.replicas == 2
+    assert source.repo_at(head) is loaded  # one load per revision
+
+    second = git_repo.commit("three replicas")
+    assert source.resolve() == second
+    assert source.resolve(str(first)[:10]) == str(first)
+    assert source.resolve("main") == second
+
+
+def test_unknown_revisions_and_folders_outside_git_are_clear_errors(
+    git_repo: GitRepo, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    with pytest.raises(DenvError, match="no commit 'no-such-branch'"):
+        git_repo.source().resolve("no-such-branch")
+    with pytest.raises(DenvError, match="no commit"):
+        git_repo.source().repo_at("0" * 40)
+    outside = tmp_path_factory.mktemp("plain")
+    with pytest.raises(DenvError, match="not inside a git repository"):
+        GitSource(str(outside), git_repo.cache)
+
+
+def test_a_revision_with_invalid_files_names_revision_file_and_field(git_repo: GitRepo) -> None:
+    git_repo.replace("fleets/local.yaml", "trial_gpus: 8", "trial_gpus: many")
+    bad = git_repo.commit("break the fleet")
+    with pytest.raises(InvalidRevision) as caught:
+        git_repo.source().repo_at(bad)
+    message = str(caught.value)
+    assert message.startswith(f"revision {bad[:12]} has invalid files:")
+    assert "fleets/local.yaml:" in message and "trial_gpus" in message
+
+
+def _bare_clone(repo: GitRepo, where: Path) -> str:
+    pygit2.clone_repository(str(repo.path), str(where), bare=True)
+    return f"file://{where}"
+
+
+def _push(repo: GitRepo, bare: Path) -> None:
+    remote = repo.git.remotes.create_anonymous(str(bare))
+    remote.push(["+refs/heads/main:refs/heads/main"])
+
+
+def test_a_remote_url_is_cloned_once_and_fetched_on_each_sync(
+    git_repo: GitRepo, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    origin = tmp_path_factory.mktemp("origin") / "origin.git"
+    url = _bare_clone(git_repo, origin)
+    cache = git_repo.cache
+    source = GitSource(url, cache)
+    source.sync()
+    first = source.resolve()
+    assert first == str(git_repo.git.head.target)
+    assert sorted(p.name for p in cache.iterdir()) == [source.git_dir.name]  # no partial left
+
+    git_repo.replace("releases/chat-8b/denv.yaml", "max_batch: 128", "max_batch: 256")
+    second = git_repo.commit("bigger batches")
+    _push(git_repo, origin)
+    assert source.resolve() == first  # nothing is fetched until the next pass
+    again = GitSource(url, cache)  # a new process finds the clone in the cache
+    again.sync()
+    assert again.resolve() == second
+    assert again.resolve("main") == second
+    changed = again.repo_at(second).releases["chat-8b"].release.overrides
+    assert changed["settings"]["max_batch"] == 256
+
+
+def test_urls_are_told_apart_from_paths_and_tokens_never_shown(tmp_path: Path) -> None:
+    assert is_remote("https://github.com/org/fleet.git")
+    assert is_remote("git@github.com:org/fleet.git")
+    assert not is_remote("./fleet") and not is_remote("/srv/fleet")
+    url = "http://x-access-token:s3cret@127.0.0.1:9/org/fleet.git"
+    assert redact(url) == "http://127.0.0.1:9/org/fleet.git"
+    source = GitSource(url, tmp_path / "cache")
+    with pytest.raises(DenvError) as caught:
+        source.sync()  # port 9 on loopback: nothing listens
+    assert "s3cret" not in str(caught.value)
+    assert str(caught.value).startswith("http://127.0.0.1:9/org/fleet.git: cannot fetch")
+    assert not any((tmp_path / "cache").glob("*.git"))
