@@ -14,6 +14,7 @@ from reconciler.cli.common import JsonOption, RepoOption, console, load, print_j
 from reconciler.errors import DenvError, NotFound
 from reconciler.fleet.hostagent import AgentClient
 from reconciler.fleet.observe import FleetObservation, Transports, observe
+from reconciler.fleet.transport import host_python
 from reconciler.spec.checks import domain_size
 from reconciler.spec.fleet import Fleet
 from reconciler.spec.repo import Repo
@@ -27,11 +28,6 @@ def _warn(message: str) -> None:
     print(f"warning: {message}", file=sys.stderr)
 
 
-def _python(fleet: Fleet) -> str:
-    # On this machine the agent runs with denv's own interpreter; on hosts, their python3.
-    return sys.executable if fleet.transport == "local" else "python3"
-
-
 def _fleet(repo: Repo, name: str) -> Fleet:
     if name not in repo.fleets:
         raise NotFound(f"unknown fleet '{name}' (known: {', '.join(sorted(repo.fleets))})")
@@ -39,7 +35,7 @@ def _fleet(repo: Repo, name: str) -> Fleet:
 
 
 def _observe(repo: Repo, fleet: Fleet, transports: Transports) -> FleetObservation:
-    return observe(fleet, transports, repo.resolve_hardware(fleet.hardware), _python(fleet))
+    return observe(fleet, transports, repo.resolve_hardware(fleet.hardware), host_python(fleet))
 
 
 def _row(repo: Repo, name: str, fleet: Fleet, seen: FleetObservation | None) -> dict[str, Any]:
@@ -224,7 +220,7 @@ def logs(
                 + (f" (not reached: {', '.join(sorted(seen.errors))})" if seen.errors else "")
             )
         host_spec = next(h for h in spec.hosts if h.name == host)
-        answer = AgentClient(transports.get(spec, host_spec), _python(spec)).logs(unit, tail)
+        answer = AgentClient(transports.get(spec, host_spec), host_python(spec)).logs(unit, tail)
     finally:
         transports.close()
     if as_json:
@@ -247,7 +243,7 @@ def runtimes(fleet: FleetArg, repo: RepoOption = Path("."), as_json: JsonOption 
     try:
         for host in spec.hosts:
             try:
-                agent = AgentClient(transports.get(spec, host), python=_python(spec))
+                agent = AgentClient(transports.get(spec, host), python=host_python(spec))
                 found[host.name] = agent.runtimes()
             except DenvError as exc:
                 errors[host.name] = str(exc)

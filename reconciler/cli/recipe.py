@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import shlex
-import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -16,6 +15,7 @@ from reconciler.engines.launch import engine_name
 from reconciler.engines.units import EngineContext, Unit
 from reconciler.errors import NotFound, UsageError
 from reconciler.fleet.render import render as render_units
+from reconciler.fleet.transport import host_python
 from reconciler.spec.checks import domain_size
 from reconciler.spec.fit import fit as fit_topology
 from reconciler.spec.fleet import Fleet
@@ -195,9 +195,7 @@ def render(
     hardware = loaded.resolve_hardware(target.hardware)
     if hardware is None:
         raise NotFound(f"fleet {target.name} names unknown hardware '{target.hardware}'")
-    # A local fleet runs on this machine, with this interpreter; hosts of an ssh fleet have
-    # their own.
-    python = sys.executable if target.transport == "local" else "python3"
+    python = host_python(target)
     context = EngineContext(
         hardware=hardware,
         model=loaded.models.get(deployment.recipe.model),

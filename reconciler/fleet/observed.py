@@ -37,6 +37,7 @@ class UnitRecord(Observed):
     started_at: float | None = None
     restarts: int = 0
     exit_code: int | None = None
+    exited_at: float | None = None
     log: str | None = None
     log_error: str | None = None
     alive: bool = False

@@ -6,11 +6,13 @@ The SSH transport (fleet/ssh.py) implements the same protocol; callers never kno
 from __future__ import annotations
 
 import subprocess
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
 from reconciler.errors import DenvError
+from reconciler.spec.fleet import Fleet
 
 
 class HostUnreachable(DenvError):
@@ -67,3 +69,9 @@ class LocalTransport:
 
     def close(self) -> None:
         return None
+
+
+def host_python(fleet: Fleet) -> str:
+    """The interpreter on a fleet's hosts: denv's own on this machine (a local fleet), else
+    the fleet's `python`."""
+    return sys.executable if fleet.transport == "local" else fleet.python

@@ -20,6 +20,7 @@ from reconciler.errors import DenvError
 from reconciler.fleet.launching import launch_payload, unit_digest
 from reconciler.fleet.observe import FleetObservation
 from reconciler.fleet.observed import UnitRecord
+from reconciler.fleet.transport import host_python
 from reconciler.reconcile.labels import DeploymentKey, unit_id, unit_labels
 from reconciler.reconcile.placing import FleetPlacer
 from reconciler.reconcile.revisions import Pending, StageRevision, Stages
@@ -113,10 +114,6 @@ def fleets_of(stages: Stages, repo_at: Callable[[str], Repo]) -> set[str]:
     return names
 
 
-def _python(fleet: Fleet) -> str:
-    return "python3"
-
-
 Wanted = tuple[Deployment, StageRevision, Repo]
 
 
@@ -124,7 +121,7 @@ def desired_units(
     stages: Stages,
     repo_at: Callable[[str], Repo],
     observations: Mapping[str, FleetObservation],
-    python: Callable[[Fleet], str] = _python,
+    python: Callable[[Fleet], str] = host_python,
     base_port: int = DEFAULT_BASE_PORT,
 ) -> Desired:
     """Every unit the running stages want, placed. `repo_at(commit)` loads a revision (it

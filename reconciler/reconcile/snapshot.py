@@ -3,22 +3,16 @@ plan between them. `denv plan` prints it; every reconcile pass starts from a fre
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from reconciler.fleet.observe import FleetObservation, Transports, observe
+from reconciler.fleet.transport import host_python
 from reconciler.reconcile.desired import Desired, desired_units, fleets_of, observed_units
 from reconciler.reconcile.plan import Plan, plan
 from reconciler.reconcile.revisions import stage_revisions
 from reconciler.reconcile.source import GitSource
-from reconciler.spec.fleet import Fleet
 from reconciler.spec.repo import Repo
-
-
-def unit_python(fleet: Fleet) -> str:
-    """Units of a local fleet run with denv's own interpreter; on hosts, their python3."""
-    return sys.executable if fleet.transport == "local" else "python3"
 
 
 @dataclass(frozen=True)
@@ -44,14 +38,15 @@ def snapshot(
     status(f"loading {head[:12]}")
     loaded = source.repo_at(head)
     stages = stage_revisions(loaded, head)
-    names = fleets_of(stages, source.repo_at)
+    # The running stages' fleets, and those of releases removed lately: their units stop.
+    names = fleets_of(stages, source.repo_at) | source.recent_fleets(head)
     observations: dict[str, FleetObservation] = {}
     for name in sorted(n for n in names if n in loaded.fleets):
         fleet = loaded.fleets[name]
         status(f"observing fleet {name} ({len(fleet.hosts)} hosts)")
         hardware = loaded.resolve_hardware(fleet.hardware)
-        observations[name] = observe(fleet, transports, hardware, unit_python(fleet))
-    desired = desired_units(stages, source.repo_at, observations, python=unit_python)
+        observations[name] = observe(fleet, transports, hardware, host_python(fleet))
+    desired = desired_units(stages, source.repo_at, observations, python=host_python)
     return Snapshot(
         head=head,
         repo=loaded,

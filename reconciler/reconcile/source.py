@@ -19,9 +19,11 @@ import pygit2
 from reconciler.errors import DenvError, Problem, SpecError
 from reconciler.spec.loader import open_repo
 from reconciler.spec.repo import Repo
+from reconciler.spec.yamlio import parse_yaml
 
 _SCP_LIKE = re.compile(r"^[A-Za-z0-9._-]+@[A-Za-z0-9.-]+:")  # git@github.com:org/repo.git
 CACHED_REVISIONS = 16  # loaded revisions kept in memory: the head and the stages' pins
+HISTORY_DEPTH = 200  # commits looked back for fleets a removed release may still run on
 
 
 def is_remote(location: str) -> bool:
@@ -111,3 +113,44 @@ class GitSource:
         if len(self._loaded) > CACHED_REVISIONS:
             self._loaded.popitem(last=False)
         return loaded
+
+    def recent_fleets(self, commit: str, depth: int = HISTORY_DEPTH) -> set[str]:
+        """Fleets the releases named in the last `depth` first-parent commits up to `commit`:
+        where units of a release removed since may still run (the bot keeps no state of its
+        own, so history is how it finds them)."""
+        repo = pygit2.Repository(str(self.git_dir))
+        found: set[str] = set()
+        start = repo.get(commit)
+        current = start if isinstance(start, pygit2.Commit) else None
+        for _ in range(depth):
+            if current is None:
+                break
+            found |= _release_fleets(repo, current)
+            current = current.parents[0] if current.parents else None
+        return found
+
+
+def _release_fleets(repo: pygit2.Repository, commit: pygit2.Commit) -> set[str]:
+    """Stage fleet names in releases/*/denv.yaml of one commit (read leniently: a broken file
+    names no fleet)."""
+    try:
+        releases = commit.tree / "releases"
+    except KeyError:
+        return set()
+    if not isinstance(releases, pygit2.Tree):
+        return set()
+    names: set[str] = set()
+    for entry in releases:
+        try:
+            blob = repo.get((entry / "denv.yaml").id) if isinstance(entry, pygit2.Tree) else None
+        except KeyError:
+            continue
+        if not isinstance(blob, pygit2.Blob):
+            continue
+        doc, problem = parse_yaml("denv.yaml", blob.data)
+        stages = doc.data.get("stages") if doc is not None and problem is None else None
+        for stage in stages if isinstance(stages, list) else []:
+            fleets = stage.get("fleets") if isinstance(stage, dict) else None
+            if isinstance(fleets, list):
+                names |= {f for f in fleets if isinstance(f, str)}
+    return names

@@ -58,6 +58,9 @@ class Fleet(Spec):
     simulated: bool = False
     # How engines run on the hosts; default: a container where docker or podman is found.
     runtime: Literal["container", "venv"] | None = None
+    # The interpreter on the hosts that runs the agent (and, on a simulated fleet, denv's
+    # simulator and the router: it must have denv installed there).
+    python: str = Field(default="python3", pattern=r"^[A-Za-z0-9._/+-]+$")
     weights: WeightsSettings = WeightsSettings()
 
     @property

@@ -53,7 +53,7 @@ def test_a_fresh_deploy_places_every_unit_with_labels_and_a_launch_payload(
     payload = engine.payload()
     assert payload["id"] == engine.id and payload["labels"] == engine.labels
     assert payload["digest"] == engine.digest == unit_digest(engine.unit)
-    assert payload["argv"][:2] == ["python3", "-m"]  # not observed: hosts' own python3
+    assert payload["argv"][:2] == [sys.executable, "-m"]  # the local fleet: this interpreter
     assert [p.stage for p in desired.pending] == ["prod"]
     capacity = desired.fleets["local"]
     assert (capacity.gpus, capacity.trial_gpus, capacity.observed) == (16, 8, False)

@@ -138,6 +138,7 @@ def supervise(unit_id):
     final = read_json(path)
     if final is not None and final.get("started_at") == record["started_at"]:
         final["exit_code"] = code
+        final["exited_at"] = time.time()
         if log_error:
             final["log_error"] = log_error
         write_atomic(path, final)

@@ -1,0 +1,188 @@
+"""CLI: `denv reconcile` (the bot: make the fleets match git, once or in a loop) and `denv
+status` (per release, stage and fleet: what should run, what runs, ready, drift)."""
+
+from __future__ import annotations
+
+import signal
+import sys
+import time
+from types import FrameType
+from typing import Annotated, Any
+
+import typer
+from prometheus_client import start_http_server
+from rich.console import Console
+from rich.table import Table
+
+from reconciler.cli.common import JsonOption, console, print_json
+from reconciler.cli.plan import LocationOption, cache_dir
+from reconciler.errors import DenvError, UsageError
+from reconciler.fleet.hostagent import AgentClient
+from reconciler.fleet.observe import Transports
+from reconciler.fleet.transport import host_python
+from reconciler.reconcile import probes
+from reconciler.reconcile.apply import ApplyOptions
+from reconciler.reconcile.loop import LEASE, BotMetrics, PassResult, Reconciler, planned_fleets
+from reconciler.reconcile.plan import ActionKind
+from reconciler.reconcile.snapshot import Snapshot, snapshot
+from reconciler.reconcile.source import GitSource
+from reconciler.spec.base import parse_duration
+
+
+def _seconds(text: str, option: str) -> float:
+    try:
+        return float(parse_duration(text))
+    except ValueError as exc:
+        raise UsageError(f"{option}: {exc}") from None
+
+
+def reconcile(
+    repo: LocationOption = ".",
+    once: Annotated[bool, typer.Option("--once", help="One pass, then exit.")] = False,
+    interval: Annotated[str, typer.Option(help="Time between passes, e.g. 30s, 2m.")] = "30s",
+    ready_timeout: Annotated[
+        str, typer.Option(help="How long a new replica may take to become ready.")
+    ] = "15m",
+    drain: Annotated[str, typer.Option(help="Grace for in-flight requests of a replica.")] = "30s",
+    metrics_port: Annotated[
+        int | None, typer.Option(help="Serve the bot's Prometheus metrics on this port.")
+    ] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Make the fleets run what git says: read, observe, plan, apply — level-triggered. On
+    SIGTERM the current action finishes and the bot exits 0."""
+    options = ApplyOptions(
+        ready_timeout=_seconds(ready_timeout, "--ready-timeout"),
+        drain_grace=_seconds(drain, "--drain"),
+    )
+    every = _seconds(interval, "--interval")
+    out = Console(stderr=True)
+    metrics = BotMetrics()
+    if metrics_port is not None:
+        start_http_server(metrics_port, registry=metrics.registry)
+    bot = Reconciler(
+        GitSource(repo, cache_dir(), branch="main"),
+        options,
+        say=lambda m: out.print(m, markup=False, highlight=False, soft_wrap=True),
+        metrics=metrics,
+    )
+
+    def finish(signum: int, frame: FrameType | None) -> None:
+        out.print("SIGTERM: finishing the current action", markup=False)
+        bot.stop_requested.set()
+
+    previous = signal.signal(signal.SIGTERM, finish)
+    passes: list[PassResult] = []
+
+    def shown(result: PassResult) -> None:
+        passes.append(result)
+        if as_json:
+            print_json(_pass_json(result))
+        else:
+            console.print(
+                time.strftime("%H:%M:%S ") + result.summary(), markup=False, soft_wrap=True
+            )
+            for error in result.report.errors[1:]:
+                console.print(f"  error: {error}", markup=False)
+
+    try:
+        errors = bot.loop(every, once, shown)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        bot.close()
+    if once and errors:
+        raise typer.Exit(1)
+
+
+def _pass_json(result: PassResult) -> dict[str, Any]:
+    return {
+        "head": result.head,
+        "planned": result.plan.counts,
+        "done": dict(result.report.done),
+        "errors": result.report.errors,
+        "waiting": result.report.waiting,
+        "seconds": round(result.seconds, 3),
+    }
+
+
+def status(repo: LocationOption = ".", as_json: JsonOption = False) -> None:
+    """Per release, stage and fleet: desired and running revision, replicas ready/desired,
+    endpoint, drift and the bot's last error."""
+    transports = Transports(warn=lambda m: print(f"warning: {m}", file=sys.stderr))
+    try:
+        with Console(stderr=True).status("observing"):
+            snap = snapshot(GitSource(repo, cache_dir(), branch="main"), transports)
+            rows = _rows(snap)
+            notes = _notes(snap, transports)
+    finally:
+        transports.close()
+    if as_json:
+        print_json({"head": snap.head, "deployments": rows, "bot": notes})
+        return
+    table = Table(
+        "RELEASE", "STAGE", "FLEET", "DESIRED", "RUNNING", "READY", "ENDPOINT", "DRIFT", box=None
+    )
+    for row in rows:
+        table.add_row(
+            row["release"],
+            row["stage"],
+            row["fleet"],
+            (row["desired_revision"] or "—")[:12],
+            ",".join(r[:12] for r in row["running_revisions"]) or "—",
+            f"{row['ready']}/{row['replicas']}",
+            row["endpoint"] or "—",
+            row["drift"] or "none",
+        )
+    console.print(table)
+    for row in rows:
+        if row["error"]:
+            console.print(f"{row['release']}/{row['stage']} on {row['fleet']}: {row['error']}")
+    for fleet, note in sorted(notes.items()):
+        if note is None:
+            console.print(f"{fleet}: no reconciler has run here yet", markup=False)
+            continue
+        age = time.time() - note["at"]
+        console.print(f"{fleet}: last pass {age:.0f}s ago: {note['summary']}", markup=False)
+
+
+def _rows(snap: Snapshot) -> list[dict[str, Any]]:
+    rows = []
+    deployments = {(d.release, d.stage, d.fleet): d for d in snap.desired.deployments}
+    for group in snap.plan.groups:
+        actions = snap.plan.group_actions(group)
+        wanted = deployments.get((group.release, group.stage, group.fleet))
+        replicas = ready = 0
+        if wanted is not None:
+            heads = [u for u in wanted.units if u.unit.role != "router" and u.unit.port]
+            running = {a.unit for a in actions if a.kind == ActionKind.KEEP}
+            replicas = len(heads)
+            ready = sum(1 for u in heads if u.id in running and probes.is_ready(u.unit))
+        drift = [a for a in actions if a.kind != ActionKind.KEEP]
+        rows.append(
+            {
+                "release": group.release,
+                "stage": group.stage,
+                "fleet": group.fleet,
+                "desired_revision": group.revision,
+                "running_revisions": list(group.running_revisions),
+                "replicas": replicas,
+                "ready": ready,
+                "endpoint": group.endpoint,
+                "drift": ", ".join(f"{a.kind.value} {a.unit}" for a in drift),
+                "error": group.error,
+            }
+        )
+    return rows
+
+
+def _notes(snap: Snapshot, transports: Transports) -> dict[str, Any]:
+    """The last pass the bot recorded with each fleet's lease."""
+    notes: dict[str, Any] = {}
+    for fleet in planned_fleets(snap):
+        spec = snap.repo.fleets[fleet]
+        agent = AgentClient(transports.get(spec, spec.hosts[0]), python=host_python(spec))
+        try:
+            notes[fleet] = agent.lease(LEASE, "status", 0, peek=True).get("note")
+        except DenvError as exc:
+            notes[fleet] = {"at": time.time(), "summary": f"not reachable: {exc}"}
+    return notes

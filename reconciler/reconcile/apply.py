@@ -1,0 +1,271 @@
+"""Adapter: carrying out a plan on the fleets, wave by wave, health-gated.
+
+1. free — stop units nothing wants (their GPUs and ports may be where new units go);
+2. start — engines, wait until ready, then routers, wait until ready;
+3. routers — each router's worker list made to match the replicas that are ready;
+4. roll — replica by replica: out of the router, drained (in-flight requests finish, up to a
+   grace time), stopped, started on the new spec, ready, back into the router; one replica
+   unavailable at a time (`max_unavailable`); a replica that never becomes ready is put back
+   on its previous spec and the roll of that deployment stops with the error;
+5. trim — what a deployment no longer needs leaves its router, drains, and stops.
+
+Every step reads what it needs from the plan, which is computed afresh from what the agents
+report each pass, and every agent verb is idempotent: a reconciler killed at any point
+converges on its next pass. A unit that keeps crashing is started again with exponential
+backoff (from its record's restart count and start time).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import signal
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+from reconciler.errors import DenvError
+from reconciler.fleet.hostagent import AgentClient
+from reconciler.fleet.observe import Transports
+from reconciler.fleet.observed import UnitRecord
+from reconciler.fleet.transport import host_python
+from reconciler.reconcile import probes
+from reconciler.reconcile.desired import DesiredDeployment
+from reconciler.reconcile.plan import Action, Plan, Wave
+from reconciler.spec.repo import Repo
+
+FAULT_ENV = "DENV_FAULT_KILL_AT"  # test hook: SIGKILL ourselves at this step boundary
+
+
+@dataclass(frozen=True)
+class ApplyOptions:
+    ready_timeout: float = 900.0  # an engine loading hundreds of GB of weights takes minutes
+    drain_grace: float = 30.0  # in-flight streams get this long to finish
+    stop_grace: float = 10.0  # SIGTERM, then SIGKILL
+    max_unavailable: int = 1
+    backoff_base: float = 10.0  # crash loop: after the first restart 10, 20, 40 … seconds
+    backoff_max: float = 300.0
+
+
+DEFAULTS = ApplyOptions()
+
+
+@dataclass
+class ApplyReport:
+    done: Counter[str] = field(default_factory=Counter)
+    errors: list[str] = field(default_factory=list)
+    waiting: list[str] = field(default_factory=list)  # crash-looping units in backoff
+
+
+def backoff(restarts: int, options: ApplyOptions) -> float:
+    """Seconds to wait after an exit before the next start: none for the first crash."""
+    if restarts == 0:
+        return 0.0
+    return float(min(options.backoff_base * 2 ** (restarts - 1), options.backoff_max))
+
+
+def fault_point(name: str) -> None:
+    if os.environ.get(FAULT_ENV) == name:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+class Applier:
+    def __init__(
+        self,
+        repo: Repo,
+        transports: Transports,
+        options: ApplyOptions = DEFAULTS,
+        say: Callable[[str], None] = lambda message: None,
+        stopping: Callable[[], bool] = lambda: False,
+        heartbeat: Callable[[], None] = lambda: None,
+    ) -> None:
+        self.repo = repo
+        self.transports = transports
+        self.options = options
+        self.say = say
+        self.stopping = stopping  # SIGTERM: finish the current action, start no other
+        self.heartbeat = heartbeat  # renews the fleets' leases during a long apply
+        self.report = ApplyReport()
+
+    # --- agents --------------------------------------------------------------------------
+
+    def agent(self, fleet: str, host: str) -> AgentClient:
+        spec = self.repo.fleets[fleet]
+        where = next(h for h in spec.hosts if h.name == host)
+        return AgentClient(self.transports.get(spec, where), python=host_python(spec))
+
+    def _launch(self, action: Action) -> None:
+        assert action.desired is not None
+        self.agent(action.fleet, action.host).launch(action.desired.payload())
+
+    def _stop(self, fleet: str, host: str, unit: str) -> None:
+        self.agent(fleet, host).stop(unit, grace=self.options.stop_grace)
+
+    def _relaunch(self, fleet: str, host: str, record: UnitRecord) -> None:
+        """Start a unit again exactly as it ran (a failed replace goes back to it)."""
+        payload = {
+            "id": record.id,
+            "digest": record.digest,
+            "argv": list(record.argv),
+            "env": dict(record.env),
+            "port": record.port,
+            "gpus": list(record.gpus),
+            "labels": dict(record.labels),
+        }
+        self.agent(fleet, host).launch(payload)
+
+    def _guard(self, what: str, step: Callable[[], None]) -> bool:
+        self.heartbeat()
+        try:
+            step()
+            return True
+        except DenvError as exc:
+            self.report.errors.append(f"{what}: {exc}")
+            return False
+
+    # --- the waves -----------------------------------------------------------------------
+
+    def apply(self, plan: Plan, deployments: Sequence[DesiredDeployment]) -> ApplyReport:
+        by_wave: dict[Wave, list[Action]] = {}
+        for action in plan.actions:
+            by_wave.setdefault(action.wave, []).append(action)
+        self._stop_all(by_wave.get(Wave.FREE, []))
+        fault_point("after-free")
+        self._start(by_wave.get(Wave.START, []))
+        fault_point("after-start")
+        self._sync_routers(deployments)
+        fault_point("after-routers")
+        self._roll(by_wave.get(Wave.ROLL, []), deployments)
+        fault_point("after-roll")
+        self._sync_routers(deployments)
+        self._stop_all(by_wave.get(Wave.TRIM, []))  # their routers were synced
+        fault_point("after-trim")
+        return self.report
+
+    def _stop_all(self, actions: list[Action]) -> None:
+        for action in actions:
+            if self.stopping():
+                return
+            self.say(f"- stop {action.unit} on {action.host} ({action.reason})")
+            stop = functools.partial(self._stop, action.fleet, action.host, action.unit)
+            if self._guard(action.unit, stop):
+                self.report.done["stop"] += 1
+
+    def _start(self, actions: list[Action]) -> None:
+        engines = [a for a in actions if a.role != "router"]
+        routers = [a for a in actions if a.role == "router"]
+        for batch in (engines, routers):
+            started = [a for a in batch if self._start_one(a)]
+            with ThreadPoolExecutor(max_workers=max(1, min(16, len(started)))) as pool:
+                ready = list(pool.map(self._wait_ready, started))
+            for action, ok in zip(started, ready, strict=True):
+                if ok:
+                    self.report.done["start"] += 1
+                else:
+                    self.report.errors.append(
+                        f"{action.unit} on {action.host}: not ready after "
+                        f"{self.options.ready_timeout:g}s (see `denv fleet logs`)"
+                    )
+
+    def _start_one(self, action: Action) -> bool:
+        if self.stopping():
+            return False
+        record = action.running
+        if record is not None and not record.alive and record.exited_at is not None:
+            left = record.exited_at + backoff(record.restarts, self.options) - time.time()
+            if left > 0:
+                self.report.waiting.append(
+                    f"{action.unit} keeps exiting (exit {record.exit_code}, "
+                    f"{record.restarts} restarts): next start in {left:.0f}s"
+                )
+                return False
+        self.say(f"+ start {action.unit} on {action.host}")
+        return self._guard(action.unit, lambda: self._launch(action))
+
+    def _wait_ready(self, action: Action) -> bool:
+        assert action.desired is not None
+        unit = action.desired.unit
+        agent = self.agent(action.fleet, action.host)
+
+        def exited() -> bool:
+            return any(r.id == action.unit and not r.alive for r in agent.units())
+
+        return probes.wait_until(
+            lambda: probes.is_ready(unit), self.options.ready_timeout, abort=exited
+        )
+
+    # --- routers -------------------------------------------------------------------------
+
+    def _sync_routers(self, deployments: Sequence[DesiredDeployment]) -> None:
+        """Each ready router serves exactly the ready engines its deployment wants."""
+        for deployment in deployments:
+            self._sync_router(deployment)
+
+    def _sync_router(self, deployment: DesiredDeployment, leaving: str | None = None) -> None:
+        router = next((u.unit for u in deployment.units if u.unit.role == "router"), None)
+        engines = [u.unit for u in deployment.units if u.unit.role == "aggregated" and u.unit.port]
+        if router is None or not engines:
+            return  # P/D routers take their workers from their argv
+        listed = probes.router_workers(router)
+        if listed is None:
+            return  # not up (yet): the next pass syncs it
+        urls = {probes.base_url(u): u for u in engines}
+        wanted = {url for url, u in urls.items() if url and url != leaving and probes.is_ready(u)}
+        for url in sorted(wanted - set(listed)):
+            if probes.add_worker(router, url):
+                self.report.done["router-add"] += 1
+        for url, worker in sorted(listed.items()):
+            if url not in wanted and probes.remove_worker(router, worker):
+                self.report.done["router-remove"] += 1
+
+    def _drain(self, deployment: DesiredDeployment | None, action: Action) -> None:
+        """Out of the router, then wait until its in-flight requests finish (or grace)."""
+        if deployment is None or action.desired is None:
+            return
+        unit = action.desired.unit
+        self._sync_router(deployment, leaving=probes.base_url(unit))
+        probes.wait_until(
+            lambda: (probes.in_flight(unit) or 0) == 0, self.options.drain_grace, interval=0.1
+        )
+
+    # --- roll and trim -------------------------------------------------------------------
+
+    def _roll(self, actions: list[Action], deployments: Sequence[DesiredDeployment]) -> None:
+        by_key = {(d.release, d.stage, d.fleet): d for d in deployments}
+        failed: set[tuple[str, str, str]] = set()
+        for action in actions:
+            key = (action.release, action.stage, action.fleet)
+            if self.stopping() or key in failed:
+                continue
+            if not self._replace(action, by_key.get(key)):
+                failed.add(key)
+
+    def _replace(self, action: Action, deployment: DesiredDeployment | None) -> bool:
+        assert action.running is not None and action.desired is not None
+        changed = ", ".join(c.name or c.field for c in action.changes) or "spec"
+        self.say(f"~ replace {action.unit} on {action.host} ({changed})")
+        if action.role != "router":
+            self._drain(deployment, action)
+            fault_point("roll-drained")
+        if not self._guard(action.unit, lambda: self._stop(action.fleet, action.host, action.unit)):
+            return False
+        fault_point("roll-stopped")
+        if self._guard(action.unit, lambda: self._launch(action)) and self._wait_ready(action):
+            fault_point("roll-started")
+            if deployment is not None:
+                self._sync_router(deployment)
+            self.report.done["replace"] += 1
+            return True
+        self.report.errors.append(
+            f"{action.unit} on {action.host}: the new spec did not become ready; "
+            f"put back on the previous one"
+        )
+        self._guard(action.unit, lambda: self._stop(action.fleet, action.host, action.unit))
+        running, unit = action.running, action.desired.unit  # same address and port as before
+        if self._guard(action.unit, lambda: self._relaunch(action.fleet, action.host, running)):
+            probes.wait_until(lambda: probes.is_ready(unit), self.options.ready_timeout)
+            if deployment is not None:
+                self._sync_router(deployment)
+        return False

@@ -1,0 +1,231 @@
+"""Adapter: the reconcile loop — each pass reads git, observes, plans and applies; level-
+triggered, so a pass that was interrupted is simply followed by the next one.
+
+One reconciler at a time per fleet: before it changes anything, a pass takes (or renews) the
+lease of every fleet it plans for, kept by the agent of the fleet's first host; a lease that
+is not renewed expires after `lease_ttl`. The pass's summary is written with the lease (its
+`note`), so `denv status` can show the last error from anywhere.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+from reconciler.errors import DenvError
+from reconciler.fleet.hostagent import AgentClient
+from reconciler.fleet.observe import Transports
+from reconciler.fleet.transport import host_python
+from reconciler.reconcile.apply import Applier, ApplyOptions, ApplyReport
+from reconciler.reconcile.plan import ActionKind, Plan
+from reconciler.reconcile.snapshot import Snapshot, snapshot
+from reconciler.reconcile.source import GitSource
+from reconciler.spec.repo import Repo
+
+LEASE = "reconciler"
+DEFAULTS = ApplyOptions()
+
+
+class LeaseHeld(DenvError):
+    """Another reconciler holds a fleet's lease."""
+
+
+def default_holder() -> str:
+    return f"{socket.gethostname()}/{os.getpid()}"
+
+
+@dataclass
+class BotMetrics:
+    registry: CollectorRegistry = field(default_factory=CollectorRegistry)
+
+    def __post_init__(self) -> None:
+        self.passes = Histogram(
+            "denv_reconcile_pass_seconds", "Duration of a reconcile pass", registry=self.registry
+        )
+        self.actions = Counter(
+            "denv_reconcile_actions", "Actions applied", ["kind"], registry=self.registry
+        )
+        self.errors = Counter("denv_reconcile_errors", "Errors in passes", registry=self.registry)
+        self.drift = Gauge(
+            "denv_reconcile_drift_actions",
+            "Actions the last plan needed (0: the fleets match git)",
+            registry=self.registry,
+        )
+
+
+@dataclass
+class PassResult:
+    head: str
+    plan: Plan
+    report: ApplyReport
+    seconds: float
+
+    def summary(self) -> str:
+        counts = self.plan.counts
+        done = ", ".join(f"{k} {v}" for k, v in sorted(self.report.done.items())) or "nothing"
+        line = (
+            f"{self.head[:12]}: planned +{counts['start']} ~{counts['replace']} "
+            f"-{counts['stop']} ={counts['keep']}; done: {done}; {self.seconds:.1f}s"
+        )
+        if self.report.errors:
+            line += f"; {len(self.report.errors)} error(s): {self.report.errors[0]}"
+        if self.report.waiting:
+            line += f"; waiting: {self.report.waiting[0]}"
+        return line
+
+
+def planned_fleets(snap: Snapshot) -> list[str]:
+    return sorted(
+        {f.fleet for f in snap.plan.fleets if f.fleet in snap.repo.fleets}
+        | {a.fleet for a in snap.plan.actions}
+    )
+
+
+class Reconciler:
+    def __init__(
+        self,
+        source: GitSource,
+        options: ApplyOptions = DEFAULTS,
+        holder: str | None = None,
+        lease_ttl: float = 60.0,
+        say: Callable[[str], None] = lambda message: None,
+        metrics: BotMetrics | None = None,
+    ) -> None:
+        self.source = source
+        self.options = options
+        self.holder = holder or default_holder()
+        self.lease_ttl = lease_ttl
+        self.say = say
+        self.metrics = metrics or BotMetrics()
+        self.transports = Transports(warn=say)  # connections are kept across passes
+        self.stop_requested = threading.Event()
+        self._held: dict[str, float] = {}  # fleet -> when we last renewed
+        self._repo: Repo | None = None  # the last head read: where the leases are
+
+    def close(self) -> None:
+        """Give the leases back (the next bot need not wait for them to expire) and hang up."""
+        if self._repo is not None:
+            self.release(self._repo)
+        self.transports.close()
+
+    def _lease_agent(self, repo: Repo, fleet: str) -> AgentClient:
+        spec = repo.fleets[fleet]
+        return AgentClient(self.transports.get(spec, spec.hosts[0]), python=host_python(spec))
+
+    def _take(self, repo: Repo, fleets: list[str], note: Any = None) -> dict[str, str]:
+        """Take or renew every fleet's lease; the fleets whose lease host did not answer (their
+        actions wait for a pass that reaches them). Raises LeaseHeld when another bot has one."""
+        unreachable: dict[str, str] = {}
+        for fleet in fleets:
+            try:
+                agent = self._lease_agent(repo, fleet)
+                answer = agent.lease(LEASE, self.holder, self.lease_ttl, note=note)
+                if not answer["held"] and self._dead_here(answer["holder"]):
+                    agent.lease(LEASE, answer["holder"], 0, release=True)  # a killed bot of ours
+                    answer = agent.lease(LEASE, self.holder, self.lease_ttl, note=note)
+            except DenvError as exc:
+                unreachable[fleet] = f"fleet {fleet}: no lease, nothing done: {exc}"
+                self._held.pop(fleet, None)
+                continue
+            if not answer["held"]:
+                left = answer["expires"] - answer["now"]
+                raise LeaseHeld(
+                    f"fleet {fleet} is being reconciled by {answer['holder']} (lease for "
+                    f"{left:.0f}s more); one reconciler at a time per fleet"
+                )
+            self._held[fleet] = time.monotonic()
+        return unreachable
+
+    @staticmethod
+    def _dead_here(holder: str) -> bool:
+        """The holder was a reconciler on this machine whose process is gone."""
+        host, _, pid = holder.rpartition("/")
+        if host != socket.gethostname() or not pid.isdigit():
+            return False
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            return True
+        except PermissionError:
+            return False
+        return False
+
+    def _renew(self, repo: Repo) -> None:
+        due = [f for f, at in self._held.items() if time.monotonic() - at > self.lease_ttl / 3]
+        if due:
+            self._take(repo, due)
+
+    def release(self, repo: Repo) -> None:
+        for fleet in sorted(self._held):
+            with contextlib.suppress(DenvError):  # else it expires by itself
+                self._lease_agent(repo, fleet).lease(LEASE, self.holder, 0, release=True)
+        self._held.clear()
+
+    def run_pass(self, rev: str | None = None) -> PassResult:
+        started = time.monotonic()
+        snap = snapshot(self.source, self.transports, rev)
+        fleets = planned_fleets(snap)
+        self._repo = snap.repo
+        fresh = [f for f in fleets if f not in self._held]
+        unreachable = self._take(snap.repo, fleets)
+        if set(fresh) - set(unreachable):
+            snap = snapshot(self.source, self.transports, rev)  # what runs, now that it is ours
+        actions = tuple(a for a in snap.plan.actions if a.fleet not in unreachable)
+        deployments = [d for d in snap.desired.deployments if d.fleet not in unreachable]
+        applier = Applier(
+            snap.repo,
+            self.transports,
+            self.options,
+            say=self.say,
+            stopping=self.stop_requested.is_set,
+            heartbeat=lambda: self._renew(snap.repo),
+        )
+        report = applier.apply(snap.plan.model_copy(update={"actions": actions}), deployments)
+        report.errors += list(unreachable.values())
+        result = PassResult(snap.head, snap.plan, report, time.monotonic() - started)
+        note = {
+            "head": snap.head,
+            "at": time.time(),
+            "errors": report.errors + [e.message for e in snap.plan.errors],
+            "waiting": report.waiting,
+            "summary": result.summary(),
+        }
+        self._take(snap.repo, [f for f in fleets if f not in unreachable], note=note)
+        self._count(result)
+        return result
+
+    def _count(self, result: PassResult) -> None:
+        self.metrics.passes.observe(result.seconds)
+        for kind, count in result.report.done.items():
+            self.metrics.actions.labels(kind=kind).inc(count)
+        self.metrics.errors.inc(len(result.report.errors))
+        self.metrics.drift.set(sum(1 for a in result.plan.actions if a.kind != ActionKind.KEEP))
+
+    def loop(self, interval: float, once: bool, on_pass: Callable[[PassResult], None]) -> int:
+        """Passes every `interval` until SIGTERM (`stop_requested`), or one with `once`; the
+        number of errors of the last pass. A fleet leased by another bot: `once` exits with
+        the message, the loop waits for the lease."""
+        failures = 0
+        while not self.stop_requested.is_set():
+            try:
+                result = self.run_pass()
+                on_pass(result)
+                failures = len(result.report.errors)
+            except DenvError as exc:
+                self.metrics.errors.inc()
+                self.say(f"pass failed: {exc}")
+                failures += 1
+                if once:
+                    raise
+            if once:
+                break
+            self.stop_requested.wait(interval)
+        return failures

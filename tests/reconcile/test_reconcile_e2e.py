@@ -1,0 +1,255 @@
+"""`denv reconcile` end to end: a git repository, simulated GPU hosts behind real sshd in
+network namespaces, simulator engines behind the real sglang-router, the official openai
+client through the endpoint."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import openai
+import pytest
+
+from reconciler.fleet.hostagent import AgentClient
+from reconciler.fleet.observed import UnitRecord
+from reconciler.fleet.ssh import SshTransport
+from reconciler.spec.fleet import Host
+from tests.fleet.conftest import ssh_lab, ssh_settings, wait_for
+from tests.fleet.sshd import SshLab, SshServer
+from tests.reconcile.conftest import GitRepo
+
+__all__ = ["ssh_lab"]  # the fixture, shared with the fleet tests
+
+RELEASE = """\
+release:
+  model: chat-8b
+  weights: hf://meta-llama/Llama-3.1-8B-Instruct@0e9e39f249a16976918f6564b8830bc894c89659
+  recipe: llama-3.1-8b/vllm@1
+  overrides:
+    settings: {{ max_batch: {batch} }}
+  topology: {{ mode: aggregated, replicas: {replicas}, gpus: 1, parallel: {{ tp: 1 }} }}
+stages:
+  - name: canary
+    fleets: [{fleets}]
+"""
+
+
+def fleet_file(name: str, server: SshServer, lab: SshLab) -> str:
+    return (
+        f"fleet:\n  name: {name}\n  provider: test\n  hardware: h200\n  simulated: true\n"
+        f"  python: {sys.executable}\n  transport: ssh\n"
+        f"  ssh: {{ user: root, key_file: {lab.client_key}, known_hosts: {lab.known_hosts}, "
+        f"connect_timeout: 2 }}\n"
+        f"  hosts:\n    - {{ name: {name}-h0, address: {server.address}, gpus: 4 }}\n"
+    )
+
+
+@dataclass
+class Lab:
+    repo: GitRepo
+    ssh: SshLab
+    servers: dict[str, SshServer]
+    cache: Path
+
+    def release(self, replicas: int = 2, batch: int = 128, fleets: str = "lab") -> str:
+        text = RELEASE.format(replicas=replicas, batch=batch, fleets=fleets)
+        self.repo.write("releases/chat-8b/denv.yaml", text)
+        return self.repo.commit(f"chat-8b: {replicas} replicas, max_batch {batch}")
+
+    def denv(self, *args: str, fault: str | None = None) -> subprocess.CompletedProcess[str]:
+        # the local fleet's agent keeps its state beside the test's, never in ~/.denv
+        env = {**os.environ, "DENV_CACHE": str(self.cache), "DENV_HOME": str(self.cache / "home")}
+        env.pop("DENV_REPO", None)
+        if fault:
+            env["DENV_FAULT_KILL_AT"] = fault
+        return subprocess.run(
+            [sys.executable, "-m", "reconciler", *args, "--repo", str(self.repo.path)],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=240,
+        )
+
+    def reconcile(
+        self, fault: str | None = None, ok: bool = True
+    ) -> subprocess.CompletedProcess[str]:
+        timing = ("--ready-timeout", "60s", "--drain", "5s")
+        done = self.denv("reconcile", "--once", *timing, fault=fault)
+        if ok:
+            assert done.returncode == 0, done.stdout + done.stderr
+        return done
+
+    def status(self) -> dict[str, Any]:
+        done = self.denv("status", "--json")
+        assert done.returncode == 0, done.stderr
+        answer: dict[str, Any] = json.loads(done.stdout)
+        return answer
+
+    def agent(self, fleet: str = "lab") -> AgentClient:
+        server = self.servers[fleet]
+        host = Host(name=f"{fleet}-h0", address=server.address, gpus=4)
+        return AgentClient(SshTransport(host, ssh_settings(self.ssh)), python=sys.executable)
+
+    def units(self, fleet: str = "lab") -> list[UnitRecord]:
+        return self.agent(fleet).units()
+
+
+@pytest.fixture
+def lab(git_repo: GitRepo, ssh_lab: SshLab, tmp_path: Path) -> Iterator[Lab]:
+    servers = {name: ssh_lab.start(name, namespaced=True) for name in ("lab", "lab2")}
+    for name, server in servers.items():
+        git_repo.write(f"fleets/{name}.yaml", fleet_file(name, server, ssh_lab))
+    found = Lab(git_repo, ssh_lab, servers, tmp_path / "cache")
+    yield found
+    for name in servers:  # never leave an engine behind, also when a test failed
+        try:
+            agent = found.agent(name)
+            for unit in agent.units():
+                agent.stop(unit.id, grace=1)
+        except Exception:
+            pass
+
+
+def endpoint(status: dict[str, Any], fleet: str = "lab") -> str:
+    [row] = [d for d in status["deployments"] if d["fleet"] == fleet]
+    return f"{row['endpoint']}/v1"
+
+
+def ask(url: str) -> str:
+    client = openai.OpenAI(base_url=url, api_key="unused", max_retries=0, timeout=10)
+    answer = client.chat.completions.create(
+        model="chat-8b", messages=[{"role": "user", "content": "hello"}], max_tokens=8
+    )
+    return answer.choices[0].message.content or ""
+
+
+def converged(lab: Lab, replicas: int) -> None:
+    """Status says no drift and every replica ready; the host runs exactly the wanted units,
+    no two of them on one GPU."""
+    status = lab.status()
+    [row] = [d for d in status["deployments"] if d["fleet"] == "lab"]
+    assert (row["ready"], row["replicas"], row["drift"]) == (replicas, replicas, ""), row
+    live = [u for u in lab.units() if u.alive]
+    assert len(live) == replicas + 1, [u.id for u in live]  # engines and the router
+    gpus = [g for u in live for g in u.gpus]
+    assert len(gpus) == len(set(gpus)) == replicas
+
+
+def test_deploy_scale_and_remove(lab: Lab) -> None:
+    lab.release(replicas=2)
+    first = lab.reconcile()
+    assert "done: start 3" in first.stdout
+    converged(lab, 2)
+    assert ask(endpoint(lab.status())).strip()
+    assert "planned +0 ~0 -0 =3" in lab.reconcile().stdout  # nothing to do: nothing done
+    lab.release(replicas=3)
+    lab.reconcile()
+    converged(lab, 3)
+    lab.release(replicas=1)
+    lab.reconcile()
+    converged(lab, 1)
+    assert ask(endpoint(lab.status())).strip()
+    lab.repo.remove("releases/chat-8b")
+    lab.repo.commit("chat-8b retired")
+    lab.reconcile()
+    assert [u.id for u in lab.units() if u.alive] == []
+
+
+def test_rolling_replace_loses_no_request(lab: Lab) -> None:
+    lab.release(replicas=2, batch=128)
+    lab.reconcile()
+    url = endpoint(lab.status())
+    answered, failed = [0], []
+    stop = threading.Event()
+
+    def load() -> None:
+        while not stop.is_set():
+            try:
+                ask(url)
+                answered[0] += 1
+            except openai.OpenAIError as exc:
+                failed.append(repr(exc))
+
+    workers = [threading.Thread(target=load) for _ in range(2)]
+    for worker in workers:
+        worker.start()
+    wait_for(lambda: answered[0] >= 5, timeout=30, what="traffic before the roll")
+    before = {u.id: u.pid for u in lab.units()}
+    lab.release(replicas=2, batch=64)
+    rolled = lab.reconcile()
+    seen = answered[0]
+    wait_for(lambda: answered[0] >= seen + 5, timeout=30, what="traffic after the roll")
+    stop.set()
+    for worker in workers:
+        worker.join(timeout=30)
+    assert "~ replace" in rolled.stderr and "max_batch" in rolled.stderr
+    assert failed == []
+    after = {u.id: u.pid for u in lab.units()}
+    engines = [i for i in after if not i.endswith("router")]
+    assert all(after[i] != before[i] for i in engines)  # every replica was replaced
+    converged(lab, 2)
+
+
+def test_an_engine_crash_is_restarted_with_backoff(lab: Lab) -> None:
+    lab.release(replicas=1)
+    lab.reconcile()
+    [engine] = [u for u in lab.units() if not u.id.endswith("router")]
+    assert engine.pid is not None
+    os.kill(engine.pid, signal.SIGKILL)
+    wait_for(lambda: not next(u for u in lab.units() if u.id == engine.id).alive, what="exit")
+    lab.reconcile()
+    again = next(u for u in lab.units() if u.id == engine.id)
+    assert again.alive and again.restarts == 1
+    assert again.pid is not None
+    os.kill(again.pid, signal.SIGKILL)  # it keeps crashing: the next start waits
+    wait_for(lambda: not next(u for u in lab.units() if u.id == engine.id).alive, what="exit")
+    waiting = lab.reconcile()
+    assert "keeps exiting" in waiting.stdout and "next start in" in waiting.stdout
+    assert not next(u for u in lab.units() if u.id == engine.id).alive
+
+
+STEPS = ["after-free", "after-start", "after-routers", "roll-drained", "roll-stopped",
+         "roll-started", "after-roll", "after-trim"]  # fmt: skip
+
+
+@pytest.mark.parametrize("step", STEPS)
+def test_sigkill_at_any_step_converges(lab: Lab, step: str) -> None:
+    lab.release(replicas=2, batch=128)
+    lab.reconcile()
+    lab.release(replicas=2, batch=64)  # a roll: every wave has work or passes through
+    killed = lab.reconcile(fault=step, ok=False)
+    assert killed.returncode == -signal.SIGKILL, killed.stdout + killed.stderr
+    lab.reconcile()
+    converged(lab, 2)
+    ids = [u.id for u in lab.units()]
+    assert len(ids) == len(set(ids)) == 3
+
+
+def test_two_reconcilers_one_lease(lab: Lab) -> None:
+    lab.release(replicas=1)
+    agent = lab.agent()
+    held = agent.lease("reconciler", "other-bot/1", 30)
+    assert held["held"]
+    refused = lab.reconcile(ok=False)
+    assert refused.returncode == 1
+    assert "being reconciled by other-bot/1" in refused.stderr
+    assert [u for u in lab.units() if u.alive] == []  # nothing was touched
+    agent.lease("reconciler", "other-bot/1", 0, release=True)
+    lab.reconcile()
+    converged(lab, 1)
+
+
+def test_an_unreachable_host_does_not_stop_the_others(lab: Lab) -> None:
+    lab.release(replicas=1, fleets="lab, lab2")
+    lab.servers["lab2"].kill()
+    partial = lab.reconcile(ok=False)
+    assert partial.returncode == 1 and "lab2" in partial.stdout + partial.stderr
+    converged(lab, 1)  # the reachable fleet converged
