@@ -13,10 +13,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 demo: $(STAMP)
-	$(BIN)/denv validate
-	$(BIN)/denv bench --workload agent --latency 'p99<1.5s'
-	$(BIN)/denv bench get 1
-	$(BIN)/denv fleet list
+	BIN=$(BIN) bash scripts/demo.sh
 
 lint: $(STAMP)
 	$(BIN)/ruff check reconciler tests scripts benchmarks

@@ -6,6 +6,7 @@ from __future__ import annotations
 import signal
 import sys
 import time
+from collections import Counter
 from types import FrameType
 from typing import Annotated, Any
 
@@ -157,7 +158,7 @@ def _rows(snap: Snapshot) -> list[dict[str, Any]]:
             running = {a.unit for a in actions if a.kind == ActionKind.KEEP}
             replicas = len(heads)
             ready = sum(1 for u in heads if u.id in running and probes.is_ready(u.unit))
-        drift = [a for a in actions if a.kind != ActionKind.KEEP]
+        drift = Counter(a.kind.value for a in actions if a.kind != ActionKind.KEEP)
         rows.append(
             {
                 "release": group.release,
@@ -168,7 +169,7 @@ def _rows(snap: Snapshot) -> list[dict[str, Any]]:
                 "replicas": replicas,
                 "ready": ready,
                 "endpoint": group.endpoint,
-                "drift": ", ".join(f"{a.kind.value} {a.unit}" for a in drift),
+                "drift": ", ".join(f"{kind} {count}" for kind, count in sorted(drift.items())),
                 "error": group.error,
             }
         )

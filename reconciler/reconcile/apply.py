@@ -214,7 +214,8 @@ class Applier:
         urls = {probes.base_url(u): u for u in engines}
         wanted = {url for url, u in urls.items() if url and url != leaving and probes.is_ready(u)}
         for url in sorted(wanted - set(listed)):
-            if probes.add_worker(router, url):
+            if probes.add_worker(router, url):  # queued by the router: wait until it serves it
+                probes.wait_until(functools.partial(probes.serves, router, url), 10)
                 self.report.done["router-add"] += 1
         for url, worker in sorted(listed.items()):
             if url not in wanted and probes.remove_worker(router, worker):

@@ -128,7 +128,7 @@ class Reconciler:
             try:
                 agent = self._lease_agent(repo, fleet)
                 answer = agent.lease(LEASE, self.holder, self.lease_ttl, note=note)
-                if not answer["held"] and self._dead_here(answer["holder"]):
+                if not answer["held"] and self._dead_here(answer["holder"] or ""):
                     agent.lease(LEASE, answer["holder"], 0, release=True)  # a killed bot of ours
                     answer = agent.lease(LEASE, self.holder, self.lease_ttl, note=note)
             except DenvError as exc:

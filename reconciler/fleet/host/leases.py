@@ -21,12 +21,12 @@ def lease(name, holder, ttl, release=False, note=None, peek=False):
         fcntl.flock(handle, fcntl.LOCK_EX)
         now = time.time()
         current = read_json(path)
-        free = current is None or current["expires"] <= now or current["holder"] == holder
+        free = current is None or current["expires"] <= now or current["holder"] in (holder, None)
         if peek:
             return dict(current or {}, name=name, held=False, now=now)
-        if release:
+        if release:  # the note (the last pass) stays for `denv status`
             if current is not None and current["holder"] == holder:
-                os.unlink(path)
+                write_atomic(path, dict(current, holder=None, expires=0))
             return {"name": name, "held": False, "holder": None, "expires": None}
         if not free:
             return dict(current, name=name, held=False, now=now)

@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# `make demo`: denv's main job on the embedded default — the local fleet of simulated GPUs.
+# Everything happens in a throwaway clone of this repository, with the agent's state and the
+# bot's cache beside it; the clone, the units and the state are removed at the end.
+set -euo pipefail
+
+BIN=${BIN:-.venv/bin}
+DENV="$PWD/$BIN/denv"
+PY="$PWD/$BIN/python"
+WORK=$(mktemp -d -t denv-demo.XXXXXX)
+export DENV_HOME="$WORK/home" DENV_CACHE="$WORK/cache"
+unset DENV_REPO
+
+teardown() {
+  # Whatever happened above, no simulator or router outlives the demo.
+  "$PY" - "$DENV_HOME" <<'EOF' || true
+import os, sys
+from reconciler.fleet.hostagent import AgentClient
+from reconciler.fleet.transport import LocalTransport
+agent = AgentClient(LocalTransport(env={**os.environ, "DENV_HOME": sys.argv[1]}), python=sys.executable)
+for unit in agent.units():
+    agent.stop(unit.id, grace=2)
+EOF
+  rm -rf "$WORK"
+}
+trap teardown EXIT
+
+step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
+
+step "Choose: published results ranked for an agent workload under a p99 target"
+"$DENV" validate
+"$DENV" bench --workload agent --latency 'p99<1.5s'
+"$DENV" fleet list
+
+step "A throwaway clone of this repository: the desired state lives in git"
+git clone -q . "$WORK/repo"
+git -C "$WORK/repo" config user.name "denv demo"
+git -C "$WORK/repo" config user.email "demo@denv.invalid"
+REPO="$WORK/repo"
+
+step "Plan, then reconcile the example release onto the local fleet"
+"$DENV" plan --repo "$REPO"
+"$DENV" reconcile --once --repo "$REPO"
+"$DENV" status --repo "$REPO"
+
+step "Requests through the endpoint with the official openai client"
+ENDPOINT=$("$DENV" status --repo "$REPO" --json | "$PY" -c \
+  'import json,sys; print(json.load(sys.stdin)["deployments"][0]["endpoint"])')
+"$PY" - "$ENDPOINT" <<'EOF'
+import sys, openai
+client = openai.OpenAI(base_url=sys.argv[1] + "/v1", api_key="unused")
+for question in ("What is a canary release?", "Name three GPU interconnects."):
+    answer = client.chat.completions.create(
+        model="chat-8b", messages=[{"role": "user", "content": question}], max_tokens=12
+    )
+    print(f"> {question}\n  {answer.choices[0].message.content}  "
+          f"({answer.usage.completion_tokens} tokens, simulated engine)")
+EOF
+
+step "Change a setting in git, commit, and watch the rolling replace"
+sed -i 's/settings: { max_batch: 128 }/settings: { max_batch: 64 }/' "$REPO/releases/chat-8b/denv.yaml"
+git -C "$REPO" commit -q -am "chat-8b: max_batch 64"
+"$DENV" plan --repo "$REPO"
+"$DENV" reconcile --once --repo "$REPO"
+"$DENV" status --repo "$REPO"
+
+step "Tear down: the release leaves git, its units stop"
+git -C "$REPO" rm -q -r releases/chat-8b
+git -C "$REPO" commit -q -m "retire chat-8b"
+"$DENV" reconcile --once --repo "$REPO"
