@@ -1,5 +1,8 @@
 """Adapter: carrying out a plan on the fleets, wave by wave, health-gated.
 
+0. prepare — every host that starts or replaces a unit makes its runtime and weights ready
+   (reconciler.fleet.prepare), before any replica is stopped; a deployment with a host that
+   cannot is left as it runs;
 1. free — stop units nothing wants (their GPUs and ports may be where new units go);
 2. start — engines, wait until ready, then routers, wait until ready;
 3. routers — each router's worker list made to match the replicas that are ready;
@@ -30,10 +33,11 @@ from reconciler.errors import DenvError
 from reconciler.fleet.hostagent import AgentClient
 from reconciler.fleet.observe import Transports
 from reconciler.fleet.observed import UnitRecord
+from reconciler.fleet.prepare import JobState, prepare_hosts, prepare_payload, weights_request
 from reconciler.fleet.transport import host_python
 from reconciler.reconcile import probes
 from reconciler.reconcile.desired import DesiredDeployment
-from reconciler.reconcile.plan import Action, Plan, Wave
+from reconciler.reconcile.plan import Action, ActionKind, Plan, Wave
 from reconciler.spec.repo import Repo
 
 FAULT_ENV = "DENV_FAULT_KILL_AT"  # test hook: SIGKILL ourselves at this step boundary
@@ -128,9 +132,12 @@ class Applier:
     # --- the waves -----------------------------------------------------------------------
 
     def apply(self, plan: Plan, deployments: Sequence[DesiredDeployment]) -> ApplyReport:
+        blocked = self._prepare(plan)
         by_wave: dict[Wave, list[Action]] = {}
         for action in plan.actions:
-            by_wave.setdefault(action.wave, []).append(action)
+            if (action.release, action.stage, action.fleet) not in blocked:
+                by_wave.setdefault(action.wave, []).append(action)
+        fault_point("after-prepare")
         self._stop_all(by_wave.get(Wave.FREE, []))
         fault_point("after-free")
         self._start(by_wave.get(Wave.START, []))
@@ -143,6 +150,43 @@ class Applier:
         self._stop_all(by_wave.get(Wave.TRIM, []))  # their routers were synced
         fault_point("after-trim")
         return self.report
+
+    def _prepare(self, plan: Plan) -> set[tuple[str, str, str]]:
+        """Runtimes and weights ready on every host before anything is stopped; the
+        deployments with a host that could not prepare are left as they run (returned)."""
+        wanted: dict[tuple[str, str, str | None], list[Action]] = {}
+        for action in plan.actions:
+            unit = action.desired
+            if action.kind == ActionKind.KEEP or action.kind == ActionKind.STOP or unit is None:
+                continue
+            if unit.need is not None or unit.weights is not None:
+                wanted.setdefault((action.fleet, action.host, unit.weights), []).append(action)
+        if not wanted:
+            return set()
+        agents, payloads = {}, {}
+        for (fleet, host, weights), actions in sorted(wanted.items(), key=str):
+            key = f"{host} {weights or ''}".strip()
+            needs = [a.desired.need for a in actions if a.desired and a.desired.need]
+            spec = self.repo.fleets[fleet]
+            payloads[key] = prepare_payload(needs, weights_request(spec, weights), host)
+            agents[key] = self.agent(fleet, host)
+        parallel = min(self.repo.fleets[f].weights.parallel for f, _, _ in wanted)
+        shown: dict[str, str] = {}
+
+        def progress(key: str, state: JobState) -> None:
+            line = f"{state.step} {state.bytes_done / 1e9:.1f}/{state.bytes_total / 1e9:.1f} GB"
+            if shown.get(key) != state.step:  # one line per step and host
+                shown[key] = state.step
+                self.say(f"prepare {key}: {line}")
+
+        _, errors = prepare_hosts(agents, payloads, parallel, progress)
+        blocked: set[tuple[str, str, str]] = set()
+        for (_, host, weights), actions in wanted.items():
+            error = errors.get(f"{host} {weights or ''}".strip())
+            if error is not None:
+                self.report.errors.append(f"{error}; nothing of it was stopped or started")
+                blocked |= {(a.release, a.stage, a.fleet) for a in actions}
+        return blocked
 
     def _stop_all(self, actions: list[Action]) -> None:
         for action in actions:

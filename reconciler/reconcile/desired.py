@@ -15,12 +15,14 @@ from typing import Any
 
 from reconciler.catalog.deployments import Deployment, deployments
 from reconciler.engines.base import url
+from reconciler.engines.runtime import HostRuntime, Need
 from reconciler.engines.units import EngineContext, Unit
 from reconciler.errors import DenvError
 from reconciler.fleet.launching import launch_payload, unit_digest
 from reconciler.fleet.observe import FleetObservation
 from reconciler.fleet.observed import UnitRecord
 from reconciler.fleet.transport import host_python
+from reconciler.reconcile.hostrun import fleet_home, host_runtimes, runnable, weights_dir
 from reconciler.reconcile.labels import DeploymentKey, unit_id, unit_labels
 from reconciler.reconcile.placing import FleetPlacer
 from reconciler.reconcile.revisions import Pending, StageRevision, Stages
@@ -39,11 +41,16 @@ class DesiredUnit(Spec):
     digest: str  # unit_digest: what the agent compares to see a changed spec
     labels: dict[str, str]
     replica_gpus: int  # GPUs of the whole replica the unit belongs to; 0 for a router
-    unit: Unit
+    unit: Unit  # as its host runs it (in its container or venv)
+    need: Need | None = None  # the runtime `prepare` makes ready first; None: the simulator
+    weights: str | None = None  # the weights `prepare` caches on the host first
+    cleanup: list[str] | None = None
+    image: str | None = None
 
     def payload(self) -> dict[str, Any]:
         """What the agent's `launch` reads on stdin."""
-        return {**launch_payload(self.unit, self.id), "labels": dict(self.labels)}
+        payload = launch_payload(self.unit, self.id, self.cleanup, self.image)
+        return {**payload, "labels": dict(self.labels)}
 
 
 class DesiredDeployment(Spec):
@@ -150,6 +157,8 @@ def desired_units(
         observation = observations.get(name)
         size = domain_size(head, name) or 1
         placer = FleetPlacer(fleet, size, observation, keeps, base_port)
+        runtimes = host_runtimes(fleet, hardware, observation)
+        home = fleet_home(fleet, observation)
         sizes: set[int] = set()
         for deployment, stage, repo in items:
             context = EngineContext(
@@ -158,13 +167,15 @@ def desired_units(
                 python=python(fleet),
                 engine_python=python(fleet),
                 base_port=base_port,
+                # real engines load the weights the prepare step cached on the host
+                model_path=None if fleet.simulated else weights_dir(home, deployment.weights),
             )
             try:
                 units = placer.add(deployment, context)
+                planned.append(_deployment(deployment, stage, units, runtimes, fleet.simulated))
             except DenvError as exc:
                 errors.append(_error(stage, name, str(exc)))
                 continue
-            planned.append(_deployment(deployment, stage, units))
             sizes |= {u.replica_gpus for u in planned[-1].units if u.replica_gpus}
         fleets[name] = FleetCapacity(
             fleet=name,
@@ -210,22 +221,42 @@ def _resolve(
 
 
 def _deployment(
-    deployment: Deployment, stage: StageRevision, units: list[Unit]
+    deployment: Deployment,
+    stage: StageRevision,
+    units: list[Unit],
+    runtimes: Mapping[str, HostRuntime],
+    simulated: bool,
 ) -> DesiredDeployment:
     key = (deployment.release, deployment.stage, deployment.fleet)
     sizes = {role: pool.gpus for role, pool in deployment.recipe.topology.pools()}
-    wanted = tuple(
-        DesiredUnit(
-            id=unit_id(*key, unit.name),
-            fleet=deployment.fleet,
-            host=unit.host,
-            digest=unit_digest(unit),
-            labels=unit_labels(key, stage.revision, unit),
-            replica_gpus=0 if unit.role == "router" else sizes.get(unit.role, unit.gpus),
-            unit=unit,
+    engine = deployment.recipe.engine
+    wanted = []
+    for unit in units:
+        weights = None if simulated or unit.role == "router" else deployment.weights
+        runs = runnable(
+            unit,
+            unit_id(*key, unit.name),
+            engine.version,
+            engine.image,
+            runtimes[unit.host],
+            weights,
         )
-        for unit in units
-    )
+        container = runs.need is not None and runs.need.kind == "container"
+        wanted.append(
+            DesiredUnit(
+                id=unit_id(*key, unit.name),
+                fleet=deployment.fleet,
+                host=unit.host,
+                digest=unit_digest(runs.unit),
+                labels=unit_labels(key, stage.revision, unit),
+                replica_gpus=0 if unit.role == "router" else sizes.get(unit.role, unit.gpus),
+                unit=runs.unit,
+                need=runs.need,
+                weights=weights,
+                cleanup=runs.cleanup,
+                image=runs.need.name if container and runs.need is not None else None,
+            )
+        )
     router = next((u for u in units if u.role == "router" and u.port is not None), None)
     return DesiredDeployment(
         release=deployment.release,
@@ -234,7 +265,7 @@ def _deployment(
         revision=stage.revision,
         gpus=deployment.gpus,
         endpoint=url(router.address, router.port) if router and router.port else None,
-        units=wanted,
+        units=tuple(wanted),
     )
 
 

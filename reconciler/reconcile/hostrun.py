@@ -1,0 +1,65 @@
+"""Pure logic: how each host of a fleet runs its units — the runtime (container, venv, or the
+simulator) from the fleet file and what the agent reported, and where the weights sit.
+
+The agent's home is read from one probe; the hosts of a fleet are expected to run the agent
+as the same user (the same home), so a deployment's weights path is the same on every host.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Literal
+
+from reconciler.engines.runtime import HostRuntime, Runnable, choose_runtime, in_runtime
+from reconciler.engines.units import Unit
+from reconciler.fleet.observe import FleetObservation
+from reconciler.spec.catalog import Hardware
+from reconciler.spec.fleet import Fleet
+
+
+def weights_dir(home: str, source: str) -> str:
+    """Where the agent caches `source` (host/weights.py keys its cache the same way)."""
+    return f"{home}/weights/{hashlib.sha256(source.encode()).hexdigest()[:16]}"
+
+
+def fleet_home(fleet: Fleet, observation: FleetObservation | None) -> str:
+    """The agent's home on the fleet's hosts: as probed, else the SSH user's default."""
+    if observation is not None:
+        for seen in observation.hosts.values():
+            if seen.home:
+                return seen.home
+    user = fleet.ssh.user if fleet.ssh is not None else "root"
+    return "/root/.denv" if user == "root" else f"/home/{user}/.denv"
+
+
+def host_runtimes(
+    fleet: Fleet, hardware: Hardware, observation: FleetObservation | None
+) -> dict[str, HostRuntime]:
+    """host -> its runtime (hosts not observed: as if they had no container engine)."""
+    home = fleet_home(fleet, observation)
+    vendor: Literal["nvidia", "amd"] = "amd" if hardware.vendor == "amd" else "nvidia"
+    found: dict[str, HostRuntime] = {}
+    for host in fleet.hosts:
+        seen = observation.hosts.get(host.name) if observation is not None else None
+        engine = seen.container_engine if seen is not None else None
+        found[host.name] = choose_runtime(
+            fleet.runtime,
+            fleet.simulated,
+            engine if engine in ("docker", "podman") else None,  # type: ignore[arg-type]
+            seen.home if seen is not None and seen.home else home,
+            vendor,
+        )
+    return found
+
+
+def runnable(
+    unit: Unit,
+    unit_id: str,
+    version: str,
+    image: str | None,
+    runtime: HostRuntime,
+    weights: str | None,
+) -> Runnable:
+    """The unit as its host runs it, with what must be prepared there first."""
+    mount = weights_dir(runtime.home, weights) if weights is not None else None
+    return in_runtime(unit, unit_id, version, runtime, image, mount)
