@@ -6,10 +6,14 @@
 1. free — stop units nothing wants (their GPUs and ports may be where new units go);
 2. start — engines, wait until ready, then routers, wait until ready;
 3. routers — each router's worker list made to match the replicas that are ready;
-4. roll — replica by replica: out of the router, drained (in-flight requests finish, up to a
-   grace time), stopped, started on the new spec, ready, back into the router; one replica
-   unavailable at a time (`max_unavailable`); a replica that never becomes ready is put back
-   on its previous spec and the roll of that deployment stops with the error;
+4. roll — replica by replica. Where free GPUs allow (surge), a replica of the new spec starts
+   first beside the old one, on other GPUs and another port, and joins the router; then the
+   old replica leaves the router, drains (in-flight requests finish, up to a grace time),
+   stops, starts again on the new spec in its own place, becomes ready and rejoins; then the
+   surge replica drains and stops. Without free GPUs the same happens without the surge
+   replica: one replica unavailable at a time, refused when the gates policy says
+   `max_unavailable: 0`. A replica that never becomes ready is put back on its previous spec
+   and the roll of that deployment stops with the error;
 5. trim — what a deployment no longer needs leaves its router, drains, and stops.
 
 Every step reads what it needs from the plan, which is computed afresh from what the agents
@@ -25,19 +29,23 @@ import os
 import signal
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
+from reconciler.engines.units import Unit
 from reconciler.errors import DenvError
 from reconciler.fleet.hostagent import AgentClient
-from reconciler.fleet.observe import Transports
+from reconciler.fleet.launching import launch_payload
+from reconciler.fleet.observe import FleetObservation, Transports
 from reconciler.fleet.observed import UnitRecord
+from reconciler.fleet.placement import declared_states, trial_gpus
 from reconciler.fleet.prepare import JobState, prepare_hosts, prepare_payload, weights_request
 from reconciler.fleet.transport import host_python
 from reconciler.reconcile import probes
 from reconciler.reconcile.desired import DesiredDeployment
 from reconciler.reconcile.plan import Action, ActionKind, Plan, Wave
+from reconciler.reconcile.surge import surge_unit
 from reconciler.spec.repo import Repo
 
 FAULT_ENV = "DENV_FAULT_KILL_AT"  # test hook: SIGKILL ourselves at this step boundary
@@ -48,7 +56,6 @@ class ApplyOptions:
     ready_timeout: float = 900.0  # an engine loading hundreds of GB of weights takes minutes
     drain_grace: float = 30.0  # in-flight streams get this long to finish
     stop_grace: float = 10.0  # SIGTERM, then SIGKILL
-    max_unavailable: int = 1
     backoff_base: float = 10.0  # crash loop: after the first restart 10, 20, 40 … seconds
     backoff_max: float = 300.0
 
@@ -92,6 +99,8 @@ class Applier:
         self.stopping = stopping  # SIGTERM: finish the current action, start no other
         self.heartbeat = heartbeat  # renews the fleets' leases during a long apply
         self.report = ApplyReport()
+        self.observations: Mapping[str, FleetObservation] = {}
+        self.surging: set[str] = set()  # URLs of surge replicas the routers keep meanwhile
 
     # --- agents --------------------------------------------------------------------------
 
@@ -120,7 +129,7 @@ class Applier:
         }
         self.agent(fleet, host).launch(payload)
 
-    def _guard(self, what: str, step: Callable[[], None]) -> bool:
+    def _guard(self, what: str, step: Callable[[], object]) -> bool:
         self.heartbeat()
         try:
             step()
@@ -131,7 +140,21 @@ class Applier:
 
     # --- the waves -----------------------------------------------------------------------
 
-    def apply(self, plan: Plan, deployments: Sequence[DesiredDeployment]) -> ApplyReport:
+    def apply(
+        self,
+        plan: Plan,
+        deployments: Sequence[DesiredDeployment],
+        observations: Mapping[str, FleetObservation] | None = None,
+    ) -> ApplyReport:
+        self.observations = observations or {}
+        self._desired_gpus: dict[tuple[str, str], set[int]] = {}
+        self._desired_ports: dict[tuple[str, str], set[int]] = {}
+        for deployment in deployments:
+            for wanted in deployment.units:
+                key = (wanted.fleet, wanted.host)
+                self._desired_gpus.setdefault(key, set()).update(wanted.unit.gpu_indices)
+                if wanted.unit.port:
+                    self._desired_ports.setdefault(key, set()).add(wanted.unit.port)
         blocked = self._prepare(plan)
         by_wave: dict[Wave, list[Action]] = {}
         for action in plan.actions:
@@ -257,6 +280,7 @@ class Applier:
             return  # not up (yet): the next pass syncs it
         urls = {probes.base_url(u): u for u in engines}
         wanted = {url for url, u in urls.items() if url and url != leaving and probes.is_ready(u)}
+        wanted |= {url for url in self.surging if url != leaving}
         for url in sorted(wanted - set(listed)):
             if probes.add_worker(router, url):  # queued by the router: wait until it serves it
                 probes.wait_until(functools.partial(probes.serves, router, url), 10)
@@ -291,6 +315,81 @@ class Applier:
         assert action.running is not None and action.desired is not None
         changed = ", ".join(c.name or c.field for c in action.changes) or "spec"
         self.say(f"~ replace {action.unit} on {action.host} ({changed})")
+        surge = self._surge(action, deployment) if action.surge else None
+        if surge is None and action.role != "router" and self._unavailable_forbidden():
+            self.report.errors.append(
+                f"{action.unit}: no free GPUs for a surge replica and the gates policy allows "
+                f"no replica to be unavailable (max_unavailable: 0); not replaced"
+            )
+            return False
+        try:
+            return self._replace_in_place(action, deployment)
+        finally:
+            if surge is not None:
+                self._retire_surge(action, deployment, *surge)
+
+    def _unavailable_forbidden(self) -> bool:
+        return self.repo.policies.gates.max_unavailable == 0
+
+    def _surge(
+        self, action: Action, deployment: DesiredDeployment | None
+    ) -> tuple[Unit, str] | None:
+        """A replica of the new spec beside the old one, on free GPUs and a free port, in the
+        router before the old one leaves it: capacity never drops during the roll. None
+        when it cannot be placed (then the roll is one replica at a time)."""
+        assert action.desired is not None
+        surge = surge_unit(action.desired.unit, self._free_gpus(action), self._ports(action))
+        if surge is None or deployment is None:
+            return None
+        surge_id = f"{action.unit}~surge"
+        self._guard(surge_id, lambda: self._stop(action.fleet, action.host, surge_id))  # left over
+        payload = {**launch_payload(surge, surge_id), "labels": dict(action.desired.labels)}
+        self.say(f"+ surge {surge_id} on {action.host} (GPUs {surge.gpu_indices})")
+        agent = self.agent(action.fleet, action.host)
+        if not self._guard(surge_id, lambda: agent.launch(payload)):
+            return None
+        if not probes.wait_until(lambda: probes.is_ready(surge), self.options.ready_timeout):
+            self._guard(surge_id, lambda: self._stop(action.fleet, action.host, surge_id))
+            return None
+        url = probes.base_url(surge)
+        if url is not None:
+            self.surging.add(url)
+            self._sync_router(deployment)
+        fault_point("roll-surged")
+        return surge, surge_id
+
+    def _retire_surge(
+        self, action: Action, deployment: DesiredDeployment | None, surge: Unit, surge_id: str
+    ) -> None:
+        url = probes.base_url(surge)
+        self.surging.discard(url or "")
+        if deployment is not None:
+            self._sync_router(deployment)
+        probes.wait_until(
+            lambda: (probes.in_flight(surge) or 0) == 0, self.options.drain_grace, interval=0.1
+        )
+        self._guard(surge_id, lambda: self._stop(action.fleet, action.host, surge_id))
+
+    def _free_gpus(self, action: Action) -> list[int]:
+        """GPUs of the action's host that nothing uses now or after this pass (and that are
+        not kept for trials)."""
+        seen = self.observations.get(action.fleet)
+        if seen is None or action.host not in seen.hosts:
+            return []
+        fleet = self.repo.fleets[action.fleet]
+        states = declared_states(fleet)
+        trial = trial_gpus(fleet, states).get(action.host, set())
+        free = set(seen.free_gpus(action.host, trial))
+        return sorted(free - self._desired_gpus.get((action.fleet, action.host), set()))
+
+    def _ports(self, action: Action) -> set[int]:
+        seen = self.observations.get(action.fleet)
+        host = seen.hosts.get(action.host) if seen is not None else None
+        used = {u.port for u in host.units if u.port} if host is not None else set()
+        return used | self._desired_ports.get((action.fleet, action.host), set())
+
+    def _replace_in_place(self, action: Action, deployment: DesiredDeployment | None) -> bool:
+        assert action.running is not None and action.desired is not None
         if action.role != "router":
             self._drain(deployment, action)
             fault_point("roll-drained")

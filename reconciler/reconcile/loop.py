@@ -188,7 +188,8 @@ class Reconciler:
             stopping=self.stop_requested.is_set,
             heartbeat=lambda: self._renew(snap.repo),
         )
-        report = applier.apply(snap.plan.model_copy(update={"actions": actions}), deployments)
+        chosen = snap.plan.model_copy(update={"actions": actions})
+        report = applier.apply(chosen, deployments, snap.observations)
         report.errors += list(unreachable.values())
         result = PassResult(snap.head, snap.plan, report, time.monotonic() - started)
         note = {

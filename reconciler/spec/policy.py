@@ -65,6 +65,8 @@ class Gates(Spec):
     default_approvals: int = Field(default=1, ge=0)
     approvers: list[str] = []  # GitHub users or org/team; empty: anyone with write permission
     min_ready_fraction: float = Field(default=1.0, gt=0, le=1)
+    # A roll without free GPUs for a surge replica takes one replica out at a time; 0 forbids it.
+    max_unavailable: int = Field(default=1, ge=0, le=1)
     rollback_on_alarm: Literal["bake", "always"] = "bake"
     parity: ParityPolicy = ParityPolicy()
 

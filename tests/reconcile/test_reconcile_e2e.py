@@ -163,8 +163,11 @@ def test_deploy_scale_and_remove(lab: Lab) -> None:
     assert [u.id for u in lab.units() if u.alive] == []
 
 
-def test_rolling_replace_loses_no_request(lab: Lab) -> None:
-    lab.release(replicas=2, batch=128)
+@pytest.mark.parametrize("replicas", [1, 4])
+def test_rolling_replace_loses_no_request(lab: Lab, replicas: int) -> None:
+    """One replica on the 4-GPU host is covered by a surge replica on a free GPU; four take
+    every GPU, so they roll one at a time, the others serving."""
+    lab.release(replicas=replicas, batch=128)
     lab.reconcile()
     url = endpoint(lab.status())
     answered, failed = [0], []
@@ -183,7 +186,7 @@ def test_rolling_replace_loses_no_request(lab: Lab) -> None:
         worker.start()
     wait_for(lambda: answered[0] >= 5, timeout=30, what="traffic before the roll")
     before = {u.id: u.pid for u in lab.units()}
-    lab.release(replicas=2, batch=64)
+    lab.release(replicas=replicas, batch=64)
     rolled = lab.reconcile()
     seen = answered[0]
     wait_for(lambda: answered[0] >= seen + 5, timeout=30, what="traffic after the roll")
@@ -191,11 +194,12 @@ def test_rolling_replace_loses_no_request(lab: Lab) -> None:
     for worker in workers:
         worker.join(timeout=30)
     assert "~ replace" in rolled.stderr and "max_batch" in rolled.stderr
+    assert ("+ surge" in rolled.stderr) == (replicas < 4), rolled.stderr
     assert failed == []
     after = {u.id: u.pid for u in lab.units()}
     engines = [i for i in after if not i.endswith("router")]
     assert all(after[i] != before[i] for i in engines)  # every replica was replaced
-    converged(lab, 2)
+    converged(lab, replicas)
 
 
 def test_an_engine_crash_is_restarted_with_backoff(lab: Lab) -> None:
@@ -216,21 +220,22 @@ def test_an_engine_crash_is_restarted_with_backoff(lab: Lab) -> None:
     assert not next(u for u in lab.units() if u.id == engine.id).alive
 
 
-STEPS = ["after-free", "after-start", "after-routers", "roll-drained", "roll-stopped",
-         "roll-started", "after-roll", "after-trim"]  # fmt: skip
+STEPS = ["after-prepare", "after-free", "after-start", "after-routers", "roll-surged",
+         "roll-drained", "roll-stopped", "roll-started", "after-roll", "after-trim"]  # fmt: skip
 
 
 @pytest.mark.parametrize("step", STEPS)
 def test_sigkill_at_any_step_converges(lab: Lab, step: str) -> None:
-    lab.release(replicas=2, batch=128)
+    """A roll of one replica with a surge passes every step boundary."""
+    lab.release(replicas=1, batch=128)
     lab.reconcile()
-    lab.release(replicas=2, batch=64)  # a roll: every wave has work or passes through
+    lab.release(replicas=1, batch=64)
     killed = lab.reconcile(fault=step, ok=False)
     assert killed.returncode == -signal.SIGKILL, killed.stdout + killed.stderr
     lab.reconcile()
-    converged(lab, 2)
+    converged(lab, 1)
     ids = [u.id for u in lab.units()]
-    assert len(ids) == len(set(ids)) == 3
+    assert len(ids) == len(set(ids)) == 2  # no surge replica or duplicate is left
 
 
 def test_two_reconcilers_one_lease(lab: Lab) -> None:
