@@ -134,21 +134,24 @@ class SshLab:
         index = next(_NAMESPACE_IDS) % 250  # link names are at most 15 characters
         tag = f"{os.getpid() % 10000}x{index}"
         namespace, outside, inside = f"denvt{tag}", f"dvo{tag}", f"dvi{tag}"
-        subnet = f"10.231.{index}"
+        # a /30 of its own: the third octet from the pid, so test runs side by side differ
+        octet, base = os.getpid() % 250, (index % 64) * 4
+        subnet, near, far = f"10.231.{octet}", f"{base + 1}", f"{base + 2}"
         run("ip", "netns", "add", namespace)
         self.namespaces.append(namespace)
         run("ip", "link", "add", outside, "type", "veth", "peer", "name", inside)
         self.links.append(outside)
         run("ip", "link", "set", inside, "netns", namespace)
-        run("ip", "addr", "add", f"{subnet}.1/30", "dev", outside)
+        run("ip", "addr", "add", f"{subnet}.{near}/30", "dev", outside)
         run("ip", "link", "set", outside, "up")
-        run("ip", "netns", "exec", namespace, "ip", "addr", "add", f"{subnet}.2/30", "dev", inside)
+        inner = f"{subnet}.{far}"
+        run("ip", "netns", "exec", namespace, "ip", "addr", "add", f"{inner}/30", "dev", inside)
         run("ip", "netns", "exec", namespace, "ip", "link", "set", inside, "up")
         run("ip", "netns", "exec", namespace, "ip", "link", "set", "lo", "up")
-        route = run("ip", "route", "get", f"{subnet}.2")
+        route = run("ip", "route", "get", inner)
         if f"dev {outside}" not in route:  # never let test traffic leave this machine
-            raise RuntimeError(f"route to {subnet}.2 does not use {outside}: {route}")
-        return f"{subnet}.2", namespace
+            raise RuntimeError(f"route to {inner} does not use {outside}: {route}")
+        return inner, namespace
 
     def stop(self) -> None:
         for server in self.servers:

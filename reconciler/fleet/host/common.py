@@ -1,8 +1,11 @@
 """What every verb of the host agent shares: where state lives, JSON files written atomically,
 and whether a recorded process still runs. Stdlib only, Python 3.8+."""
 
+import contextlib
+import fcntl
 import json
 import os
+import subprocess
 import sys
 import tempfile
 
@@ -86,3 +89,29 @@ def option(args, name, default):
             raise AgentError(f"{name} needs a value")
         return args[index + 1]
     return default
+
+
+@contextlib.contextmanager
+def file_lock(folder, name, wait=True):
+    """Hold the lock `folder/.lock-<name>`; with wait=False, yield False when another holds it."""
+    os.makedirs(folder, exist_ok=True)
+    with open(os.path.join(folder, ".lock-" + name), "w") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            yield False
+            return
+        yield True
+
+
+def detach(verb, argument, env=None):
+    """Start this agent's `verb argument` in its own session: it outlives the SSH call."""
+    return subprocess.Popen(
+        [sys.executable, agent_path(), verb, argument],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+        close_fds=True,
+        env=env,
+    )

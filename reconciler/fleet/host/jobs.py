@@ -5,13 +5,11 @@ by the next `prepare`; every step it runs is idempotent."""
 
 import os
 import signal
-import subprocess
-import sys
 import time
 
 import runtimes
 import weights
-from common import JOBS, AgentError, agent_path, alive, read_json, start_time, write_atomic
+from common import JOBS, AgentError, alive, detach, read_json, start_time, write_atomic
 
 REPORT_EVERY = 0.5  # seconds between progress writes
 
@@ -63,15 +61,7 @@ def start(payload, path):
     env = dict(os.environ)
     if secret:
         env["HF_TOKEN"] = secret
-    job = subprocess.Popen(
-        [sys.executable, agent_path(), "run-job", payload["id"]],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-        close_fds=True,
-        env=env,
-    )
+    job = detach("run-job", payload["id"], env)
     deadline = time.time() + 10
     while time.time() < deadline:
         state = read_json(path)

@@ -7,31 +7,22 @@ next build. Images are pulled once and pinned to the digest the pull resolved.
 """
 
 import contextlib
-import fcntl
 import os
 import shutil
 import subprocess
 import sys
 import time
 
-from common import ENGINES, AgentError, read_json, write_atomic
+from common import ENGINES, AgentError, file_lock, read_json, write_atomic
 
 MARKER = ".denv-complete"  # written last, inside the build folder, before the rename
 USED = ".denv-used"  # created when a unit first runs from the environment
 IMAGES = os.path.join(ENGINES, "images.json")
 
 
-@contextlib.contextmanager
 def locked(name, wait=True):
-    """Hold the lock of one runtime name; with wait=False, yield False when a build holds it."""
-    os.makedirs(ENGINES, exist_ok=True)
-    with open(os.path.join(ENGINES, ".lock-" + name), "w") as handle:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            yield False
-            return
-        yield True
+    """The lock of one runtime name; with wait=False, it yields False when a build holds it."""
+    return file_lock(ENGINES, name, wait)
 
 
 def run_step(argv, what, timeout=3600):

@@ -4,7 +4,6 @@ import contextlib
 import os
 import signal
 import subprocess
-import sys
 import time
 
 import runtimes
@@ -14,8 +13,8 @@ from common import (
     LOGS,
     UNITS,
     AgentError,
-    agent_path,
     alive,
+    detach,
     read_json,
     record_path,
     start_time,
@@ -78,14 +77,7 @@ def launch(unit):
     spec_file = path + ".launch"
     write_atomic(spec_file, {"record": record, "env": env, "cwd": unit.get("cwd") or HOME})
     # The supervisor detaches in its own session, so the unit outlives this SSH session.
-    supervisor = subprocess.Popen(
-        [sys.executable, agent_path(), "supervise", unit["id"]],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-        close_fds=True,
-    )
+    supervisor = detach("supervise", unit["id"])
     deadline = time.time() + 10
     while time.time() < deadline:  # the record is written before we answer
         current = read_json(path)

@@ -14,7 +14,6 @@ half-downloaded tree is never used. An interrupted download resumes from the par
 """
 
 import contextlib
-import fcntl
 import hashlib
 import json
 import os
@@ -26,7 +25,7 @@ import tempfile
 import threading
 import time
 
-from common import HOME, WEIGHTS, AgentError, agent_path, emit, read_json, write_atomic
+from common import HOME, WEIGHTS, AgentError, agent_path, emit, file_lock, read_json, write_atomic
 
 MANIFEST = ".denv-manifest.json"  # written last, inside the tree, before the rename
 HF_SOURCE = re.compile(r"^hf://([A-Za-z0-9._-]+/[A-Za-z0-9._-]+)@([0-9a-f]{7,40})$")
@@ -97,17 +96,9 @@ def fetch_weights(spec, progress):
         raise AgentError(f"{host_of(spec)}: weights {source}: unknown scheme")
 
 
-@contextlib.contextmanager
 def locked(key, wait=True):
-    """Hold the lock of one cache entry; with wait=False, yield False when a fetch holds it."""
-    os.makedirs(WEIGHTS, exist_ok=True)
-    with open(os.path.join(WEIGHTS, ".lock-" + key), "w") as handle:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            yield False
-            return
-        yield True
+    """The lock of one cache entry; with wait=False, it yields False when a fetch holds it."""
+    return file_lock(WEIGHTS, key, wait)
 
 
 def host_of(spec):
