@@ -21,6 +21,7 @@ from reconciler.errors import DenvError, UsageError
 from reconciler.fleet.hostagent import AgentClient
 from reconciler.fleet.observe import Transports
 from reconciler.fleet.transport import host_python
+from reconciler.parity.deploytime import deploy_time_parity
 from reconciler.reconcile import probes
 from reconciler.reconcile.apply import ApplyOptions
 from reconciler.reconcile.loop import LEASE, BotMetrics, PassResult, Reconciler, planned_fleets
@@ -61,11 +62,13 @@ def reconcile(
     metrics = BotMetrics()
     if metrics_port is not None:
         start_http_server(metrics_port, registry=metrics.registry)
+    source = GitSource(repo, cache_dir(), branch="main")
+
+    def say(message: str) -> None:
+        out.print(message, markup=False, highlight=False, soft_wrap=True)
+
     bot = Reconciler(
-        GitSource(repo, cache_dir(), branch="main"),
-        options,
-        say=lambda m: out.print(m, markup=False, highlight=False, soft_wrap=True),
-        metrics=metrics,
+        source, options, say=say, metrics=metrics, checks=deploy_time_parity(source, say)
     )
 
     def finish(signum: int, frame: FrameType | None) -> None:
@@ -118,7 +121,8 @@ def status(repo: LocationOption = ".", as_json: JsonOption = False) -> None:
     finally:
         transports.close()
     if as_json:
-        print_json({"head": snap.head, "deployments": rows, "bot": notes})
+        checks = {k: v for n in notes.values() for k, v in ((n or {}).get("checks") or {}).items()}
+        print_json({"head": snap.head, "deployments": rows, "bot": notes, "parity": checks})
         return
     table = Table(
         "RELEASE", "STAGE", "FLEET", "DESIRED", "RUNNING", "READY", "ENDPOINT", "DRIFT", box=None
@@ -138,12 +142,32 @@ def status(repo: LocationOption = ".", as_json: JsonOption = False) -> None:
     for row in rows:
         if row["error"]:
             console.print(f"{row['release']}/{row['stage']} on {row['fleet']}: {row['error']}")
+    shown: set[str] = set()
+    for note in notes.values():
+        for key, found in sorted(((note or {}).get("checks") or {}).items()):
+            if key not in shown:
+                shown.add(key)
+                console.print(_parity_line(key, found), markup=False)
     for fleet, note in sorted(notes.items()):
         if note is None:
             console.print(f"{fleet}: no reconciler has run here yet", markup=False)
             continue
         age = time.time() - note["at"]
         console.print(f"{fleet}: last pass {age:.0f}s ago: {note['summary']}", markup=False)
+
+
+def _parity_line(key: str, found: dict[str, Any]) -> str:
+    """One stage's deploy-time parity, as `denv status` shows it."""
+    if found["state"] == "waiting":
+        return f"{key}: parity waits until every fleet of the stage is ready"
+    if found["state"] == "error":
+        return f"{key}: DEGRADED: parity could not run: {found['error']}"
+    line = f"{key}: {found['verdict']} against {found['reference']}"
+    if found["degraded"]:
+        line = f"{key}: DEGRADED (no promotion): {found['verdict']}; failing: " + ", ".join(
+            found["failing"]
+        )
+    return line
 
 
 def _rows(snap: Snapshot) -> list[dict[str, Any]]:

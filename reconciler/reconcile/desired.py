@@ -58,6 +58,7 @@ class DesiredDeployment(Spec):
     stage: str
     fleet: str
     revision: str
+    recipe: str = ""  # the recipe id it runs (a stage may name one per fleet)
     gpus: int
     endpoint: str | None  # the router's URL
     units: tuple[DesiredUnit, ...]  # engines in placement order, router last
@@ -263,6 +264,7 @@ def _deployment(
         stage=deployment.stage,
         fleet=deployment.fleet,
         revision=stage.revision,
+        recipe=deployment.recipe.id,
         gpus=deployment.gpus,
         endpoint=url(router.address, router.port) if router and router.port else None,
         units=tuple(wanted),

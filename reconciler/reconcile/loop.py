@@ -31,6 +31,8 @@ from reconciler.reconcile.source import GitSource
 from reconciler.spec.repo import Repo
 
 LEASE = "reconciler"
+# After each pass: (the snapshot, the last results) -> results, kept with the pass's note.
+Checks = Callable[[Snapshot, dict[str, Any]], dict[str, Any]]
 DEFAULTS = ApplyOptions()
 
 
@@ -98,6 +100,7 @@ class Reconciler:
         lease_ttl: float = 60.0,
         say: Callable[[str], None] = lambda message: None,
         metrics: BotMetrics | None = None,
+        checks: Checks | None = None,
     ) -> None:
         self.source = source
         self.options = options
@@ -109,6 +112,8 @@ class Reconciler:
         self.stop_requested = threading.Event()
         self._held: dict[str, float] = {}  # fleet -> when we last renewed
         self._repo: Repo | None = None  # the last head read: where the leases are
+        self.checks = checks  # after apply, e.g. deploy-time parity (a layer above ours)
+        self._checked: dict[str, Any] = {}  # the last checks' results, kept with the leases
 
     def close(self) -> None:
         """Give the leases back (the next bot need not wait for them to expire) and hang up."""
@@ -128,6 +133,8 @@ class Reconciler:
             try:
                 agent = self._lease_agent(repo, fleet)
                 answer = agent.lease(LEASE, self.holder, self.lease_ttl, note=note)
+                if answer.get("note") and not self._checked:  # what the last bot found
+                    self._checked = dict(answer["note"].get("checks") or {})
                 if not answer["held"] and self._dead_here(answer["holder"] or ""):
                     agent.lease(LEASE, answer["holder"], 0, release=True)  # a killed bot of ours
                     answer = agent.lease(LEASE, self.holder, self.lease_ttl, note=note)
@@ -191,6 +198,8 @@ class Reconciler:
         chosen = snap.plan.model_copy(update={"actions": actions})
         report = applier.apply(chosen, deployments, snap.observations)
         report.errors += list(unreachable.values())
+        if self.checks is not None and not self.stop_requested.is_set():
+            self._checked = self.checks(snap, self._checked)
         result = PassResult(snap.head, snap.plan, report, time.monotonic() - started)
         note = {
             "head": snap.head,
@@ -198,6 +207,7 @@ class Reconciler:
             "errors": report.errors + [e.message for e in snap.plan.errors],
             "waiting": report.waiting,
             "summary": result.summary(),
+            "checks": self._checked,
         }
         self._take(snap.repo, [f for f in fleets if f not in unreachable], note=note)
         self._count(result)

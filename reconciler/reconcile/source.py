@@ -114,6 +114,18 @@ class GitSource:
             self._loaded.popitem(last=False)
         return loaded
 
+    def read(self, commit: str, path: str) -> bytes | None:
+        """One file's bytes at `commit`, None when it is not there."""
+        repo = pygit2.Repository(str(self.git_dir))
+        found = repo.get(commit)
+        if not isinstance(found, pygit2.Commit):
+            return None
+        try:
+            blob = found.tree / path
+        except KeyError:
+            return None
+        return blob.data if isinstance(blob, pygit2.Blob) else None
+
     def recent_fleets(self, commit: str, depth: int = HISTORY_DEPTH) -> set[str]:
         """Fleets the releases named in the last `depth` first-parent commits up to `commit`:
         where units of a release removed since may still run (the bot keeps no state of its

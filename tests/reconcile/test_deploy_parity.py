@@ -1,0 +1,55 @@
+"""Deploy-time parity: a stage serving the release's weights with different recipes on two
+fleets is checked with the parity suite once both are ready; status shows the verdict, and a
+recipe the simulator perturbs (an fp8 KV cache) marks the stage degraded."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tests.fleet.conftest import ssh_lab
+from tests.reconcile.test_reconcile_e2e import RELEASE, Lab, lab
+
+__all__ = ["lab", "ssh_lab"]  # fixtures
+
+FP8_KV = """\
+recipe:
+  id: llama-3.1-8b/vllm@9
+  model: llama-3.1-8b
+  engine: {name: vllm, version: 0.33.0}
+  hardware: [h200]
+  topology: {mode: aggregated, replicas: 1, gpus: 1, parallel: {tp: 1}}
+  settings: {kv_cache: {dtype: fp8}}
+"""
+
+
+def mixed(lab: Lab, recipe: str) -> dict[str, Any]:
+    text = RELEASE.format(replicas=1, batch=128, fleets="lab, lab2")
+    lab.repo.write("releases/chat-8b/denv.yaml", text + f"    recipes: {{lab2: {recipe}}}\n")
+    lab.repo.commit(f"chat-8b on lab2 with {recipe}")
+    done = lab.reconcile()
+    assert "parity chat-8b/canary: lab vs lab2" in done.stderr, done.stderr
+    status = lab.status()
+    found: dict[str, Any] = status["parity"]["chat-8b/canary"]
+    return found
+
+
+def test_two_engines_on_the_same_weights_pass(lab: Lab) -> None:
+    found = mixed(lab, "llama-3.1-8b/sglang@1")
+    assert (found["state"], found["degraded"], found["verdict"]) == (
+        "passed",
+        False,
+        "PARITY 512/512",
+    )
+    again = lab.reconcile()  # the result is kept until the revision or a recipe changes
+    assert "parity chat-8b/canary" not in again.stderr
+
+
+def test_an_fp8_kv_cache_marks_the_stage_degraded(lab: Lab) -> None:
+    lab.repo.write("recipes/llama-3.1-8b/vllm@9.yaml", FP8_KV)
+    found = mixed(lab, "llama-3.1-8b/vllm@9")
+    assert found["state"] == "failed" and found["degraded"] is True
+    passed, total = map(int, found["verdict"].removeprefix("PARITY ").split("/"))
+    assert total == 512 and 400 < passed < 512  # the simulator perturbs about a tenth
+    assert found["failing"] and all(isinstance(i, str) for i in found["failing"])
+    shown = lab.denv("status").stdout
+    assert "chat-8b/canary: DEGRADED (no promotion)" in shown
