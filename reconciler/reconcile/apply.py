@@ -32,6 +32,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from reconciler.engines.units import Unit
 from reconciler.errors import DenvError
@@ -77,9 +78,16 @@ def backoff(restarts: int, options: ApplyOptions) -> float:
     return float(min(options.backoff_base * 2 ** (restarts - 1), options.backoff_max))
 
 
+PAUSE_ENV = "DENV_FAULT_PAUSE_AT"  # test hook: "STEP:FILE" — create FILE, wait while it exists
+
+
 def fault_point(name: str) -> None:
     if os.environ.get(FAULT_ENV) == name:
         os.kill(os.getpid(), signal.SIGKILL)
+    step, _, marker = os.environ.get(PAUSE_ENV, "").partition(":")
+    if step == name and marker:
+        Path(marker).touch()
+        probes.wait_until(lambda: not Path(marker).exists(), timeout=120, interval=0.05)
 
 
 class Applier:
@@ -253,11 +261,14 @@ class Applier:
 
     def _wait_ready(self, action: Action) -> bool:
         assert action.desired is not None
-        unit = action.desired.unit
-        agent = self.agent(action.fleet, action.host)
+        return self._wait_unit(action.fleet, action.host, action.unit, action.desired.unit)
+
+    def _wait_unit(self, fleet: str, host: str, unit_id: str, unit: Unit) -> bool:
+        """Ready within the timeout; False at once when the process exits meanwhile."""
+        agent = self.agent(fleet, host)
 
         def exited() -> bool:
-            return any(r.id == action.unit and not r.alive for r in agent.units())
+            return any(r.id == unit_id and not r.alive for r in agent.units())
 
         return probes.wait_until(
             lambda: probes.is_ready(unit), self.options.ready_timeout, abort=exited
@@ -348,7 +359,7 @@ class Applier:
         agent = self.agent(action.fleet, action.host)
         if not self._guard(surge_id, lambda: agent.launch(payload)):
             return None
-        if not probes.wait_until(lambda: probes.is_ready(surge), self.options.ready_timeout):
+        if not self._wait_unit(action.fleet, action.host, surge_id, surge):
             self._guard(surge_id, lambda: self._stop(action.fleet, action.host, surge_id))
             return None
         url = probes.base_url(surge)

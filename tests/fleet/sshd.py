@@ -115,20 +115,28 @@ class SshLab:
                 ]
             )
         )
-        argv = [SSHD, "-D", "-e", "-f", str(config)]
-        if namespace:
-            argv = ["ip", "netns", "exec", namespace, *argv]
-        server.process = subprocess.Popen(
-            argv,
-            stdout=subprocess.DEVNULL,
-            stderr=open(folder / "sshd.log", "wb"),  # noqa: SIM115
-        )
+        self._run(server)
         self.servers.append(server)
         with self.known_hosts.open("a") as known:
             host = address if port == 22 else f"[{address}]:{port}"
             known.write(f"{host} {' '.join(server.host_key.split()[:2])}\n")
         _wait_for_banner(server)
         return server
+
+    def _run(self, server: SshServer) -> None:
+        argv = [SSHD, "-D", "-e", "-f", str(server.folder / "sshd_config")]
+        if server.namespace:
+            argv = ["ip", "netns", "exec", server.namespace, *argv]
+        server.process = subprocess.Popen(
+            argv,
+            stdout=subprocess.DEVNULL,
+            stderr=open(server.folder / "sshd.log", "ab"),  # noqa: SIM115
+        )
+
+    def restart(self, server: SshServer) -> None:
+        """The host is back: its sshd again, same address, keys and state."""
+        self._run(server)
+        _wait_for_banner(server)
 
     def _namespace(self) -> tuple[str, str]:
         index = next(_NAMESPACE_IDS) % 250  # link names are at most 15 characters

@@ -252,9 +252,42 @@ def test_two_reconcilers_one_lease(lab: Lab) -> None:
     converged(lab, 1)
 
 
-def test_an_unreachable_host_does_not_stop_the_others(lab: Lab) -> None:
+def test_a_host_lost_in_the_middle_of_apply(lab: Lab, tmp_path: Path) -> None:
+    """lab2's host goes away after both fleets were observed and leased: lab converges, lab2
+    is an error, and the next pass, with the host back, converges it too."""
     lab.release(replicas=1, fleets="lab, lab2")
+    marker = tmp_path / "paused"
+    env = {**os.environ, "DENV_CACHE": str(lab.cache), "DENV_HOME": str(lab.cache / "home")}
+    env["DENV_FAULT_PAUSE_AT"] = f"after-prepare:{marker}"
+    argv = [sys.executable, "-m", "reconciler", "reconcile", "--once", "--ready-timeout", "60s"]
+    bot = subprocess.Popen(
+        [*argv, "--repo", str(lab.repo.path)], env=env, stdout=subprocess.PIPE, text=True
+    )
+    wait_for(marker.exists, timeout=60, what="the bot to reach apply")
     lab.servers["lab2"].kill()
-    partial = lab.reconcile(ok=False)
-    assert partial.returncode == 1 and "lab2" in partial.stdout + partial.stderr
+    marker.unlink()
+    out, _ = bot.communicate(timeout=120)
+    assert bot.returncode == 1 and "lab2" in out, out
     converged(lab, 1)  # the reachable fleet converged
+    lab.ssh.restart(lab.servers["lab2"])
+    lab.reconcile()
+    assert sum(1 for u in lab.units("lab2") if u.alive) == 2  # retried: engine and router
+
+
+def test_a_replica_that_never_becomes_ready_is_put_back(lab: Lab) -> None:
+    lab.release(replicas=2, batch=128)
+    lab.reconcile()
+    before = {u.id: u.digest for u in lab.units()}
+    url = endpoint(lab.status())
+    text = (lab.repo.path / "releases/chat-8b/denv.yaml").read_text()
+    broken = "settings: { max_batch: 128, kv_cache: { memory_fraction: 0.05 } }"
+    lab.repo.write(
+        "releases/chat-8b/denv.yaml", text.replace("settings: { max_batch: 128 }", broken)
+    )
+    lab.repo.commit("chat-8b: too little memory for the weights")
+    failed = lab.reconcile(ok=False)
+    assert failed.returncode == 1
+    assert "did not become ready; put back on the previous one" in failed.stdout + failed.stderr
+    after = {u.id: u.digest for u in lab.units() if u.alive}
+    assert after == before  # every unit runs its previous spec, the roll stopped at the first
+    assert ask(url).strip()
