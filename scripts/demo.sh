@@ -32,6 +32,14 @@ step "Choose: published results ranked for an agent workload under a p99 target"
 "$DENV" bench --workload agent --latency 'p99<1.5s'
 "$DENV" fleet list
 
+step "Confirm on the local fleet's trial GPUs: a short bench run, deployed and torn down"
+# A small trace of short answers keeps it to seconds: 900 tokens in, 32 out, one shared block.
+for i in $(seq 0 11); do
+  printf '{"timestamp": 0, "input_length": 900, "output_length": 32, "hash_ids": [1, %d]}\n' "$((100 + i))"
+done > "$WORK/shape.jsonl"
+"$DENV" bench run --recipe llama-3.1-8b/vllm@1 --target local --traffic "$WORK/shape.jsonl" \
+  --concurrency 1,4 --requests 8 --ready-timeout 60s --out "$WORK"
+
 step "A throwaway clone of this repository: the desired state lives in git"
 git clone -q . "$WORK/repo"
 git -C "$WORK/repo" config user.name "denv demo"
@@ -57,10 +65,16 @@ for question in ("What is a canary release?", "Name three GPU interconnects."):
           f"({answer.usage.completion_tokens} tokens, simulated engine)")
 EOF
 
-step "Change a setting in git, commit, and watch the rolling replace"
+step "Change a setting through a local pull request: plan comment, approval, merge, rolling replace"
+git -C "$REPO" checkout -q -b max-batch-64
 sed -i 's/settings: { max_batch: 128 }/settings: { max_batch: 64 }/' "$REPO/releases/chat-8b/denv.yaml"
 git -C "$REPO" commit -q -am "chat-8b: max_batch 64"
-"$DENV" plan --repo "$REPO"
+git -C "$REPO" checkout -q main
+"$DENV" pr open --head max-batch-64 --repo "$REPO"
+"$DENV" pr plan --pr 1 --repo "$REPO"
+"$DENV" pr show 1 --repo "$REPO"
+"$DENV" pr approve 1 --as grace --repo "$REPO"
+"$DENV" pr merge 1 --repo "$REPO"
 "$DENV" reconcile --once --repo "$REPO"
 "$DENV" status --repo "$REPO"
 

@@ -14,6 +14,7 @@ from typer.exceptions import Abort, TyperException
 
 from reconciler.cli import (
     bench,
+    deploy,
     fleet,
     offers,
     parity,
@@ -40,6 +41,7 @@ app.command("offers")(offers.offers)
 app.command("plan")(plan.plan)
 app.command("reconcile")(reconcile.reconcile)
 app.command("status")(reconcile.status)
+app.command("deploy")(deploy.deploy)
 app.add_typer(bench.app, name="bench")
 app.add_typer(fleet.app, name="fleet")
 app.add_typer(parity.app, name="parity")

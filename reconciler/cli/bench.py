@@ -17,6 +17,7 @@ from reconciler.bench.results import read_result
 from reconciler.catalog.cost import parse_price_overrides, price_for, usd_per_m_output
 from reconciler.catalog.latency import parse_latency_target
 from reconciler.catalog.ranking import Ranking, Row, rank
+from reconciler.cli import bench_run
 from reconciler.cli.bench_view import print_comparison
 from reconciler.cli.common import JsonOption, RepoOption, console, load, print_json, show
 from reconciler.errors import NotFound
@@ -25,8 +26,9 @@ from reconciler.spec.repo import Repo
 from reconciler.spec.result import Percentiles, Result
 
 app = typer.Typer(
-    help="Rank benchmark results; show one; compare two.", invoke_without_command=True
+    help="Rank benchmark results; show one; compare two; run one.", invoke_without_command=True
 )
+app.command("run")(bench_run.run)
 
 Workload = Literal["chat", "agent", "rag", "coding", "reasoning", "batch"]
 PriceOption = Annotated[

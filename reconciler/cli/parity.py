@@ -3,6 +3,7 @@ print the verdict (`PARITY 497/512`, then the failing prompts)."""
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -16,6 +17,8 @@ from rich.table import Table
 from rich.text import Text
 
 from reconciler.cli.common import JsonOption, RepoOption, console, load, print_json
+from reconciler.cli.plan import cache_dir
+from reconciler.fleet.observe import Transports
 from reconciler.parity.runner import (
     DEFAULT_CONCURRENCY,
     ProgressCallback,
@@ -23,8 +26,10 @@ from reconciler.parity.runner import (
     run_parity,
 )
 from reconciler.parity.suite_files import load_suite
+from reconciler.parity.targets import Reference, candidate_endpoint, is_url, stage_reference
 from reconciler.parity.verdict import Verdict
 from reconciler.parity.wire import endpoint_base
+from reconciler.reconcile.source import GitSource
 from reconciler.spec.sources import find_root
 
 app = typer.Typer(help="Answer parity: does a candidate answer like the reference?")
@@ -47,11 +52,19 @@ def _progress_bar(total: int) -> Iterator[ProgressCallback]:
 @app.command("run")
 def run(
     reference: Annotated[
-        str, typer.Option(help="URL of the reference's OpenAI-compatible server.")
+        str,
+        typer.Option(help="The reference: a server's URL, or RELEASE/STAGE as it runs now."),
     ],
     candidate: Annotated[
-        str, typer.Option(help="URL of the candidate's OpenAI-compatible server.")
+        str,
+        typer.Option(
+            help="The candidate: a server's URL, or a recipe id deployed on trial GPUs of the "
+            "reference's fleet (or --fleet) for the run and torn down after."
+        ),
     ],
+    fleet: Annotated[
+        str | None, typer.Option(help="Where a candidate recipe runs (default: the reference's).")
+    ] = None,
     suite: Annotated[
         str | None,
         typer.Option(help="Suite name in policies/parity/, or a .jsonl path (default: policy's)."),
@@ -76,23 +89,41 @@ def run(
     """Send a suite to both servers greedily and compare the answers; exit 1 unless every
     prompt passes."""
     for url in (reference, candidate):
-        endpoint_base(url)  # a malformed URL is an error before anything runs
+        if is_url(url):
+            endpoint_base(url)  # a malformed URL is an error before anything runs
     loaded = load(repo)
     overrides = {"mode": mode, "top_k": top_k}
     policy = loaded.policies.gates.parity.model_copy(
         update={k: v for k, v in overrides.items() if v is not None}
     )
     prompts = load_suite(find_root(repo), suite or policy.suite)
-    with _progress_bar(len(prompts.prompts)) as progress:
-        verdict = run_parity(
-            reference,
-            candidate,
-            prompts,
-            policy,
-            progress,
-            concurrency=concurrency,
-            retry=RetryPolicy(attempts=attempts),
-        )
+    # a stage or a recipe is read from git; two URLs need no repository history
+    git = not (is_url(reference) and is_url(candidate))
+    source = GitSource(str(find_root(repo)), cache_dir()) if git else None
+    transports = Transports(warn=lambda m: print(f"warning: {m}", file=sys.stderr))
+    err = Console(stderr=True)
+    try:
+        if is_url(reference) or source is None:
+            target = Reference(url=reference)
+        else:
+            target = stage_reference(source, transports, reference)
+        with (
+            candidate_endpoint(
+                source, transports, candidate, target, fleet, lambda m: err.print(m, markup=False)
+            ) as url,
+            _progress_bar(len(prompts.prompts)) as progress,
+        ):
+            verdict = run_parity(
+                target.url,
+                url,
+                prompts,
+                policy,
+                progress,
+                concurrency=concurrency,
+                retry=RetryPolicy(attempts=attempts),
+            )
+    finally:
+        transports.close()
     if as_json:
         print_json(verdict)
     else:

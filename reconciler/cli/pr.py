@@ -1,19 +1,25 @@
-"""CLI: `denv pr …` — pull requests on the local forge: list, show, approve, merge."""
+"""CLI: `denv pr …` — pull requests on the local forge: open, list, show, approve, merge; and
+`denv pr plan`, which comments the plan on a pull request of the local forge or of GitHub."""
 
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 from typing import Annotated
 
+import pygit2
 import typer
+from rich.console import Console
 from rich.markdown import Markdown
 from rich.table import Table
 
 from reconciler.cli.common import JsonOption, RepoOption, console, load, print_json
+from reconciler.cli.pr_plan import plan_pull_request
 from reconciler.errors import ForgeError
+from reconciler.fleet.observe import Transports
 from reconciler.forge.commands import merge_blockers
-from reconciler.forge.config import bot_identity
+from reconciler.forge.config import bot_identity, open_forge
 from reconciler.forge.local import LocalForge
 from reconciler.forge.markers import read_marker
 from reconciler.forge.models import Approvals, MergeStatus, PrState, PullRequest
@@ -153,3 +159,62 @@ def merge(number: NumberArg, repo: RepoOption = Path("."), as_json: JsonOption =
     if not as_json:
         sha = outcome.sha or ""
         console.print(f"Merged #{number} into {pr.base_branch} as {sha[:12]}.")
+
+
+@app.command("open")
+def open_pr(
+    head: Annotated[str, typer.Option("--head", help="The branch with the change.")],
+    title: Annotated[str, typer.Option(help="Title (default: the head's commit subject).")] = "",
+    body: Annotated[str, typer.Option(help="Description, in markdown.")] = "",
+    base: Annotated[str, typer.Option(help="The branch to merge into.")] = "main",
+    repo: RepoOption = Path("."),
+    as_json: JsonOption = False,
+) -> None:
+    """Open a pull request on the local forge from a branch of this repository."""
+    forge = _forge(repo)
+    pr = forge.open_pr(head, title or _subject(forge, head), body, base)
+    if as_json:
+        print_json(pr)
+        return
+    console.print(
+        f"Opened #{pr.number} {pr.title}: {pr.head_branch} → {pr.base_branch}.", markup=False
+    )
+
+
+def _subject(forge: LocalForge, branch: str) -> str:
+    """The first line of the branch's last commit message (the branch name if it has none)."""
+    ref = forge.repo.references.get(f"refs/heads/{branch}")
+    if ref is None:
+        return branch
+    return str(ref.peel(pygit2.Commit).message).split("\n", 1)[0].strip() or branch
+
+
+@app.command("plan")
+def plan_pr(
+    number: Annotated[int, typer.Option("--pr", help="Pull request number.", min=1)],
+    repo: RepoOption = Path("."),
+    as_json: JsonOption = False,
+) -> None:
+    """Validate and plan the pull request's head against what the fleets run; comment the
+    plan (edited in place) and set the `denv plan` check, which fails on invalid files or a
+    deployment that cannot be placed. The local forge, or GitHub (docs/github.md)."""
+    root = find_root(repo)
+    forge = open_forge(root, os.environ)
+    transports = Transports(warn=lambda m: print(f"warning: {m}", file=sys.stderr))
+    try:
+        with Console(stderr=True).status(f"planning #{number}") as shown:
+            result = plan_pull_request(forge, root, number, transports, shown.update)
+    finally:
+        transports.close()
+    if as_json:
+        print_json(result.as_json())
+        return
+    check = result.check
+    console.print(
+        f"#{number} at {result.pr.head_sha[:12]}: check '{check.name}' {check.conclusion}: "
+        f"{check.title}",
+        markup=False,
+    )
+    if check.conclusion.blocks:
+        console.print(check.summary, markup=False, soft_wrap=True)
+    console.print(f"Plan commented on #{number}: {result.pr.url}", markup=False)

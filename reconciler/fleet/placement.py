@@ -130,6 +130,59 @@ def place_deployment(
     )
 
 
+def place_on_trial_gpus(
+    deployment: Deployment,
+    fleet: Fleet,
+    hosts: Mapping[str, HostState],
+    domain_size: int,
+    base_port: int,
+    unit_prefix: str,
+) -> EnginePlacement:
+    """place_deployment on the fleet's trial GPUs only, for a bench run or an optimizer trial:
+    GPUs that any unit holds (a release's, another trial's) or a foreign process uses are not
+    free. The trial GPUs are those of both the hosts as observed and the fleet file, so a host
+    that did not answer never shifts them onto GPUs the reconciler places releases on."""
+    if fleet.trial_gpus == 0:
+        raise PlacementError(
+            f"fleet {fleet.name} has no trial GPUs (set trial_gpus in fleets/{fleet.name}.yaml)"
+        )
+    declared = trial_gpus(fleet, declared_states(fleet))
+    kept = {
+        name: tuple(sorted(gpus & declared.get(name, set())))
+        for name, gpus in trial_gpus(fleet, hosts).items()
+    }
+    only = {
+        name: HostState(gpus=gpus, foreign=hosts[name].foreign, units=hosts[name].units)
+        for name, gpus in kept.items()
+        if gpus
+    }
+    free = sum(
+        1
+        for state in only.values()
+        for g in state.gpus
+        if g not in state.foreign and not any(g in used for used in state.units.values())
+    )
+    if deployment.gpus > free:
+        raise PlacementError(
+            f"{deployment.recipe.id} needs {deployment.gpus} GPUs; {free} of the "
+            f"{fleet.trial_gpus} trial GPUs of {fleet.name} are free"
+        )
+    try:  # nothing is kept back among the trial GPUs themselves
+        return place_deployment(
+            deployment,
+            fleet.model_copy(update={"trial_gpus": 0}),
+            only,
+            domain_size,
+            base_port,
+            unit_prefix,
+        )
+    except PlacementError:
+        raise PlacementError(
+            f"{deployment.recipe.id} does not fit on the trial GPUs of {fleet.name}: {free} "
+            f"are free, but each replica's GPUs must sit in one NVLink domain of {domain_size}"
+        ) from None
+
+
 def place(
     demands: Sequence[Demand], fleet: Fleet, hosts: Mapping[str, HostState], domain_size: int
 ) -> Placement:

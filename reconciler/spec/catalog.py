@@ -56,11 +56,19 @@ class OffersFile(Spec):
     offers: list[Offer]
 
 
+class WeightsPin(Spec):
+    """The model's weights at one commit of `hf_repo`, and where that commit is cited."""
+
+    commit: str = Field(pattern=r"^[0-9a-f]{40}$")
+    source: Citation
+
+
 class ModelArch(Spec):
     id: Slug
     name: str
     aliases: list[str] = []  # names sources use, e.g. DeepSeek-R1-0528
     hf_repo: str | None = None
+    weights: WeightsPin | None = None  # what `denv deploy` pins a new release to
     params_b: PositiveFloat
     active_params_b: PositiveFloat | None = None  # MoE only
     layers: PositiveInt

@@ -1,90 +1,109 @@
-"""A pull request from open to merged through the fake GitHub, as CI and reviewers drive it:
-plan comment and check, an approval that does not count and one that does, bench comment,
-merge. (Reconciling main after the merge belongs to the reconcile layer's own flow.)"""
+"""A pull request from open to deployed through the fake GitHub, as CI and reviewers drive it:
+`denv pr plan` comments the plan and sets its check (plan.yml), an approval by a user without
+write permission does not count and one by a permitted user does, the approved head is merged,
+and `denv reconcile --once` on the merged main (reconcile.yml) starts it on the local fleet of
+simulated GPUs, which answers through the official openai client.
+
+`denv pr bench` (bench.yml) does not exist yet, so there is no bench comment between the
+approval and the merge; the walk-through gains that step when the command lands."""
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import openai
+import pytest
+
+from reconciler.cli.pr_plan import plan_pull_request
+from reconciler.fleet.hostagent import AgentClient
+from reconciler.fleet.observe import Transports
+from reconciler.fleet.transport import LocalTransport
 from reconciler.forge.commands import merge_blockers
-from reconciler.forge.models import CheckRun, Conclusion, MergeStatus, PrState
-from reconciler.forge.render import render_bench, render_plan
-from reconciler.forge.views import BenchRow, BenchView, MetricDelta, PlanAction, PlanView
+from reconciler.forge.models import Conclusion, MergeStatus, PrState
 from reconciler.spec.loader import open_repo
 from tests.forge.conftest import GitHubSetup
-from tests.forge.gitrepo import git
 from tests.forge.test_github import RELEASE, open_pr
 
 
-def test_pull_request_from_open_to_merged(github: GitHubSetup) -> None:
-    forge, fake = github.forge, github.fake
-    number, head = open_pr(github)
-    pr = forge.pull_request(number)
+@pytest.fixture
+def home(tmp_path: Path) -> Iterator[Path]:
+    """DENV_HOME of the local fleet's agent; whatever the test started is stopped after it."""
+    folder = tmp_path / "denv-home"
+    yield folder
+    agent = AgentClient(
+        LocalTransport(env={**os.environ, "DENV_HOME": str(folder)}), python=sys.executable
+    )
+    for unit in agent.units():
+        agent.stop(unit.id, grace=2)
 
-    # plan.yml: validate the head commit, comment the plan, set the check
-    at_head = open_repo(github.work, rev=head)
-    changed = git(github.work, "diff", "--name-only", f"main...{head}").splitlines()
-    view = PlanView(
-        head_sha=pr.head_sha,
-        files=changed,
-        problems=[str(p) for p in at_head.errors],
-        actions=[
-            PlanAction(
-                wave=1,
-                kind="replace",
-                target="chat-8b/canary on local",
-                reason="max_batch 128 → 192",
-            )
-        ],
-    )
-    forge.upsert_comment(number, "plan", render_plan(view))
-    forge.set_check(
-        head,
-        CheckRun(name="denv plan", title="1 action", summary="", conclusion=Conclusion.SUCCESS),
-    )
-    assert changed == [RELEASE] and not at_head.errors
+
+def test_pull_request_from_open_to_deployed(github: GitHubSetup, home: Path) -> None:
+    forge, fake = github.forge, github.fake
+    number, head = open_pr(github)  # max_batch 128 → 192, pushed by ada
+
+    # plan.yml: `denv pr plan --pr N` against GitHub
+    transports = Transports(local_env={**os.environ, "DENV_HOME": str(home)})
+    try:
+        planned = plan_pull_request(forge, github.work, number, transports)
+    finally:
+        transports.close()
+    assert planned.files == [RELEASE] and planned.problems == []
+    assert planned.check.conclusion == Conclusion.SUCCESS
+    assert planned.check.title == "Plan: 3 to start, 0 to replace, 0 to stop, 0 unchanged."
+    [body] = fake.comment_bodies(number)
+    assert body.startswith(f"<!-- denv:plan -->\n### denv plan at `{head[:12]}`")
+    assert "+ chat-8b.canary.local.aggregated-1  localhost  GPUs 1 " in body
+    assert [(c.name, c.conclusion) for c in forge.checks(head)] == [("denv plan", "success")]
 
     # reviews: one without write permission, then one that counts
-    gates = at_head.policies.gates
+    gates = open_repo(github.work, rev=head).policies.gates
     fake.review(number, "mallory")
-    assert forge.approvals(number, gates.approvers).count == 0
+    approvals = forge.approvals(number, gates.approvers)
+    assert approvals.count == 0 and [i.user for i in approvals.ignored] == ["mallory"]
+    assert merge_blockers(approvals, gates.default_approvals, forge.checks(head)) == [
+        "0 of 1 approvals of the head"
+    ]
     fake.review(number, "grace")
     approvals = forge.approvals(number, gates.approvers)
     assert approvals.counted == ["grace"]
 
-    # bench.yml, after the approving review: results with deltas against the release
-    bench = BenchView(
-        head_sha=head,
-        current="chat-8b @ main",
-        traffic="agent",
-        rows=[
-            BenchRow(
-                subject="llama-3.1-8b/vllm@1",
-                fleet="local",
-                hardware="h200",
-                simulated=True,
-                metrics=[
-                    MetricDelta(
-                        name="output",
-                        unit="tok/s/GPU",
-                        current=2410.0,
-                        candidate=2795.6,
-                        higher_is_better=True,
-                    )
-                ],
-            )
-        ],
-    )
-    forge.upsert_comment(number, "bench", render_bench(bench))
-    forge.set_check(
-        head, CheckRun(name="denv bench", title="+16.0%", summary="", conclusion=Conclusion.SUCCESS)
-    )
-
-    # the gate, then the merge of exactly the approved head
+    # the gate, then the merge of exactly the approved and planned head
     assert merge_blockers(approvals, gates.default_approvals, forge.checks(head)) == []
-    outcome = forge.merge(number, head_sha=head)
-    assert outcome.status == MergeStatus.MERGED
+    assert forge.merge(number, head_sha=head).status == MergeStatus.MERGED
     assert forge.pull_request(number).state == PrState.MERGED
-    kinds = [body.splitlines()[0] for body in fake.comment_bodies(number)]
-    assert kinds == ["<!-- denv:plan -->", "<!-- denv:bench -->"]
-    git(github.work, "fetch", "-q", "origin")
-    assert not open_repo(github.work, rev="origin/main").errors
-    assert "max_batch: 192" in git(github.work, "show", f"origin/main:{RELEASE}")
+
+    # reconcile.yml: one pass over the merged main starts the release on the local fleet
+    env = {**os.environ, "DENV_HOME": str(home), "DENV_CACHE": str(home.parent / "cache")}
+    env.pop("DENV_REPO", None)
+    remote = str(github.remote)  # the merged main, as GitHub's side of git holds it
+    run = subprocess.run(
+        [sys.executable, "-m", "reconciler", "reconcile", "--once", "--json", "--repo", remote],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=240,
+    )
+    assert run.returncode == 0, run.stderr
+    passed = json.loads(run.stdout)
+    assert passed["errors"] == [] and passed["done"] == {"start": 3}, passed
+
+    agent = AgentClient(LocalTransport(env=env), python=sys.executable)
+    units = {u.id: u for u in agent.units()}
+    engines = [u for name, u in units.items() if "aggregated" in name]
+    assert len(engines) == 2 and all(u.alive for u in units.values())
+    for engine in engines:  # the simulator is handed the merged release's resolved spec
+        spec = json.loads(engine.argv[engine.argv.index("--spec-json") + 1])
+        assert spec["recipe"]["settings"]["max_batch"] == 192
+    router = units["chat-8b.canary.local.router"]
+    client = openai.OpenAI(
+        base_url=f"http://127.0.0.1:{router.port}/v1", api_key="unused", max_retries=0, timeout=10
+    )
+    answer = client.chat.completions.create(
+        model="chat-8b", messages=[{"role": "user", "content": "ready?"}], max_tokens=4
+    )
+    assert answer.usage is not None and answer.usage.completion_tokens == 4

@@ -79,8 +79,10 @@ def test_errors_are_messages_not_verdicts(denv_repo: Path) -> None:
         with serving(Scripted({}).app()) as gone:
             pass
         down = denv(denv_repo, "--reference", ref_url, "--candidate", gone, "--attempts", "2")
-    bad_url = denv(denv_repo, "--reference", "ds-flash/prod", "--candidate", "http://h:1")
-    for run in (down, bad_url):
+    bad_url = denv(denv_repo, "--reference", "ftp://h:1", "--candidate", "http://h:1")
+    no_git = denv(denv_repo, "--reference", "ds-flash/prod", "--candidate", "http://h:1")
+    for run in (down, bad_url, no_git):
         assert run.returncode == 1 and "Traceback" not in run.stderr and "PARITY" not in run.stdout
     assert "did not run completely: candidate" in down.stderr
-    assert "'ds-flash/prod' is not an http(s) URL" in bad_url.stderr
+    assert "'ftp://h:1' is not an http(s) URL" in bad_url.stderr
+    assert "not inside a git repository" in no_git.stderr  # a stage is read from git

@@ -1,0 +1,132 @@
+"""Pure logic: what a `denv bench run` needs besides its deployment — the traffic it sends,
+the price it costs the results at and where that price comes from, what each result file
+says about the run (RunInfo), and where its chart goes."""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from reconciler.bench.results import RunInfo
+from reconciler.bench.sweep import Mode
+from reconciler.bench.traffic import TraceLine, trace_digest
+from reconciler.bench.trial_plan import recipe_digest
+from reconciler.catalog.cost import USER_PRICE_SOURCE, PriceChoice, canonical_key, default_offer
+from reconciler.engines.sim.predict import default_requests
+from reconciler.errors import UsageError
+from reconciler.spec.catalog import Offer
+from reconciler.spec.fleet import Fleet
+from reconciler.spec.recipe import Recipe, total_gpus
+
+OPEN_LOOP_REQUESTS = 100  # a generated workload's length per level in open loop, by default
+
+
+def parse_levels(text: str, option: str) -> list[float]:
+    """'1,8,32' -> [1.0, 8.0, 32.0]; UsageError naming the bad part."""
+    levels = []
+    for part in (p.strip() for p in text.split(",")):
+        try:
+            value = float(part)
+        except ValueError:
+            raise UsageError(f"{option} '{text}': '{part}' is not a number") from None
+        if not value > 0 or value == float("inf"):
+            raise UsageError(f"{option} '{text}': {part} is not above zero")
+        if option == "--concurrency" and not value.is_integer():
+            raise UsageError(f"{option} '{text}': {part} is not a whole number of clients")
+        if value in levels:  # one result file a level: the same level twice is one level
+            raise UsageError(f"{option} '{text}': {part} is given twice")
+        levels.append(value)
+    return levels
+
+
+def workload_requests(mode: Mode, levels: Sequence[float], requests: int | None) -> int:
+    """How many lines to generate from a workload: `requests`, else what the largest level
+    sends by default (closed loop: a warm-up and ten a client; open loop: 100)."""
+    if requests is not None:
+        return requests
+    if mode == "concurrency":
+        return max(default_requests(int(level), None) for level in levels)
+    return OPEN_LOOP_REQUESTS
+
+
+def trial_price(
+    fleet: Fleet,
+    hardware: str,
+    given: float | None,
+    offers: Sequence[Offer],
+    aliases: Mapping[str, str],
+) -> PriceChoice | None:
+    """The price a run's results are costed at: `--price`, else the fleet's own price, else
+    the default public offer for its hardware (as `denv bench` picks it); None when none."""
+    if given is not None:
+        return PriceChoice(gpu_hour=given, source=USER_PRICE_SOURCE)
+    if fleet.price is not None:
+        note = f": {fleet.price.note}" if fleet.price.note else ""
+        return PriceChoice(gpu_hour=fleet.price.gpu_hour, source=f"fleet {fleet.name}{note}")
+    listed = [o.model_copy(update={"hardware": canonical_key(o.hardware, aliases)}) for o in offers]
+    offer = default_offer(canonical_key(hardware, aliases), listed)
+    if offer is None:
+        return None
+    return PriceChoice(
+        gpu_hour=offer.gpu_hour,
+        source=f"{offer.provider}, as of {offer.as_of.isoformat()}, {offer.source.url}",
+    )
+
+
+def precision(recipe: Recipe) -> str | None:
+    """The weights' precision: the quantization, else the dtype named; None for `auto`."""
+    if recipe.settings.quantization != "none":
+        return recipe.settings.quantization
+    return {"bfloat16": "bf16", "float16": "fp16"}.get(recipe.settings.dtype)
+
+
+def run_info(
+    recipe: Recipe,
+    *,
+    hardware: str,
+    simulated: bool,
+    weights: str,
+    traffic: Sequence[TraceLine],
+    workload: str | None,
+    price: PriceChoice | None,
+    at: dt.datetime,
+    driver: str | None = None,
+    runtime: str | None = None,
+    gpu_names: Sequence[str] = (),
+    prompt: str | None = None,
+) -> RunInfo:
+    """What every result file of the run says about it. The engine is the recipe's, with
+    its version, even on a simulated fleet: the simulator stands in for that engine, and
+    `simulated` says so."""
+    return RunInfo(
+        recipe=recipe.id,
+        recipe_digest=recipe_digest(recipe),
+        model=recipe.model,
+        weights=weights,
+        precision=precision(recipe),
+        engine=recipe.engine.name,
+        engine_version=recipe.engine.version,
+        hardware=hardware,
+        gpus=total_gpus(recipe.topology),
+        topology=recipe.topology,
+        simulated=simulated,
+        driver=driver,
+        runtime=runtime,
+        gpu_names=list(gpu_names),
+        workload=workload,
+        traffic_digest=trace_digest(traffic),
+        gpu_hour=price.gpu_hour if price else None,
+        price_source=price.source if price else None,
+        at=at,
+        prompt=prompt,
+    )
+
+
+def chart_stem(root: Path, info: RunInfo) -> Path:
+    """`results/<recipe>/<hardware>/<recipe>-<hardware>-<start>-pareto`: beside the run's
+    result files (the loader reads only .json and .jsonl there)."""
+    slug = re.sub(r"[^a-z0-9.]+", "-", info.recipe.lower()).strip("-")
+    stamp = info.at.strftime("%Y%m%dt%H%M%S")
+    return root / "results" / info.recipe / info.hardware / f"{slug}-{info.hardware}-{stamp}-pareto"

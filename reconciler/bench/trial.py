@@ -1,0 +1,304 @@
+"""Adapter: a recipe deployed on a fleet's trial GPUs for as long as a `with` block runs —
+observe the fleet, launch the engines, wait until they are ready, then the router; on the way
+out stop every unit of the trial, also on an error, on Ctrl-C and on SIGTERM (turned into the
+same KeyboardInterrupt). `denv bench run` uses it, and parity and the optimizer can too: it
+knows nothing of the CLI.
+
+On a fleet of real GPUs the hosts first make the engine's runtime and the weights ready
+(reconciler.fleet.prepare), as for a release. A process killed with SIGKILL cannot tear down:
+its units keep their trial GPUs until they are stopped (their ids start with `trial-<id>.`;
+the reconciler leaves them alone).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import functools
+import secrets
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterator
+from types import FrameType
+
+from reconciler.bench.trial_plan import (
+    ProbeInfo,
+    TrialPlan,
+    TrialUnit,
+    default_weights,
+    plan_trial,
+    probe_info,
+    trial_spec,
+)
+from reconciler.engines.units import EngineContext
+from reconciler.errors import DenvError, NotFound, UsageError
+from reconciler.fleet.hostagent import AgentClient
+from reconciler.fleet.observe import Transports, observe
+from reconciler.fleet.prepare import (
+    JobState,
+    PrepareFailed,
+    prepare_hosts,
+    prepare_payload,
+    weights_request,
+)
+from reconciler.fleet.transport import host_python
+from reconciler.reconcile import probes
+from reconciler.spec.base import Spec
+from reconciler.spec.checks import domain_size
+from reconciler.spec.fleet import Fleet
+from reconciler.spec.recipe import Recipe
+from reconciler.spec.release import weights_commit
+from reconciler.spec.repo import Repo
+
+Say = Callable[[str], None]
+
+
+class TrialEndpoint(Spec):
+    """A trial deployment that is up: where to send requests, and what runs it."""
+
+    trial: str
+    url: str  # the router's root, without /v1
+    model: str  # the served model name
+    weights: str  # what the engines load
+    engine: str  # what runs it: `sim` on a simulated fleet
+    units: dict[str, str]  # unit id -> host, router last
+    hosts: dict[str, list[int]]  # host -> GPU indices the engines use
+    gpus: int  # every GPU of the deployment (prefill included)
+    simulated: bool
+    probe: ProbeInfo
+    ready_s: float  # from the prepare step (or the first launch) until the router was ready
+
+
+class UnitExited(DenvError):
+    """A unit of the trial is no longer running."""
+
+
+def new_trial_id(now: dt.datetime) -> str:
+    """e.g. `20261201t120000-3f9a`: sortable, and unique across runs started together."""
+    return f"{now:%Y%m%dt%H%M%S}-{secrets.token_hex(2)}"
+
+
+def _agent(fleet: Fleet, transports: Transports, host: str) -> AgentClient:
+    spec = next(h for h in fleet.hosts if h.name == host)
+    return AgentClient(transports.get(fleet, spec), python=host_python(fleet))
+
+
+def _not_running(agent: AgentClient, unit_id: str, host: str) -> str | None:
+    """Why a unit is not running — its exit code and last log lines — or None when it runs."""
+    record = next((r for r in agent.units() if r.id == unit_id), None)
+    if record is not None and record.alive:
+        return None
+    if record is None:
+        return f"{unit_id} on {host} is gone"
+    try:
+        tail: list[str] = agent.logs(unit_id, tail=5)["lines"]
+    except DenvError:
+        tail = []
+    shown = [line if len(line) <= 200 else line[:200] + "…" for line in tail]
+    log = ("; its last log lines: " + " | ".join(shown)) if shown else ""
+    return f"{unit_id} on {host} exited (exit {record.exit_code}){log}"
+
+
+class _Trial:
+    """The units of one planned trial, started and stopped through the hosts' agents."""
+
+    def __init__(self, plan: TrialPlan, fleet: Fleet, transports: Transports) -> None:
+        self.plan = plan
+        self.fleet = fleet
+        self.transports = transports
+
+    def agent(self, host: str) -> AgentClient:
+        return _agent(self.fleet, self.transports, host)
+
+    def prepare(self, say: Say) -> None:
+        """Runtimes and weights ready on every host first (as a release's apply does);
+        nothing to do on a simulated fleet. PrepareFailed naming the hosts that failed."""
+        wanted: dict[tuple[str, str | None], list[TrialUnit]] = {}
+        for unit in self.plan.units:
+            if unit.need is not None or unit.weights is not None:
+                wanted.setdefault((unit.host, unit.weights), []).append(unit)
+        agents, payloads = {}, {}
+        for (host, weights), units in sorted(wanted.items(), key=str):
+            key = f"{host} {weights or ''}".strip()
+            needs = [u.need for u in units if u.need is not None]
+            request = weights_request(self.fleet, weights)
+            payloads[key] = prepare_payload(needs, request, host)
+            agents[key] = self.agent(host)
+        if not payloads:
+            return
+        shown: dict[str, str] = {}
+
+        def progress(key: str, state: JobState) -> None:
+            if shown.get(key) != state.step:  # one line per step and host
+                shown[key] = state.step
+                done, total = state.bytes_done / 1e9, state.bytes_total / 1e9
+                say(f"prepare {key}: {state.step} {done:.1f}/{total:.1f} GB")
+
+        _, errors = prepare_hosts(agents, payloads, self.fleet.weights.parallel, progress)
+        if errors:
+            raise PrepareFailed("; ".join(f"{key}: {why}" for key, why in sorted(errors.items())))
+
+    def start(self, units: tuple[TrialUnit, ...], timeout: float, say: Say) -> None:
+        """Launch the units, then wait until each is ready; UnitExited when one exits first
+        or is not ready in time."""
+        for unit in units:
+            say(f"+ start {unit.id} on {unit.host} (GPUs {_gpus(unit)})")
+            self.agent(unit.host).launch(unit.payload())
+        for unit in units:
+            why: list[str] = []
+
+            def stopped(unit: TrialUnit = unit, why: list[str] = why) -> bool:
+                found = _not_running(self.agent(unit.host), unit.id, unit.host)
+                why.extend([found] if found else [])
+                return found is not None
+
+            ready = functools.partial(probes.is_ready, unit.unit)
+            if not probes.wait_until(ready, timeout, abort=stopped):
+                raise UnitExited(
+                    why[0] if why else f"{unit.id} on {unit.host}: not ready after {timeout:g}s"
+                )
+
+    def stop_all(self, grace: float, say: Say) -> list[str]:
+        """Stop every unit of the trial, router first; what could not be stopped, and why.
+        Units never launched are asked too: the agent answers 'no such unit'."""
+        left = []
+        for unit in reversed(self.plan.units):
+            try:
+                self.agent(unit.host).stop(unit.id, grace=grace)
+            except DenvError as exc:
+                left.append(f"{unit.id} on {unit.host}: {exc}")
+        say(f"- stopped trial {self.plan.trial} ({len(self.plan.units) - len(left)} units)")
+        return left
+
+
+def _gpus(unit: TrialUnit) -> str:
+    return ",".join(map(str, unit.unit.gpu_indices)) or "none"
+
+
+@contextlib.contextmanager
+def _sigterm_as_interrupt() -> Iterator[None]:
+    """SIGTERM raises KeyboardInterrupt, so it tears down as Ctrl-C does (main thread only:
+    elsewhere Python cannot set a handler, and the caller's own handling stands)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum: int, frame: FrameType | None) -> None:
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+@contextlib.contextmanager
+def _shielded() -> Iterator[list[int]]:
+    """Ctrl-C and SIGTERM wait while the trial tears down, so a second Ctrl-C cannot leave
+    units behind (SIGKILL still ends the process); the signals that came are yielded."""
+    caught: list[int] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield caught
+        return
+
+    def note(signum: int, frame: FrameType | None) -> None:
+        caught.append(signum)
+
+    previous = {s: signal.signal(s, note) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield caught
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+
+
+@contextlib.contextmanager
+def trial_deployment(
+    repo: Repo,
+    recipe: Recipe,
+    fleet: Fleet,
+    *,
+    transports: Transports,
+    trial: str,
+    weights: str | None = None,
+    purpose: str = "bench",
+    ready_timeout: float = 900.0,
+    stop_grace: float = 10.0,
+    say: Say = lambda _message: None,
+) -> Iterator[TrialEndpoint]:
+    """`recipe` on free trial GPUs of `fleet`, ready, for the `with` block; every unit stopped
+    after it, whatever ended it. DenvError (PlacementError, EngineError, UnitExited, …) when
+    it cannot be deployed, after stopping what was started. `trial` names it (new_trial_id)."""
+    hardware = repo.resolve_hardware(fleet.hardware)
+    if hardware is None:
+        raise NotFound(f"fleet {fleet.name}: unknown hardware '{fleet.hardware}'")
+    if not fleet.simulated and not repo.recipe_runs_on(recipe, fleet):
+        raise UsageError(
+            f"{recipe.id} is for {', '.join(recipe.hardware)}; {fleet.name} has "
+            f"{fleet.hardware} (a simulated fleet runs any recipe)"
+        )
+    arch = repo.models.get(recipe.model)
+    python = host_python(fleet)
+    weights = weights or default_weights(repo, recipe)
+    if not fleet.simulated and weights.startswith("hf://") and weights_commit(weights) is None:
+        raise UsageError(
+            f"weights {weights} are not pinned to a commit: give hf://org/repo@<commit> "
+            "(--weights), as a release pins them"
+        )
+    deployment = trial_spec(recipe, fleet.name, trial, weights)
+    observation = observe(fleet, transports, hardware, python)
+    for host, why in sorted(observation.errors.items()):
+        say(f"warning: {host} did not answer; its trial GPUs are left out: {why}")
+    if not observation.hosts:
+        raise DenvError(f"no host of fleet {fleet.name} answered")
+    context = EngineContext(hardware=hardware, model=arch, python=python, engine_python=python)
+    size = domain_size(repo, fleet.name) or 1
+    plan = plan_trial(deployment, fleet, observation, context, size, purpose)
+    running = _Trial(plan, fleet, transports)
+    started = time.monotonic()
+    failed = True
+    try:
+        with _sigterm_as_interrupt():
+            running.prepare(say)
+            running.start(plan.engines, ready_timeout, say)
+            running.start((plan.router,), ready_timeout, say)
+            yield TrialEndpoint(
+                trial=plan.trial,
+                url=plan.endpoint,
+                model=deployment.served_model,
+                weights=deployment.weights,
+                engine=plan.engine,
+                units={u.id: u.host for u in plan.units},
+                hosts=plan.gpus_by_host(),
+                gpus=deployment.gpus,
+                simulated=fleet.simulated,
+                probe=probe_info(plan, observation),
+                ready_s=round(time.monotonic() - started, 3),
+            )
+            failed = False
+    finally:
+        with _shielded() as caught:
+            left = running.stop_all(stop_grace, say)
+        message = "trial units left running (stop them by hand): " + "; ".join(left)
+        if left and failed:
+            say(message)  # the error that ended the block is the one to raise
+        elif left:
+            raise DenvError(message)
+        if caught and not failed:
+            raise KeyboardInterrupt  # Ctrl-C came while tearing down: still an interrupt
+
+
+def check_running(endpoint: TrialEndpoint, fleet: Fleet, transports: Transports) -> None:
+    """UnitExited when a unit of the trial no longer runs (an engine that crashed in the
+    middle of a sweep): figures taken since then are not the recipe's."""
+    by_host: dict[str, list[str]] = {}
+    for unit_id, host in endpoint.units.items():
+        by_host.setdefault(host, []).append(unit_id)
+    for host, ids in by_host.items():
+        agent = _agent(fleet, transports, host)
+        for unit_id in ids:
+            why = _not_running(agent, unit_id, host)
+            if why is not None:
+                raise UnitExited(why)

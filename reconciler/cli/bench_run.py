@@ -1,0 +1,185 @@
+"""CLI: `denv bench run` — a recipe on a fleet's trial GPUs, swept at several loads, torn
+down; the levels' table, one result file a level, and the throughput-versus-latency chart."""
+
+from __future__ import annotations
+
+import datetime as dt
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from reconciler.bench.bench_run import BenchOutcome, BenchRun, run_bench
+from reconciler.bench.run_info import parse_levels, trial_price, workload_requests
+from reconciler.bench.sweep import Mode
+from reconciler.bench.traffic import TraceLine, generate, read_trace
+from reconciler.bench.trial import new_trial_id
+from reconciler.catalog.latency import parse_latency_target
+from reconciler.cli.bench_view import print_levels, sweep_progress
+from reconciler.cli.common import JsonOption, RepoOption, console, load, print_json
+from reconciler.errors import NotFound, UsageError
+from reconciler.fleet.observe import Transports
+from reconciler.spec.base import parse_duration
+from reconciler.spec.repo import Repo
+from reconciler.spec.sources import find_root
+
+DEFAULT_LEVELS = "1,8,32"
+
+
+def run(
+    recipe: Annotated[str, typer.Option("--recipe", help="Recipe id, e.g. llama-3.1-8b/vllm@1.")],
+    target: Annotated[str, typer.Option("--target", help="Fleet whose trial GPUs to use.")],
+    traffic: Annotated[
+        Path | None, typer.Option("--traffic", help="A Mooncake JSONL trace to replay.")
+    ] = None,
+    workload: Annotated[
+        str | None,
+        typer.Option("--workload", help="A standard workload to generate (default: chat)."),
+    ] = None,
+    concurrency: Annotated[
+        str | None,
+        typer.Option(help=f"Closed-loop client counts, e.g. 1,8,32 (default {DEFAULT_LEVELS})."),
+    ] = None,
+    rate: Annotated[str | None, typer.Option(help="Open-loop mean requests/s, e.g. 2,4,8.")] = None,
+    requests: Annotated[
+        int | None,
+        typer.Option(min=1, help="Requests a level (default: a warm-up and ten a client)."),
+    ] = None,
+    price: Annotated[
+        float | None,
+        typer.Option(min=0.0001, help="USD per GPU-hour (default: the fleet's)."),
+    ] = None,
+    latency: Annotated[
+        str | None, typer.Option(help="Latency target for goodput, e.g. 'p99<1.5s'.")
+    ] = None,
+    weights: Annotated[
+        str | None,
+        typer.Option(
+            help="Weights to load (default: a release's pinned ones for this recipe, else "
+            "the model's HF repository)."
+        ),
+    ] = None,
+    seed: Annotated[int, typer.Option(help="Seed of the generated workload.")] = 0,
+    ready_timeout: Annotated[
+        str, typer.Option(help="How long the engines may take to become ready.")
+    ] = "15m",
+    out: Annotated[
+        Path | None,
+        typer.Option(help="Write results/ under this folder (default: the repository)."),
+    ] = None,
+    repo: RepoOption = Path("."),
+    as_json: JsonOption = False,
+) -> None:
+    """Deploy RECIPE on FLEET's trial GPUs (never GPUs that serve a release), sweep the
+    levels in that one deployment, tear it down (also on error, Ctrl-C and SIGTERM), and
+    write one result file a level with the chart beside them."""
+    if traffic is not None and workload is not None:
+        raise UsageError("give --traffic or --workload, not both")
+    if concurrency is not None and rate is not None:
+        raise UsageError("give --concurrency or --rate, not both")
+    mode: Mode = "rate" if rate is not None else "concurrency"
+    levels = parse_levels(rate or concurrency or DEFAULT_LEVELS, f"--{mode}")
+    target_latency = parse_latency_target(latency) if latency else None
+    try:
+        timeout = float(parse_duration(ready_timeout))
+    except ValueError as exc:
+        raise UsageError(f"--ready-timeout: {exc}") from None
+    loaded = load(repo)
+    spec = loaded.recipes.get(recipe)
+    if spec is None:
+        raise NotFound(
+            f"no recipe '{recipe}' in {loaded.label} (an id is a path under recipes/, "
+            "e.g. llama-3.1-8b/vllm@1)"
+        )
+    fleet = loaded.fleets.get(target)
+    if fleet is None:
+        raise NotFound(f"unknown fleet '{target}' (known: {', '.join(sorted(loaded.fleets))})")
+    if traffic is None:
+        workload = workload or "chat"
+    lines = _traffic(loaded, traffic, workload, mode, levels, requests, seed)
+    aliases = {alias: hw.id for hw in loaded.hardware.values() for alias in hw.aliases}
+    hardware = loaded.resolve_hardware(fleet.hardware)
+    at = dt.datetime.now(dt.UTC).replace(microsecond=0)
+    job = BenchRun(
+        recipe=spec,
+        fleet=fleet,
+        trial=new_trial_id(at),
+        at=at,
+        traffic=lines,
+        workload=workload,
+        mode=mode,
+        levels=levels,
+        requests=requests,
+        latency=target_latency,
+        price=trial_price(
+            fleet, hardware.id if hardware else fleet.hardware, price, loaded.offers, aliases
+        ),
+        weights=weights,
+        ready_timeout=timeout,
+    )
+    messages = Console(stderr=True)
+
+    def say(message: str) -> None:
+        messages.print(message, markup=False, highlight=False, soft_wrap=True)
+
+    transports = Transports(warn=lambda m: print(f"warning: {m}", file=sys.stderr))
+    root = out if out is not None else find_root(repo)
+    try:
+        if as_json:
+            outcome = run_bench(loaded, job, out=root, transports=transports, say=say)
+        else:
+            with sweep_progress() as progress:
+                outcome = run_bench(
+                    loaded, job, out=root, transports=transports, say=say, progress=progress
+                )
+    finally:
+        transports.close()
+    if as_json:
+        print_json(outcome)
+        return
+    _print_outcome(outcome, job)
+
+
+def _traffic(
+    repo: Repo,
+    path: Path | None,
+    workload: str | None,
+    mode: Mode,
+    levels: list[float],
+    requests: int | None,
+    seed: int,
+) -> list[TraceLine]:
+    if path is not None:
+        return read_trace(path)
+    assert workload is not None
+    count = workload_requests(mode, levels, requests)
+    # open loop rescales the trace's arrivals to each level: any rate gives them a shape
+    arrivals = levels[0] if mode == "rate" else None
+    return generate(workload, count, seed, arrivals, profiles=repo.workloads)
+
+
+def _print_outcome(outcome: BenchOutcome, job: BenchRun) -> None:
+    trial = outcome.trial
+    kind = "simulated" if trial.simulated else "measured"
+    sent = f"workload {job.workload}" if job.workload else "traffic file"
+    title = (
+        f"{job.recipe.id} on {job.fleet.name} ({trial.gpus} GPU{'s' * (trial.gpus != 1)}, "
+        f"{kind}), {sent}"
+    )
+    print_levels(outcome.levels, title)
+    price = job.price
+    console.print(
+        f"price: ${price.gpu_hour:g}/GPU-hour ({price.source})" if price else "price: none",
+        markup=False,
+        highlight=False,
+    )
+    console.print("results:", markup=False)
+    for path in outcome.results:
+        console.print(f"  {path}", markup=False, highlight=False, soft_wrap=True)
+    if outcome.chart_png:
+        console.print(f"chart: {outcome.chart_png}", markup=False, highlight=False)
+    if outcome.chart_mermaid and outcome.mermaid:
+        console.print(f"mermaid: {outcome.chart_mermaid}", markup=False, highlight=False)
+        console.print(outcome.mermaid, markup=False, highlight=False, soft_wrap=True)

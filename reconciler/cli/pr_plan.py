@@ -1,0 +1,115 @@
+"""Composition: the plan of a pull request — its head validated, planned against what the fleets
+run (as `denv plan` does), commented on the pull request (edited in place on each run) and
+set as the `denv plan` check of the head commit. `denv pr plan` and `denv deploy` use it.
+
+The check fails on invalid files and on a deployment that cannot be placed; the comment says
+why. The head's commit must be in the local repository (a CI checkout of the pull request has
+it; elsewhere `git fetch origin pull/N/head`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from reconciler.cli.plan import cache_dir
+from reconciler.errors import DenvError, ForgeError
+from reconciler.fleet.observe import Transports
+from reconciler.forge.localgit import changed_paths, has_commit
+from reconciler.forge.models import CheckRun, Conclusion, PrState, PullRequest
+from reconciler.forge.protocol import Forge
+from reconciler.forge.render import render_plan
+from reconciler.forge.views import PlanView
+from reconciler.reconcile.plan import Plan
+from reconciler.reconcile.render import render_markdown, summary
+from reconciler.reconcile.snapshot import snapshot
+from reconciler.reconcile.source import GitSource, InvalidRevision
+
+CHECK = "denv plan"
+CHECK_SUMMARY_LIMIT = 60_000  # GitHub keeps 65,535 characters of a check's summary
+
+
+@dataclass(frozen=True)
+class PrPlan:
+    pr: PullRequest
+    files: list[str]  # what the pull request changes
+    problems: list[str]  # invalid files: nothing is planned
+    unplaceable: list[str]  # deployments the plan could not place
+    plan: Plan | None
+    check: CheckRun
+    comment_ids: list[int]
+
+    def as_json(self) -> dict[str, object]:
+        return {
+            "pull_request": self.pr.model_dump(mode="json"),
+            "files": self.files,
+            "problems": self.problems,
+            "unplaceable": self.unplaceable,
+            "check": self.check.model_dump(mode="json"),
+            "comment_ids": self.comment_ids,
+            "plan": None if self.plan is None else self.plan.model_dump(mode="json"),
+        }
+
+
+def _unplaceable(plan: Plan) -> list[str]:
+    return [
+        f"{e.release} / {e.stage}" + (f" on {e.fleet}" if e.fleet else "") + f": {e.message}"
+        for e in plan.errors
+    ]
+
+
+def _check(problems: list[str], unplaceable: list[str], plan: Plan | None) -> CheckRun:
+    if problems:
+        title = f"invalid files: {len(problems)} problem{'s' * (len(problems) != 1)}"
+        text, conclusion = "\n".join(problems), Conclusion.FAILURE
+    elif unplaceable:
+        title = "cannot be placed"
+        text, conclusion = "\n".join(unplaceable), Conclusion.FAILURE
+    else:
+        assert plan is not None
+        title, text, conclusion = summary(plan), summary(plan), Conclusion.SUCCESS
+    if len(text) > CHECK_SUMMARY_LIMIT:
+        text = text[:CHECK_SUMMARY_LIMIT] + "\n… (cut; the plan comment has it all)"
+    return CheckRun(name=CHECK, title=title, summary=text, conclusion=conclusion)
+
+
+def plan_pull_request(
+    forge: Forge,
+    root: Path,
+    number: int,
+    transports: Transports,
+    status: Callable[[str], None] = lambda message: None,
+) -> PrPlan:
+    """Validate and plan the head of pull request `number`, comment the plan, set the check."""
+    pr = forge.pull_request(number)
+    if pr.state != PrState.OPEN:
+        raise ForgeError(f"pull request #{number} is {pr.state}: only open ones are planned")
+    if not has_commit(root, pr.head_sha):
+        raise DenvError(
+            f"#{number}'s head {pr.head_sha[:12]} is not in {root}: fetch it first "
+            f"(git fetch origin pull/{number}/head)"
+        )
+    files = changed_paths(root, pr.base_branch, pr.head_sha)
+    source = GitSource(str(root), cache_dir())
+    problems: list[str] = []
+    plan: Plan | None = None
+    status(f"validating {pr.head_sha[:12]}")
+    try:
+        source.repo_at(pr.head_sha)
+    except InvalidRevision as exc:
+        problems = [str(p) for p in exc.problems]
+    if not problems:
+        plan = snapshot(source, transports, pr.head_sha, status).plan
+    unplaceable = _unplaceable(plan) if plan is not None else []
+    if plan is None:
+        body = render_plan(
+            PlanView(head_sha=pr.head_sha, base=pr.base_branch, files=files, problems=problems)
+        )
+    else:
+        body = render_markdown(plan)
+    status(f"commenting on #{number}")
+    ids = forge.upsert_comment(number, "plan", body)
+    check = _check(problems, unplaceable, plan)
+    forge.set_check(pr.head_sha, check)
+    return PrPlan(pr, files, problems, unplaceable, plan, check, ids)

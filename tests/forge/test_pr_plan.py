@@ -1,0 +1,164 @@
+"""`denv pr plan --pr N` as CI or a person runs it: the head validated and planned against what the
+local fleet runs, the plan commented (edited in place on each run) and the `denv plan` check set
+— on the local forge, and on GitHub through the fake on loopback."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from reconciler.forge.local import LocalForge
+from tests.forge.conftest import TOKEN, GitHubSetup
+from tests.forge.gitrepo import commit_file, git
+from tests.forge.test_github import open_pr
+
+RELEASE = "releases/chat-8b/denv.yaml"
+SECOND = """\
+release:
+  model: second
+  weights: hf://meta-llama/Llama-3.1-8B-Instruct@0e9e39f249a16976918f6564b8830bc894c89659
+  recipe: llama-3.1-8b/vllm@1
+  topology: { mode: aggregated, replicas: 7, gpus: 1 }
+stages:
+  - name: canary
+    fleets: [local]
+"""
+
+
+def denv(
+    repo: Path, *args: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    state = repo.parent / f"{repo.name}-state"
+    base = {**os.environ, "DENV_HOME": str(state / "home"), "DENV_CACHE": str(state / "cache")}
+    for name in ("DENV_REPO", "DENV_FORGE", "GITHUB_ACTIONS"):
+        base.pop(name, None)
+    return subprocess.run(
+        [sys.executable, "-m", "reconciler", "pr", *args, "--repo", str(repo)],
+        capture_output=True,
+        text=True,
+        env={**base, **(env or {})},
+        timeout=120,
+    )
+
+
+def planned(repo: Path, number: int) -> dict[str, Any]:
+    run = denv(repo, "plan", "--pr", str(number), "--json")
+    assert run.returncode == 0, run.stderr
+    answer: dict[str, Any] = json.loads(run.stdout)
+    return answer
+
+
+def branch(repo: Path, name: str, path: str, text: str) -> str:
+    git(repo, "checkout", "-q", "-b", name)
+    sha = commit_file(repo, path, text, f"{name}: change {path}")
+    git(repo, "checkout", "-q", "main")
+    return sha
+
+
+def test_plan_then_fix_then_break_edits_one_comment(git_repo: Path) -> None:
+    bigger = (git_repo / RELEASE).read_text().replace("max_batch: 128", "max_batch: 192")
+    head = branch(git_repo, "bigger-batch", RELEASE, bigger)
+    opened = denv(git_repo, "open", "--head", "bigger-batch")
+    assert (
+        opened.stdout.strip() == "Opened #1 bigger-batch: change releases/chat-8b/denv.yaml: "
+        "bigger-batch → main."
+    ), opened.stderr
+
+    first = planned(git_repo, 1)
+    assert first["files"] == [RELEASE] and first["problems"] == [] == first["unplaceable"]
+    assert first["check"] == {
+        "name": "denv plan",
+        "title": "Plan: 3 to start, 0 to replace, 0 to stop, 0 unchanged.",
+        "summary": "Plan: 3 to start, 0 to replace, 0 to stop, 0 unchanged.",
+        "conclusion": "success",
+    }
+    forge = LocalForge(git_repo)
+    [comment] = forge.comments(1)
+    assert comment.body.startswith(f"<!-- denv:plan -->\n### denv plan at `{head[:12]}`")
+    assert "+ chat-8b.canary.local.aggregated-0  localhost  GPUs 0 " in comment.body
+
+    # a later commit breaks the release: the same comment now lists the problem, the check fails
+    git(git_repo, "checkout", "-q", "bigger-batch")
+    broken = commit_file(
+        git_repo, RELEASE, bigger.replace("max_batch: 192", "max_batch: 0"), "oops"
+    )
+    git(git_repo, "checkout", "-q", "main")
+    second = planned(git_repo, 1)
+    assert second["comment_ids"] == first["comment_ids"] == [comment.id]
+    assert second["problems"] == [
+        "releases/chat-8b/denv.yaml:8:28: release.overrides.settings.max_batch: "
+        "Input should be greater than 0"
+    ]
+    assert second["check"]["conclusion"] == "failure"
+    assert second["check"]["title"] == "invalid files: 1 problem"
+    [edited] = forge.comments(1)
+    assert edited.body.startswith(f"<!-- denv:plan -->\n### denv plan for `{broken[:12]}` against")
+    assert "**Invalid files: nothing will be applied.**" in edited.body
+    assert [c.conclusion for c in forge.checks(broken)] == ["failure"]
+    assert [c.conclusion for c in forge.checks(head)] == ["success"]  # the older head keeps its
+
+    denv(git_repo, "approve", "1", "--as", "grace")
+    refused = denv(git_repo, "merge", "1")
+    assert refused.returncode == 1 and "check 'denv plan' is failure" in refused.stderr
+
+    git(git_repo, "checkout", "-q", "bigger-batch")
+    fixed = commit_file(git_repo, RELEASE, bigger, "fix")
+    git(git_repo, "checkout", "-q", "main")
+    assert planned(git_repo, 1)["check"]["conclusion"] == "success"
+    denv(git_repo, "approve", "1", "--as", "grace")  # the earlier approval was of another head
+    assert denv(git_repo, "merge", "1").returncode == 0
+    assert "max_batch: 192" in (git_repo / RELEASE).read_text()
+    assert [c.conclusion for c in forge.checks(fixed)] == ["success"]
+
+
+def test_a_deployment_that_cannot_be_placed_fails_the_check(git_repo: Path) -> None:
+    branch(git_repo, "second", "releases/second/denv.yaml", SECOND)
+    LocalForge(git_repo).open_pr("second", "second: 7 replicas")
+    answer = planned(git_repo, 1)
+    assert answer["problems"] == []
+    assert answer["check"]["conclusion"] == "failure"
+    assert answer["check"]["title"] == "cannot be placed"
+    assert answer["unplaceable"] == [
+        "second / canary on local: replica 6 needs 1 GPUs in one domain; the most free in one "
+        "domain of local is 0 (others are in use, busy with foreign processes, or kept as the "
+        "fleet's 8 trial GPUs)"
+    ], answer["unplaceable"]
+    [comment] = LocalForge(git_repo).comments(1)
+    assert "second / canary / local — not planned" in comment.body
+
+
+def test_only_open_pull_requests_are_planned(git_repo: Path) -> None:
+    branch(git_repo, "second", "releases/second/denv.yaml", SECOND)
+    forge = LocalForge(git_repo)
+    forge.open_pr("second", "second")
+    forge.approve(1, "grace")
+    forge.merge(1)
+    run = denv(git_repo, "plan", "--pr", "1")
+    assert run.returncode == 1 and "Traceback" not in run.stderr
+    assert run.stderr.strip() == "pull request #1 is merged: only open ones are planned"
+    missing = denv(git_repo, "plan", "--pr", "9")
+    assert missing.returncode == 1 and missing.stderr.startswith("no local pull request #9")
+
+
+def test_on_github_through_the_fake(github: GitHubSetup) -> None:
+    number, head = open_pr(github)
+    env = {
+        "DENV_FORGE": "github",
+        "GITHUB_REPOSITORY": github.fake.full_name,
+        "GITHUB_API_URL": github.fake.api_url,
+        "DENV_GITHUB_TOKEN": TOKEN,
+    }
+    run = denv(github.work, "plan", "--pr", str(number), env=env)
+    assert run.returncode == 0, run.stderr
+    assert TOKEN not in run.stdout + run.stderr
+    assert run.stdout.startswith(
+        f"#{number} at {head[:12]}: check 'denv plan' success: Plan: 3 to start"
+    )
+    [body] = github.fake.comment_bodies(number)
+    assert body.startswith(f"<!-- denv:plan -->\n### denv plan at `{head[:12]}`")
+    [check] = github.forge.checks(head)
+    assert (check.name, check.conclusion) == ("denv plan", "success")
