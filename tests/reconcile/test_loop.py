@@ -1,0 +1,190 @@
+"""`denv reconcile` as a long-running bot on the local fleet: the loop converges and stays
+converged, SIGTERM ends it with exit 0 and leaves the units running, and `--metrics-port`
+serves the pass figures on /metrics."""
+
+from __future__ import annotations
+
+import os
+import queue
+import random
+import signal
+import subprocess
+import sys
+import threading
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from reconciler.fleet.hostagent import AgentClient
+from reconciler.fleet.transport import LocalTransport
+from tests.fleet.conftest import free_port, wait_for
+from tests.reconcile.conftest import GitRepo
+
+FLEET = "fleets/local.yaml"
+LOCALHOST = "- { name: localhost, gpus: 16 }"
+CONVERGED = "planned +0 ~0 -0 =3; done: nothing"  # two engines and the router kept
+
+
+class Bot:
+    """`denv reconcile` in loop mode, its stdout (one summary line per pass) read as it comes."""
+
+    def __init__(self, repo: GitRepo, home: Path, *args: str) -> None:
+        env = {**os.environ, "DENV_HOME": str(home), "DENV_CACHE": str(repo.cache)}
+        env.pop("DENV_REPO", None)
+        argv = [sys.executable, "-m", "reconciler", "reconcile", "--repo", str(repo.path)]
+        argv += ["--ready-timeout", "60s", "--drain", "5s", *args]
+        self.stderr = (home.parent / "bot.stderr").open("w")  # no pipe left to fill
+        self.process = subprocess.Popen(
+            argv, stdout=subprocess.PIPE, stderr=self.stderr, text=True, env=env
+        )
+        self.lines: queue.Queue[str] = queue.Queue()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            self.lines.put(line)
+
+    def expect(self, text: str, timeout: float = 120) -> str:
+        """The next summary line that contains `text` (earlier lines are passed over)."""
+        try:
+            while True:
+                line = self.lines.get(timeout=timeout)
+                if text in line:
+                    return line
+        except queue.Empty:
+            raise AssertionError(f"no pass line with {text!r} in {timeout}s") from None
+
+    def terminate(self, timeout: float = 60) -> int:
+        self.process.send_signal(signal.SIGTERM)
+        return self.process.wait(timeout=timeout)
+
+    def close(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait(timeout=30)
+        self.stderr.close()
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Path:
+    return tmp_path / "home"
+
+
+@pytest.fixture
+def repo(git_repo: GitRepo) -> GitRepo:
+    """The example release on the local fleet, whose host listens on a loopback address of
+    its own: ports 8000+ stay clear of the demo and of other tests."""
+    address = f"127.{random.randint(64, 254)}.{random.randint(0, 254)}.1"
+    git_repo.replace(FLEET, LOCALHOST, f"- {{ name: localhost, address: {address}, gpus: 16 }}")
+    git_repo.commit("the local fleet on its own address")
+    return git_repo
+
+
+@pytest.fixture
+def agent(home: Path) -> Iterator[AgentClient]:
+    client = AgentClient(LocalTransport(env={**os.environ, "DENV_HOME": str(home)}))
+    yield client
+    for unit in client.units():  # the bot leaves them running: stop them here
+        client.stop(unit.id, grace=1)
+
+
+@pytest.fixture
+def bots() -> Iterator[list[Bot]]:
+    started: list[Bot] = []
+    yield started
+    for bot in started:
+        bot.close()
+
+
+def scrape(port: int) -> dict[str, float]:
+    """Every sample of the bot's /metrics: 'name{label="value"}' -> value."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as answer:
+        text = answer.read().decode()
+    samples = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            labels = ",".join(f'{k}="{v}"' for k, v in sorted(sample.labels.items()))
+            samples[f"{sample.name}{{{labels}}}" if labels else sample.name] = sample.value
+    return samples
+
+
+def test_the_loop_converges_and_sigterm_leaves_the_units_running(
+    repo: GitRepo, home: Path, agent: AgentClient, bots: list[Bot]
+) -> None:
+    port = free_port()
+    bot = Bot(repo, home, "--interval", "1s", "--metrics-port", str(port))
+    bots.append(bot)
+    bot.expect("planned +3 ~0 -0 =0; done: start 3")
+    bot.expect(CONVERGED)  # the next pass, a second later, finds nothing to do
+    metrics = scrape(port)
+    assert metrics["denv_reconcile_pass_seconds_count"] >= 2
+    assert metrics['denv_reconcile_actions_total{kind="start"}'] == 3
+    assert metrics["denv_reconcile_drift_actions"] == 0  # the fleet matches git
+    running = {u.id: u.pid for u in agent.units() if u.alive}
+    assert sorted(running) == [
+        "chat-8b.canary.local.aggregated-0",
+        "chat-8b.canary.local.aggregated-1",
+        "chat-8b.canary.local.router",
+    ]
+
+    assert bot.terminate() == 0
+    assert {u.id: u.pid for u in agent.units() if u.alive} == running  # left as planned
+    lease = agent.lease("reconciler", "test", 0, peek=True)
+    assert lease["holder"] is None  # given back: the next bot need not wait for its expiry
+    assert CONVERGED in lease["note"]["summary"]  # `denv status` shows the last pass
+
+
+def test_metrics_are_served_while_the_loop_waits_for_its_next_pass(
+    repo: GitRepo, home: Path, agent: AgentClient, bots: list[Bot]
+) -> None:
+    port = free_port()
+    bot = Bot(repo, home, "--interval", "10m", "--metrics-port", str(port))
+    bots.append(bot)
+    bot.expect("done: start 3")
+    metrics = wait_for(
+        lambda: (m := scrape(port))["denv_reconcile_pass_seconds_count"] == 1 and m,
+        what="the first pass in /metrics",
+    )
+    assert isinstance(metrics, dict)
+    assert 0 < metrics["denv_reconcile_pass_seconds_sum"] < 120
+    assert metrics['denv_reconcile_actions_total{kind="start"}'] == 3
+    assert metrics["denv_reconcile_drift_actions"] == 3  # what that pass's plan needed
+    assert metrics["denv_reconcile_errors_total"] == 0
+    assert bot.terminate(timeout=30) == 0  # SIGTERM ends the wait for the next pass
+
+
+def test_the_loop_waits_while_another_bot_holds_the_lease(
+    repo: GitRepo, home: Path, agent: AgentClient, bots: list[Bot]
+) -> None:
+    agent.lease("reconciler", "other-bot/1", 600)
+    bot = Bot(repo, home, "--interval", "1s")
+    bots.append(bot)
+    said = home.parent / "bot.stderr"
+    refusal = "pass failed: fleet local is being reconciled by other-bot/1"
+    wait_for(lambda: said.read_text().count(refusal) >= 2, timeout=60, what="two refused passes")
+    assert bot.process.poll() is None and agent.units() == []  # waiting, nothing touched
+    agent.lease("reconciler", "other-bot/1", 0, release=True)
+    bot.expect("done: start 3")
+    assert bot.terminate() == 0
+
+
+def test_sigterm_during_a_pass_finishes_the_action_and_the_next_bot_converges(
+    repo: GitRepo, home: Path, agent: AgentClient, bots: list[Bot]
+) -> None:
+    bot = Bot(repo, home, "--interval", "1s")
+    bots.append(bot)
+    wait_for(lambda: agent.units(), timeout=120, what="the first unit launched")
+    assert bot.terminate() == 0
+    started = {u.id for u in agent.units()}
+    assert "chat-8b.canary.local.router" not in started  # no new action after SIGTERM
+
+    again = Bot(repo, home, "--once")
+    bots.append(again)
+    again.expect("done: start")
+    assert again.process.wait(timeout=60) == 0
+    ids = [u.id for u in agent.units() if u.alive]
+    assert len(ids) == len(set(ids)) == 3
