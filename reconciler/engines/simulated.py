@@ -13,6 +13,7 @@ from reconciler.engines.placement import BOOTSTRAP, HTTP, Placement
 from reconciler.engines.sim.spec import SimSpec
 from reconciler.engines.units import EngineContext, MetricNames, Metrics, Probe, Unit
 from reconciler.errors import EngineError
+from reconciler.spec.recipe import AggregatedTopology, Recipe
 
 
 def health() -> Probe:
@@ -23,6 +24,15 @@ def metric_names() -> MetricNames:
     return vllm.metric_names()
 
 
+def one_replica(recipe: Recipe) -> Recipe:
+    """The recipe as one process of an aggregated deployment sees it: the replica count is
+    not part of a replica's spec, so scaling out does not replace the replicas that run."""
+    topology = recipe.topology
+    if isinstance(topology, AggregatedTopology) and topology.replicas != 1:
+        return recipe.model_copy(update={"topology": topology.model_copy(update={"replicas": 1})})
+    return recipe
+
+
 def units(deployment: Deployment, placement: Placement, context: EngineContext) -> list[Unit]:
     if context.model is None:
         raise EngineError(
@@ -30,6 +40,7 @@ def units(deployment: Deployment, placement: Placement, context: EngineContext) 
             f"(catalog/models.yaml) in the engine context"
         )
     found: list[Unit] = []
+    recipe = one_replica(deployment.recipe)
     for role, pool in deployment.recipe.topology.pools():
         for index in range(pool.replicas):
             head = placement.replica(role, index)[0]
@@ -38,7 +49,7 @@ def units(deployment: Deployment, placement: Placement, context: EngineContext) 
                 weights=deployment.weights,
                 model=context.model,
                 hardware=context.hardware,
-                recipe=deployment.recipe,
+                recipe=recipe,
                 role=role,
                 gpus=pool.gpus,
                 time_scale=context.sim_time_scale,

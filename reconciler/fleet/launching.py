@@ -11,9 +11,20 @@ from reconciler.engines.units import Unit
 
 
 def unit_digest(unit: Unit) -> str:
-    """Digest of what the process is: argv, env, GPUs and port (not where it was decided)."""
-    essence = {"argv": unit.argv, "env": unit.env, "gpus": unit.gpu_indices, "port": unit.port}
+    """Digest of what the process is: argv, env, GPUs and port (not where it was decided).
+    A router's worker list is left out: the reconciler keeps it current through the router's
+    API, so scaling out or in never restarts the endpoint."""
+    argv = _without_workers(unit.argv) if unit.role == "router" else unit.argv
+    essence = {"argv": argv, "env": unit.env, "gpus": unit.gpu_indices, "port": unit.port}
     return hashlib.sha256(json.dumps(essence, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def _without_workers(argv: list[str]) -> list[str]:
+    if "--worker-urls" not in argv:
+        return argv
+    start = argv.index("--worker-urls") + 1
+    end = next((i for i in range(start, len(argv)) if argv[i].startswith("--")), len(argv))
+    return argv[: start - 1] + argv[end:]
 
 
 def launch_payload(

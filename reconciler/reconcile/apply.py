@@ -98,14 +98,12 @@ class Applier:
         options: ApplyOptions = DEFAULTS,
         say: Callable[[str], None] = lambda message: None,
         stopping: Callable[[], bool] = lambda: False,
-        heartbeat: Callable[[], None] = lambda: None,
     ) -> None:
         self.repo = repo
         self.transports = transports
         self.options = options
         self.say = say
         self.stopping = stopping  # SIGTERM: finish the current action, start no other
-        self.heartbeat = heartbeat  # renews the fleets' leases during a long apply
         self.report = ApplyReport()
         self.observations: Mapping[str, FleetObservation] = {}
         self.surging: set[str] = set()  # URLs of surge replicas the routers keep meanwhile
@@ -138,7 +136,6 @@ class Applier:
         self.agent(fleet, host).launch(payload)
 
     def _guard(self, what: str, step: Callable[[], object]) -> bool:
-        self.heartbeat()
         try:
             step()
             return True
@@ -349,6 +346,8 @@ class Applier:
         router before the old one leaves it: capacity never drops during the roll. None
         when it cannot be placed (then the roll is one replica at a time)."""
         assert action.desired is not None
+        if action.desired.replica_gpus != len(action.desired.unit.gpu_indices):
+            return None  # a multi-node replica moves as a whole or not at all
         surge = surge_unit(action.desired.unit, self._free_gpus(action), self._ports(action))
         if surge is None or deployment is None:
             return None

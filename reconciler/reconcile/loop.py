@@ -109,6 +109,8 @@ class Reconciler:
         self.say = say
         self.metrics = metrics or BotMetrics()
         self.transports = Transports(warn=say)  # connections are kept across passes
+        # the leases' own connections: renewed from a thread while apply waits on readiness
+        self.lease_transports = Transports(warn=say)
         self.stop_requested = threading.Event()
         self._held: dict[str, float] = {}  # fleet -> when we last renewed
         self._repo: Repo | None = None  # the last head read: where the leases are
@@ -120,10 +122,12 @@ class Reconciler:
         if self._repo is not None:
             self.release(self._repo)
         self.transports.close()
+        self.lease_transports.close()
 
     def _lease_agent(self, repo: Repo, fleet: str) -> AgentClient:
         spec = repo.fleets[fleet]
-        return AgentClient(self.transports.get(spec, spec.hosts[0]), python=host_python(spec))
+        where = self.lease_transports.get(spec, spec.hosts[0])
+        return AgentClient(where, python=host_python(spec))
 
     def _take(self, repo: Repo, fleets: list[str], note: Any = None) -> dict[str, str]:
         """Take or renew every fleet's lease; the fleets whose lease host did not answer (their
@@ -165,10 +169,12 @@ class Reconciler:
             return False
         return False
 
-    def _renew(self, repo: Repo) -> None:
-        due = [f for f, at in self._held.items() if time.monotonic() - at > self.lease_ttl / 3]
-        if due:
-            self._take(repo, due)
+    def _keep_leases(self, repo: Repo, done: threading.Event) -> None:
+        """Renew every lease a third of its time to live, until apply is done: a readiness
+        wait of many minutes never lets another bot in."""
+        while not done.wait(self.lease_ttl / 3):
+            with contextlib.suppress(DenvError):  # not renewed: it may expire; apply goes on
+                self._take(repo, sorted(self._held))
 
     def release(self, repo: Repo) -> None:
         for fleet in sorted(self._held):
@@ -193,10 +199,16 @@ class Reconciler:
             self.options,
             say=self.say,
             stopping=self.stop_requested.is_set,
-            heartbeat=lambda: self._renew(snap.repo),
         )
         chosen = snap.plan.model_copy(update={"actions": actions})
-        report = applier.apply(chosen, deployments, snap.observations)
+        applied = threading.Event()
+        renewing = threading.Thread(target=self._keep_leases, args=(snap.repo, applied))
+        renewing.start()
+        try:
+            report = applier.apply(chosen, deployments, snap.observations)
+        finally:
+            applied.set()
+            renewing.join()
         report.errors += list(unreachable.values())
         if self.checks is not None and not self.stop_requested.is_set():
             self._checked = self.checks(snap, self._checked)

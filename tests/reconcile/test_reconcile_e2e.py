@@ -180,19 +180,22 @@ def test_rolling_replace_loses_no_request(lab: Lab, replicas: int) -> None:
                 answered[0] += 1
             except openai.OpenAIError as exc:
                 failed.append(repr(exc))
+                stop.wait(0.1)  # a refused connection must not become a busy loop
 
-    workers = [threading.Thread(target=load) for _ in range(2)]
+    workers = [threading.Thread(target=load, daemon=True) for _ in range(2)]
     for worker in workers:
         worker.start()
-    wait_for(lambda: answered[0] >= 5, timeout=30, what="traffic before the roll")
-    before = {u.id: u.pid for u in lab.units()}
-    lab.release(replicas=replicas, batch=64)
-    rolled = lab.reconcile()
-    seen = answered[0]
-    wait_for(lambda: answered[0] >= seen + 5, timeout=30, what="traffic after the roll")
-    stop.set()
-    for worker in workers:
-        worker.join(timeout=30)
+    try:
+        wait_for(lambda: answered[0] >= 5, timeout=30, what="traffic before the roll")
+        before = {u.id: u.pid for u in lab.units()}
+        lab.release(replicas=replicas, batch=64)
+        rolled = lab.reconcile()
+        seen = answered[0]
+        wait_for(lambda: answered[0] >= seen + 5, timeout=30, what="traffic after the roll")
+    finally:  # the load stops whatever happened
+        stop.set()
+        for worker in workers:
+            worker.join(timeout=30)
     assert "~ replace" in rolled.stderr and "max_batch" in rolled.stderr
     assert ("+ surge" in rolled.stderr) == (replicas < 4), rolled.stderr
     assert failed == []
