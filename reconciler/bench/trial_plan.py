@@ -13,14 +13,13 @@ step caches on the host.
 from __future__ import annotations
 
 import hashlib
-from typing import Any
 
 from reconciler.catalog.deployments import Deployment
 from reconciler.engines.base import url
 from reconciler.engines.launch import engine_name, launch_units
-from reconciler.engines.runtime import HostRuntime, Need
+from reconciler.engines.runtime import HostRuntime
 from reconciler.engines.units import EngineContext, Unit
-from reconciler.fleet.launching import launch_payload
+from reconciler.fleet.launching import HostedUnit
 from reconciler.fleet.observe import FleetObservation
 from reconciler.fleet.placement import place_on_trial_gpus
 from reconciler.reconcile.hostrun import fleet_home, host_runtimes, runnable, weights_dir
@@ -70,20 +69,9 @@ def trial_spec(recipe: Recipe, fleet: str, trial: str, weights: str) -> Deployme
     )
 
 
-class TrialUnit(Spec):
-    id: str
-    host: str
-    labels: dict[str, str]
-    unit: Unit  # as its host runs it (in its container or venv)
-    need: Need | None = None  # the runtime `prepare` makes ready first; None: the simulator
-    weights: str | None = None  # the weights `prepare` caches on the host first
-    cleanup: list[str] | None = None
-    image: str | None = None
-
-    def payload(self) -> dict[str, Any]:
-        """What the agent's `launch` reads on stdin."""
-        payload = launch_payload(self.unit, self.id, self.cleanup, self.image)
-        return {**payload, "labels": dict(self.labels)}
+class TrialUnit(HostedUnit):
+    """A unit of a trial deployment: labels without release, stage and fleet, so the
+    reconciler never counts it as its own."""
 
 
 class TrialPlan(Spec):

@@ -7,7 +7,9 @@ import hashlib
 import json
 from typing import Any
 
+from reconciler.engines.runtime import Need
 from reconciler.engines.units import Unit
+from reconciler.spec.base import Spec
 
 
 def unit_digest(unit: Unit) -> str:
@@ -45,3 +47,22 @@ def launch_payload(
     if image:
         payload["image"] = image
     return payload
+
+
+class HostedUnit(Spec):
+    """A unit as its host runs it (in its container or venv), under its id and labels, with
+    what `prepare` must make ready there first: the reconciler's units and bench trials."""
+
+    id: str
+    host: str
+    labels: dict[str, str]
+    unit: Unit
+    need: Need | None = None  # the runtime to prepare; None: the simulator
+    weights: str | None = None  # the weights to cache on the host
+    cleanup: list[str] | None = None
+    image: str | None = None
+
+    def payload(self) -> dict[str, Any]:
+        """What the agent's `launch` reads on stdin."""
+        payload = launch_payload(self.unit, self.id, self.cleanup, self.image)
+        return {**payload, "labels": dict(self.labels)}

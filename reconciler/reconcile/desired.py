@@ -11,14 +11,13 @@ still planned, and what it runs now is left as it runs. Fleets come from the hea
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
 
 from reconciler.catalog.deployments import Deployment, deployments
 from reconciler.engines.base import url
-from reconciler.engines.runtime import HostRuntime, Need
+from reconciler.engines.runtime import HostRuntime
 from reconciler.engines.units import EngineContext, Unit
 from reconciler.errors import DenvError
-from reconciler.fleet.launching import launch_payload, unit_digest
+from reconciler.fleet.launching import HostedUnit, unit_digest
 from reconciler.fleet.observe import FleetObservation
 from reconciler.fleet.observed import UnitRecord
 from reconciler.fleet.transport import host_python
@@ -34,23 +33,10 @@ from reconciler.spec.repo import Repo
 DEFAULT_BASE_PORT = 8000
 
 
-class DesiredUnit(Spec):
-    id: str
+class DesiredUnit(HostedUnit):
     fleet: str
-    host: str
     digest: str  # unit_digest: what the agent compares to see a changed spec
-    labels: dict[str, str]
     replica_gpus: int  # GPUs of the whole replica the unit belongs to; 0 for a router
-    unit: Unit  # as its host runs it (in its container or venv)
-    need: Need | None = None  # the runtime `prepare` makes ready first; None: the simulator
-    weights: str | None = None  # the weights `prepare` caches on the host first
-    cleanup: list[str] | None = None
-    image: str | None = None
-
-    def payload(self) -> dict[str, Any]:
-        """What the agent's `launch` reads on stdin."""
-        payload = launch_payload(self.unit, self.id, self.cleanup, self.image)
-        return {**payload, "labels": dict(self.labels)}
 
 
 class DesiredDeployment(Spec):
