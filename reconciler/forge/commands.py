@@ -7,10 +7,19 @@ is decided by the forge (write permission, the approvers policy); the rules are 
 from __future__ import annotations
 
 import shlex
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
-from reconciler.forge.models import Approvals, CheckRun, CommandKind, Ignored, Review, ReviewState
+from reconciler.forge.models import (
+    Approvals,
+    CheckRun,
+    CommandKind,
+    Comment,
+    CommentCommand,
+    Ignored,
+    Review,
+    ReviewState,
+)
 
 PREFIX = "/denv"
 USAGE = "denv understands `/denv plan` and `/denv bench` (from users with write permission)."
@@ -52,6 +61,26 @@ def parse_command(body: str) -> Command | Reply | Ignore:
     except ValueError:
         return Reply(f"unknown command `{words[0]}`: {USAGE}")
     return Command(kind, words[1:])
+
+
+def comment_commands(
+    comments: Iterable[Comment], allowed: Callable[[str], bool]
+) -> list[CommentCommand]:
+    """`/denv` commands in `comments`, from the authors `allowed` says may give them."""
+    found = []
+    for comment in comments:
+        parsed = parse_command(comment.body)
+        if isinstance(parsed, Command) and allowed(comment.author):
+            found.append(
+                CommentCommand(
+                    comment_id=comment.id,
+                    user=comment.author,
+                    command=parsed.kind,
+                    args=parsed.args,
+                    at=comment.at,
+                )
+            )
+    return found
 
 
 def approver_rule(approvers: Sequence[str]) -> tuple[set[str], set[str]]:

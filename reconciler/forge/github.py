@@ -20,7 +20,7 @@ from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_at
 
 from reconciler.errors import ForgeError
 from reconciler.forge.botgit import bot_commit
-from reconciler.forge.commands import Command, approval_candidates, approver_rule, parse_command
+from reconciler.forge.commands import approval_candidates, approver_rule, comment_commands
 from reconciler.forge.gitremote import GitRemote
 from reconciler.forge.markers import Create, Delete, Edit, read_marker, split_body, upsert_ops
 from reconciler.forge.models import (
@@ -237,20 +237,7 @@ class GitHubForge:
 
     def comment_commands(self, pr: int) -> list[CommentCommand]:
         def read() -> list[CommentCommand]:
-            found = []
-            for comment in self._comments(pr):
-                parsed = parse_command(comment.body)
-                if isinstance(parsed, Command) and self._can_write(comment.author):
-                    found.append(
-                        CommentCommand(
-                            comment_id=comment.id,
-                            user=comment.author,
-                            command=parsed.kind,
-                            args=parsed.args,
-                            at=comment.at,
-                        )
-                    )
-            return found
+            return comment_commands(self._comments(pr), self._can_write)
 
         return self._call(f"read the commands on #{pr}", read)
 

@@ -20,7 +20,7 @@ from pygit2.enums import CheckoutStrategy
 
 from reconciler.errors import ForgeError, NotFound
 from reconciler.forge.botgit import bot_commit
-from reconciler.forge.commands import Command, approval_candidates, approver_rule, parse_command
+from reconciler.forge.commands import approval_candidates, approver_rule, comment_commands
 from reconciler.forge.localstore import LocalPr, LocalStore
 from reconciler.forge.markers import Create, Delete, Edit, read_marker, split_body, upsert_ops
 from reconciler.forge.models import (
@@ -179,20 +179,7 @@ class LocalForge:
 
     def comment_commands(self, pr: int) -> list[CommentCommand]:
         # everyone who can write to this repository has write permission on its local forge
-        found = []
-        for comment in self.comments(pr):
-            parsed = parse_command(comment.body)
-            if isinstance(parsed, Command) and comment.author != self.bot.name:
-                found.append(
-                    CommentCommand(
-                        comment_id=comment.id,
-                        user=comment.author,
-                        command=parsed.kind,
-                        args=parsed.args,
-                        at=comment.at,
-                    )
-                )
-        return found
+        return comment_commands(self.comments(pr), lambda author: author != self.bot.name)
 
     # -- checks ----------------------------------------------------------------------------
 
