@@ -17,6 +17,7 @@ import hashlib
 from reconciler.catalog.deployments import Deployment
 from reconciler.engines.base import url
 from reconciler.engines.launch import engine_name, launch_units
+from reconciler.engines.placement import PORT_BLOCK
 from reconciler.engines.runtime import HostRuntime
 from reconciler.engines.units import EngineContext, Unit
 from reconciler.fleet.launching import HostedUnit
@@ -33,7 +34,15 @@ from reconciler.spec.repo import Repo
 # Apart from the reconciler's 8000, so that a reconcile pass placing a release at the same
 # moment does not pick the same block (each still skips every port a unit holds).
 TRIAL_BASE_PORT = 18000
+# Trials planned at the same moment by different bots each start their search at a block of
+# their own, so that neither takes the ports the other is about to bind.
+TRIAL_PORT_SPREAD = 64
 TRIAL_RELEASE = "bench"  # what the trial's Deployment names as its release
+
+
+def trial_base_port(trial: str) -> int:
+    spread = int(hashlib.sha256(trial.encode()).hexdigest()[:8], 16) % TRIAL_PORT_SPREAD
+    return TRIAL_BASE_PORT + spread * PORT_BLOCK
 
 
 def trial_prefix(trial: str) -> str:
@@ -135,7 +144,10 @@ def plan_trial(
         for record in seen.units:
             if record.port is not None:
                 ports.hold(host, record.port, record.id)
-    placement = ports.choose(placement, ("trial", trial), None, TRIAL_BASE_PORT)
+        ports.hold_listeners(
+            host, seen.listening, (r.port for r in seen.units if r.port is not None)
+        )
+    placement = ports.choose(placement, ("trial", trial), None, trial_base_port(trial))
     home = fleet_home(fleet, observation)
     context = context.model_copy(
         update={

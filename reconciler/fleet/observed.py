@@ -55,3 +55,4 @@ class HostObservation(Observed):
     tried: tuple[str, ...] = ()
     home: str | None = None  # the agent's state folder (DENV_HOME) on the host
     container_engine: str | None = None  # docker or podman when on PATH
+    listening: tuple[int, ...] = ()  # TCP ports some process listens on (denv's units too)

@@ -84,6 +84,9 @@ class FleetPlacer:
                     self.ports.hold(host, record.port, key)
                     if key is not None and record.labels.get("role") == "router":
                         self.routers[key] = record.port
+            self.ports.hold_listeners(
+                host, seen.listening, (r.port for r in seen.units if r.port is not None)
+            )
 
     def add(self, deployment: Deployment, context: EngineContext) -> list[Unit]:
         """The deployment's units, placed; what they use is held for the next deployments.

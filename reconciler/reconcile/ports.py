@@ -8,12 +8,13 @@ they land on. Ports of processes the plan will stop first are free; every other 
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+from collections.abc import Hashable, Iterable
 
 from reconciler.engines.placement import PORT_BLOCK, Placement
 from reconciler.errors import PlacementError
 
 LAST_PORT = 65535
+OTHER_PROCESS = ("another process",)  # the owner of a port no unit of denv explains
 
 
 class PortBook:
@@ -27,6 +28,17 @@ class PortBook:
         ports = self._taken.setdefault(host, {})
         for number in range(port, port + PORT_BLOCK):
             ports.setdefault(number, owner)
+
+    def hold_listeners(
+        self, host: str, listening: Iterable[int], unit_ports: Iterable[int]
+    ) -> None:
+        """Ports something listens on outside every unit's block (another program, or units of
+        another agent on the same machine) are nobody's to take."""
+        blocks = [range(port, port + PORT_BLOCK) for port in unit_ports]
+        ports = self._taken.setdefault(host, {})
+        for port in listening:
+            if not any(port in block for block in blocks):
+                ports.setdefault(port, OTHER_PROCESS)
 
     def _blocks(self, placement: Placement, delta: int) -> list[tuple[str, int]]:
         first = [(placement.router.host, placement.router.port + delta)]

@@ -37,6 +37,7 @@ def test_probe_reports_simulated_gpus_and_units(agent: AgentClient) -> None:
     assert [p.pid for p in seen.gpus[0].processes] == [seen.units[0].pid]
     assert seen.gpus[1].processes == ()
     assert [u.id for u in seen.units] == ["web"] and seen.units[0].alive
+    wait_for(lambda: port in agent.probe().listening, what="the unit's port listed as listening")
 
 
 def test_probe_without_gpus_says_what_it_tried(agent: AgentClient) -> None:

@@ -101,6 +101,7 @@ def observation(
     hosts: dict[str, int] | None = None,
     busy: dict[str, set[int]] | None = None,
     errors: dict[str, str] | None = None,
+    listening: dict[str, set[int]] | None = None,
 ) -> FleetObservation:
     """A fleet as its agents report it: `hosts` name -> GPU count (the local fleet's 16 GPUs
     by default), the records on them, and GPUs busy with processes denv did not start."""
@@ -114,7 +115,13 @@ def observation(
             Gpu(index=i, processes=(GpuProcess(pid=pids[i]),) if i in pids else ())
             for i in range(count)
         )
-        found.hosts[host] = HostObservation(host=host, source="simulated", gpus=gpus, units=mine)
+        found.hosts[host] = HostObservation(
+            host=host,
+            source="simulated",
+            gpus=gpus,
+            units=mine,
+            listening=tuple(sorted((listening or {}).get(host, set()))),
+        )
     return found
 
 

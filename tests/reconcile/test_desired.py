@@ -119,6 +119,16 @@ def test_units_denv_did_not_start_and_busy_gpus_are_avoided(git_repo: GitRepo) -
     ]
 
 
+def test_ports_another_program_listens_on_are_avoided(git_repo: GitRepo) -> None:
+    # 8040 (inside the first block) is some other program's; the unit's own 8096 block is
+    # its own (its engine listens there), so only the block with 8040 is skipped.
+    unit = UnitRecord(id="bench-1", digest="b", port=8096, gpus=(0,), pid=7, alive=True)
+    seen = observation([("localhost", unit)], listening={"localhost": {8040, 8096, 8097}})
+    canary = only(desired_of(git_repo, {"local": seen}))
+    ports = sorted(u.unit.port or 0 for u in canary.units)
+    assert ports == [8128, 8160, 8192]  # router block first, then one block per replica
+
+
 def test_one_deployment_that_does_not_fit_leaves_the_others_planned(git_repo: GitRepo) -> None:
     running = applied(desired_of(git_repo))
     add_release(git_repo, "big", replicas=7)

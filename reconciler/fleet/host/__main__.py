@@ -29,6 +29,7 @@ import gpus
 import jobs
 import leases
 import runtimes
+import sockets
 import units
 import weights
 from common import HOME, AgentError, emit, option
@@ -38,6 +39,7 @@ def probe(simulated):
     found = gpus.probe(simulated)
     found["home"] = HOME
     found["container_engine"] = next((e for e in ("docker", "podman") if shutil.which(e)), None)
+    found["listening"] = sockets.listening_ports()
     return found
 
 
