@@ -33,8 +33,11 @@ system-deps:
 		{ apt-get update -q && apt-get install -y -q openssh-server; }
 	@command -v ip >/dev/null 2>&1 || { apt-get update -q && apt-get install -y -q iproute2; }
 
+# Two workers, a test file each at a time (a module's lab fixture is built once); then the
+# tests that compare wall-clock timings with a model, alone.
 test: lint workflows system-deps
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q -n 2 --dist loadfile -m "not serial"
+	$(BIN)/pytest -q -m serial
 
 # Regenerate the JSON Schemas the repository's YAML files point their editors to.
 schemas: $(STAMP)

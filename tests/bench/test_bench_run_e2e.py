@@ -112,7 +112,8 @@ class Lab:
         return self.agent().units()
 
     def trace(self, requests: int, output: int = 24) -> Path:
-        """Short answers, so a level takes a fraction of a second a request."""
+        """Short answers by default, so a level takes a fraction of a second a request; long
+        ones keep a run going for minutes, until the test interrupts it."""
         path = self.folder / f"trace-{requests}.jsonl"
         lines = (
             json.dumps(
@@ -222,7 +223,9 @@ def test_a_sweep_writes_results_that_bench_ranks_beside_an_untouched_release(lab
 def test_ctrl_c_tears_down_and_the_reconciler_leaves_the_trial_alone(lab: Lab) -> None:
     lab.reconcile()
     release = serving(lab)
-    process, log = lab.start(lab.bench_run("--recipe", RECIPE, "--traffic", str(lab.trace(400))))
+    process, log = lab.start(
+        lab.bench_run("--recipe", RECIPE, "--traffic", str(lab.trace(400, output=4000)))
+    )
     try:
         up = wait_for(lambda: trial_up(lab), timeout=60, what="the trial to be ready")
         assert isinstance(up, list)
@@ -241,7 +244,9 @@ def test_ctrl_c_tears_down_and_the_reconciler_leaves_the_trial_alone(lab: Lab) -
 
 
 def test_sigterm_tears_down_as_ctrl_c_does(lab: Lab) -> None:
-    process, log = lab.start(lab.bench_run("--recipe", RECIPE, "--traffic", str(lab.trace(400))))
+    process, log = lab.start(
+        lab.bench_run("--recipe", RECIPE, "--traffic", str(lab.trace(400, output=4000)))
+    )
     try:
         wait_for(lambda: trial_up(lab), timeout=60, what="the trial to be ready")
         process.send_signal(signal.SIGTERM)

@@ -30,6 +30,8 @@ from reconciler.spec.result import Load
 from tests.bench.scripted import scripted_server
 from tests.engines.sim.sims import free_port, http_get, http_post
 
+pytestmark = pytest.mark.serial  # compares wall-clock timings with a model
+
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[str]:

@@ -317,7 +317,7 @@ def test_a_client_leaving_mid_stream_ends_the_upstream_request_unrecorded(tmp_pa
     with scripted_upstream(script) as upstream, recording(upstream, tmp_path) as rec:
         asyncio.run(leave_after_first_event(rec.url))
         script.release.set()
-        wait_until(lambda: script.cut_off, 10, "the upstream request to be closed")
+        wait_until(lambda: script.cut_off, 30, "the upstream request to be closed")
         rec.stop()
     assert rec.out.read_text() == ""
     assert "not recorded: 1 × client left" in rec.log_text()

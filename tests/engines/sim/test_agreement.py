@@ -17,6 +17,8 @@ from reconciler.engines.sim.predict import default_warmup, predict
 from tests.engines.sim.perfspecs import hardware, model
 from tests.engines.sim.sims import sim_process, sim_spec
 
+pytestmark = pytest.mark.serial  # compares wall-clock timings with a model
+
 CONCURRENCY, REQUESTS, ISL, OSL = 8, 32, 1000, 64
 
 

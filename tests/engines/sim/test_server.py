@@ -450,6 +450,7 @@ def _modelled(
     return [first[str(i)] for i in range(len(arrivals))], gaps
 
 
+@pytest.mark.serial  # compares wall-clock timings with the model
 def test_measured_ttft_and_itl_match_the_model_at_moderate_load(logs: Path) -> None:
     spec = sim_spec("llama-3.1-70b/vllm@1", time_scale=1.0)
     streams, out = 12, 48
