@@ -22,6 +22,7 @@ from reconciler.cli import (
     pr,
     recipe,
     reconcile,
+    rollout,
     sim,
     traffic,
     validate,
@@ -42,11 +43,13 @@ app.command("plan")(plan.plan)
 app.command("reconcile")(reconcile.reconcile)
 app.command("status")(reconcile.status)
 app.command("deploy")(deploy.deploy)
+app.command("rollback")(rollout.rollback)
 app.add_typer(bench.app, name="bench")
 app.add_typer(fleet.app, name="fleet")
 app.add_typer(parity.app, name="parity")
 app.add_typer(pr.app, name="pr")
 app.add_typer(recipe.app, name="recipe")
+app.add_typer(rollout.app, name="rollout")
 app.add_typer(sim.app, name="sim")
 app.add_typer(traffic.app, name="traffic")
 

@@ -1,5 +1,6 @@
 """CLI: `denv pr …` — pull requests on the local forge: open, list, show, approve, merge; and
-`denv pr plan`, which comments the plan on a pull request of the local forge or of GitHub."""
+`denv pr plan`, `bench` and `commands` (pr_runs.py), which comment on a pull request of the
+local forge or of GitHub."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from rich.console import Console
 from rich.markdown import Markdown
 from rich.table import Table
 
+from reconciler.cli import pr_runs
 from reconciler.cli.common import JsonOption, RepoOption, console, load, print_json
 from reconciler.cli.pr_plan import plan_pull_request
 from reconciler.errors import ForgeError
@@ -30,6 +32,9 @@ app = typer.Typer(
     "checks and approvals.",
     no_args_is_help=True,
 )
+
+app.command("bench")(pr_runs.bench)
+app.command("commands")(pr_runs.commands)
 
 NumberArg = Annotated[int, typer.Argument(help="Pull request number.", min=1)]
 

@@ -3,10 +3,12 @@ status` (per release, stage and fleet: what should run, what runs, ready, drift)
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 import time
 from collections import Counter
+from pathlib import Path
 from types import FrameType
 from typing import Annotated, Any
 
@@ -21,13 +23,14 @@ from reconciler.errors import DenvError, UsageError
 from reconciler.fleet.hostagent import AgentClient
 from reconciler.fleet.observe import Transports
 from reconciler.fleet.transport import host_python
-from reconciler.parity.deploytime import deploy_time_parity
+from reconciler.forge.config import open_forge
 from reconciler.reconcile import probes
 from reconciler.reconcile.apply import ApplyOptions
 from reconciler.reconcile.loop import LEASE, BotMetrics, PassResult, Reconciler, planned_fleets
 from reconciler.reconcile.plan import ActionKind
 from reconciler.reconcile.snapshot import Snapshot, snapshot
 from reconciler.reconcile.source import GitSource
+from reconciler.rollout.hooks import bot_hooks
 from reconciler.spec.base import parse_duration
 
 
@@ -67,9 +70,9 @@ def reconcile(
     def say(message: str) -> None:
         out.print(message, markup=False, highlight=False, soft_wrap=True)
 
-    bot = Reconciler(
-        source, options, say=say, metrics=metrics, checks=deploy_time_parity(source, say)
-    )
+    # the forge is opened at the first pull request the rollout needs, in the bot's clone
+    checks, adjust = bot_hooks(source, lambda: open_forge(Path(source.git_dir), os.environ), say)
+    bot = Reconciler(source, options, say=say, metrics=metrics, checks=checks, adjust=adjust)
 
     def finish(signum: int, frame: FrameType | None) -> None:
         out.print("SIGTERM: finishing the current action", markup=False)
@@ -121,7 +124,7 @@ def status(repo: LocationOption = ".", as_json: JsonOption = False) -> None:
     finally:
         transports.close()
     if as_json:
-        checks = {k: v for n in notes.values() for k, v in ((n or {}).get("checks") or {}).items()}
+        checks = {k: v for n in notes.values() for k, v in parity_of(n).items()}
         print_json({"head": snap.head, "deployments": rows, "bot": notes, "parity": checks})
         return
     table = Table(
@@ -144,7 +147,7 @@ def status(repo: LocationOption = ".", as_json: JsonOption = False) -> None:
             console.print(f"{row['release']}/{row['stage']} on {row['fleet']}: {row['error']}")
     shown: set[str] = set()
     for note in notes.values():
-        for key, found in sorted(((note or {}).get("checks") or {}).items()):
+        for key, found in sorted(parity_of(note).items()):
             if key not in shown:
                 shown.add(key)
                 console.print(_parity_line(key, found), markup=False)
@@ -154,6 +157,12 @@ def status(repo: LocationOption = ".", as_json: JsonOption = False) -> None:
             continue
         age = time.time() - note["at"]
         console.print(f"{fleet}: last pass {age:.0f}s ago: {note['summary']}", markup=False)
+
+
+def parity_of(note: dict[str, Any] | None) -> dict[str, Any]:
+    """'release/stage' -> deploy-time parity, from a bot's note."""
+    found: dict[str, Any] = ((note or {}).get("checks") or {}).get("parity") or {}
+    return found
 
 
 def _parity_line(key: str, found: dict[str, Any]) -> str:

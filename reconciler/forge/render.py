@@ -15,6 +15,7 @@ from importlib.resources import files
 from string import Template
 
 from reconciler.forge.views import (
+    AlarmRow,
     BenchRow,
     BenchView,
     CandidateView,
@@ -22,6 +23,7 @@ from reconciler.forge.views import (
     ParetoPoint,
     ParityView,
     PlanView,
+    PromotionView,
     RollbackView,
 )
 
@@ -188,6 +190,7 @@ def render_bench(view: BenchView) -> str:
         if simulated
         else "",
         tables="\n\n".join(_bench_table(r) for r in view.rows) or "No results.",
+        notes="\n".join(f"- {' '.join(note.split())}" for note in view.notes),
         chart=pareto_chart(view.pareto),
     )
 
@@ -250,4 +253,30 @@ def render_rollback(view: RollbackView) -> str:
         fleets=", ".join(f"`{f}`" for f in view.fleets),
         observed=view.observed,
         threshold=view.threshold,
+    )
+
+
+def _alarm_table(rows: Sequence[AlarmRow]) -> str:
+    if not rows:
+        return "No alarms are set for this stage."
+    lines = [(r.name, r.observed, r.limit, "ok" if r.ok else "FIRING") for r in rows]
+    return table(("alarm", "observed", "limit", "verdict"), lines)
+
+
+def render_promotion(view: PromotionView) -> str:
+    stamp = "%Y-%m-%d %H:%M:%S UTC"
+    return _fill(
+        "promotion",
+        release=view.release,
+        revision=short(view.revision),
+        from_stage=view.from_stage,
+        to_stage=view.to_stage,
+        fleets=", ".join(f"`{f}`" for f in view.fleets),
+        bake=view.bake,
+        baked_from=view.baked_from.astimezone(UTC).strftime(stamp),
+        baked_until=view.baked_until.astimezone(UTC).strftime(stamp),
+        alarms=_alarm_table(view.alarms),
+        parity=view.parity,
+        bench="; ".join(view.bench) if view.bench else "no results recorded for this revision.",
+        approvals=view.approvals,
     )

@@ -57,6 +57,7 @@ class BenchView(Record):
     traffic: str  # workload or traffic shape name
     rows: list[BenchRow]
     pareto: list[ParetoPoint] = []
+    notes: list[str] = []  # runs that failed, subjects left out: one a line
 
 
 class ParityMismatch(Record):
@@ -111,3 +112,25 @@ class RollbackView(Record):
     observed: str  # e.g. "TTFT p99 2.31 s"
     threshold: str  # e.g. "≤ 1.5 s over 5 m"
     at: datetime
+
+
+class AlarmRow(Record):
+    name: str
+    observed: str  # e.g. "TTFT p99 0.21 s over 1,204 requests", or "not enough requests"
+    limit: str  # e.g. "≤ 1.5 s over 5 m"
+    ok: bool
+
+
+class PromotionView(Record):
+    release: str
+    from_stage: str
+    to_stage: str
+    revision: str
+    fleets: list[str]  # of the stage that baked
+    baked_from: datetime
+    baked_until: datetime
+    bake: str  # e.g. "30m"
+    alarms: list[AlarmRow] = []
+    parity: str  # the deploy-time parity verdict in a line
+    bench: list[str] = []  # result lines for this revision, if any
+    approvals: str  # e.g. "1 approval from a user with write permission", "none: auto"

@@ -26,6 +26,7 @@ from reconciler.fleet.observe import Transports
 from reconciler.fleet.transport import host_python
 from reconciler.reconcile.apply import Applier, ApplyOptions, ApplyReport
 from reconciler.reconcile.plan import ActionKind, Plan
+from reconciler.reconcile.revisions import Stages
 from reconciler.reconcile.snapshot import Snapshot, snapshot
 from reconciler.reconcile.source import GitSource
 from reconciler.spec.repo import Repo
@@ -33,6 +34,8 @@ from reconciler.spec.repo import Repo
 LEASE = "reconciler"
 # After each pass: (the snapshot, the last results) -> results, kept with the pass's note.
 Checks = Callable[[Snapshot, dict[str, Any]], dict[str, Any]]
+# Before each plan: (the stages git says, the last results) -> the stages to run.
+Adjust = Callable[[Stages, dict[str, Any]], Stages]
 DEFAULTS = ApplyOptions()
 
 
@@ -101,6 +104,7 @@ class Reconciler:
         say: Callable[[str], None] = lambda message: None,
         metrics: BotMetrics | None = None,
         checks: Checks | None = None,
+        adjust: Adjust | None = None,
     ) -> None:
         self.source = source
         self.options = options
@@ -116,6 +120,7 @@ class Reconciler:
         self._repo: Repo | None = None  # the last head read: where the leases are
         self.checks = checks  # after apply, e.g. deploy-time parity (a layer above ours)
         self._checked: dict[str, Any] = {}  # the last checks' results, kept with the leases
+        self.adjust = adjust  # e.g. a rollback not yet merged (a layer above ours)
 
     def close(self) -> None:
         """Give the leases back (the next bot need not wait for them to expire) and hang up."""
@@ -182,15 +187,19 @@ class Reconciler:
                 self._lease_agent(repo, fleet).lease(LEASE, self.holder, 0, release=True)
         self._held.clear()
 
+    def _adjusted(self, stages: Stages) -> Stages:
+        return stages if self.adjust is None else self.adjust(stages, self._checked)
+
     def run_pass(self, rev: str | None = None) -> PassResult:
         started = time.monotonic()
-        snap = snapshot(self.source, self.transports, rev)
+        snap = snapshot(self.source, self.transports, rev, adjust=self._adjusted)
         fleets = planned_fleets(snap)
         self._repo = snap.repo
         fresh = [f for f in fleets if f not in self._held]
         unreachable = self._take(snap.repo, fleets)
         if set(fresh) - set(unreachable):
-            snap = snapshot(self.source, self.transports, rev)  # what runs, now that it is ours
+            # what runs, now that it is ours (and what the last bot kept, read with the lease)
+            snap = snapshot(self.source, self.transports, rev, adjust=self._adjusted)
         actions = tuple(a for a in snap.plan.actions if a.fleet not in unreachable)
         deployments = [d for d in snap.desired.deployments if d.fleet not in unreachable]
         applier = Applier(

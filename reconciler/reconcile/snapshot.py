@@ -10,7 +10,7 @@ from reconciler.fleet.observe import FleetObservation, Transports, observe
 from reconciler.fleet.transport import host_python
 from reconciler.reconcile.desired import Desired, desired_units, fleets_of, observed_units
 from reconciler.reconcile.plan import Plan, plan
-from reconciler.reconcile.revisions import stage_revisions
+from reconciler.reconcile.revisions import Stages, stage_revisions
 from reconciler.reconcile.source import GitSource
 from reconciler.spec.repo import Repo
 
@@ -29,15 +29,19 @@ def snapshot(
     transports: Transports,
     rev: str | None = None,
     status: Callable[[str], None] = lambda message: None,
+    adjust: Callable[[Stages], Stages] | None = None,
 ) -> Snapshot:
     """Read git at `rev` (default: the source's head), observe the fleets the running stages
-    use (one agent round trip per host), and plan."""
+    use (one agent round trip per host), and plan. `adjust` may change the revision a stage
+    runs (a rollback the bot made before git records it: a layer above ours decides)."""
     status(f"fetching {source.label}")
     source.sync()
     head = source.resolve(rev)
     status(f"loading {head[:12]}")
     loaded = source.repo_at(head)
     stages = stage_revisions(loaded, head)
+    if adjust is not None:
+        stages = adjust(stages)
     # The running stages' fleets, and those of releases removed lately: their units stop.
     names = fleets_of(stages, source.repo_at) | source.recent_fleets(head)
     observations: dict[str, FleetObservation] = {}

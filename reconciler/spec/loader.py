@@ -110,7 +110,8 @@ def _load_promotions(repo: Repo, doc: YamlDoc) -> None:
 def _load_policy(repo: Repo, doc: YamlDoc) -> None:
     if doc.path.endswith("alarms.yaml"):
         if (alarms := _validate(repo, doc, AlarmsFile)) is not None:
-            repo.policies = repo.policies.model_copy(update={"alarms": alarms.alarms})
+            update = {"alarms": alarms.alarms, "prometheus": alarms.prometheus}
+            repo.policies = repo.policies.model_copy(update=update)
     elif doc.path.endswith("gates.yaml"):
         if (gates := _validate(repo, doc, GatesFile)) is not None:
             repo.policies = repo.policies.model_copy(update={"gates": gates.gates})

@@ -46,8 +46,16 @@ class Alarm(Spec):
         return self
 
 
+class PrometheusSource(Spec):
+    """A Prometheus server that scrapes the engines (with their default `instance` label,
+    host:port): alarms query it instead of scraping each engine's /metrics."""
+
+    url: str = Field(pattern=r"^https?://")
+
+
 class AlarmsFile(Spec):
     alarms: dict[Slug, Alarm]
+    prometheus: PrometheusSource | None = None
 
 
 class ParityPolicy(Spec):
@@ -92,5 +100,6 @@ class OptimizerFile(Spec):
 
 class Policies(Spec):
     alarms: dict[str, Alarm] = {}
+    prometheus: PrometheusSource | None = None  # None: alarms scrape the engines themselves
     gates: Gates = Gates()
     optimizer: OptimizerRules = OptimizerRules()

@@ -24,6 +24,7 @@ CASES = [
     ("parity-fail", render.render_parity, views.PARITY_FAIL),
     ("candidate", render.render_candidate, views.CANDIDATE),
     ("rollback", render.render_rollback, views.ROLLBACK),
+    ("promotion", render.render_promotion, views.PROMOTION),
 ]
 
 

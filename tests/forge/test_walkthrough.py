@@ -4,8 +4,10 @@ write permission does not count and one by a permitted user does, the approved h
 and `denv reconcile --once` on the merged main (reconcile.yml) starts it on the local fleet of
 simulated GPUs, which answers through the official openai client.
 
-`denv pr bench` (bench.yml) does not exist yet, so there is no bench comment between the
-approval and the merge; the walk-through gains that step when the command lands."""
+Between the approval and the merge, bench.yml's `denv pr commands`: a `/denv bench` from a
+user without write permission is ignored, one from a permitted user benches the release as
+the pull request changes it beside the current one on trial GPUs of the local fleet, with
+parity between them, comments both and sets the `denv bench` check — once."""
 
 from __future__ import annotations
 
@@ -19,6 +21,9 @@ from pathlib import Path
 import openai
 import pytest
 
+from reconciler.bench.traffic import TraceLine
+from reconciler.cli.pr_bench import BenchOptions
+from reconciler.cli.pr_commands import run_commands
 from reconciler.cli.pr_plan import plan_pull_request
 from reconciler.fleet.hostagent import AgentClient
 from reconciler.fleet.observe import Transports
@@ -26,6 +31,7 @@ from reconciler.fleet.transport import LocalTransport
 from reconciler.forge.commands import merge_blockers
 from reconciler.forge.models import Conclusion, MergeStatus, PrState
 from reconciler.spec.loader import open_repo
+from tests.conftest import ROOT
 from tests.forge.conftest import GitHubSetup
 from tests.forge.test_github import RELEASE, open_pr
 
@@ -40,6 +46,42 @@ def home(tmp_path: Path) -> Iterator[Path]:
     )
     for unit in agent.units():
         agent.stop(unit.id, grace=2)
+
+
+def small_bench(folder: Path) -> BenchOptions:
+    """Two clients, six short answers, three parity prompts: seconds on simulated GPUs."""
+    suite = folder / "parity-small.jsonl"
+    prompts = (ROOT / "policies/parity/default.jsonl").read_text().splitlines()[:3]
+    suite.write_text("\n".join(prompts) + "\n")
+    trace = tuple(
+        TraceLine(timestamp=0, input_length=600, output_length=24, hash_ids=[1, 1000 + i])
+        for i in range(6)
+    )
+    return BenchOptions(
+        levels=(2.0,), requests=6, trace=trace, trace_name="short", suite=str(suite)
+    )
+
+
+def bench_step(github: GitHubSetup, number: int, head: str, transports: Transports) -> None:
+    forge, fake = github.forge, github.fake
+    options = small_bench(github.work.parent)
+    fake.comment(number, "mallory", "/denv bench")  # read permission only: ignored
+    ignored = run_commands(forge, github.work, number, transports, options)
+    assert ignored.ran == [] and len(fake.comment_bodies(number)) == 2  # plan, mallory's
+    asked = fake.comment(number, "grace", "/denv bench")
+    ran = run_commands(forge, github.work, number, transports, options, only=asked)
+    assert [(h.comment_id, h.user, h.command) for h in ran.ran] == [(asked, "grace", "bench")]
+    assert [(c.name, c.conclusion) for c in ran.checks] == [("denv bench", "success")], ran.checks
+    assert ran.checks[0].title == "1 benched, parity passed (simulated)"
+    kinds = {b.split(" -->", 1)[0]: b for b in fake.comment_bodies(number) if b.startswith("<!--")}
+    bench = kinds["<!-- denv:bench"]
+    assert bench.startswith(f"<!-- denv:bench -->\n### denv bench for `{head[:12]}`")
+    assert "#### `chat-8b at c2` on `local` (h200, simulated)" in bench
+    assert "| output (tok/s/GPU) |" in bench and "    PR c2: [" in bench
+    assert "3 of 3 prompts agree" in kinds["<!-- denv:parity"]
+    assert f"| comment {asked} | grace | /denv bench |" in kinds["<!-- denv:commands"]
+    again = run_commands(forge, github.work, number, transports, options)
+    assert again.ran == []  # each command runs once
 
 
 def test_pull_request_from_open_to_deployed(github: GitHubSetup, home: Path) -> None:
@@ -71,6 +113,17 @@ def test_pull_request_from_open_to_deployed(github: GitHubSetup, home: Path) -> 
     fake.review(number, "grace")
     approvals = forge.approvals(number, gates.approvers)
     assert approvals.counted == ["grace"]
+
+    # bench.yml on `/denv bench`: the pull request's release benched beside the current one
+    transports = Transports(local_env={**os.environ, "DENV_HOME": str(home)})
+    try:
+        bench_step(github, number, head, transports)
+    finally:
+        transports.close()
+    assert [(c.name, c.conclusion) for c in forge.checks(head)] == [
+        ("denv bench", "success"),
+        ("denv plan", "success"),
+    ]
 
     # the gate, then the merge of exactly the approved and planned head
     assert merge_blockers(approvals, gates.default_approvals, forge.checks(head)) == []

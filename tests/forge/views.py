@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from reconciler.forge.views import (
+    AlarmRow,
     BenchRow,
     BenchView,
     CandidateView,
@@ -15,6 +16,7 @@ from reconciler.forge.views import (
     ParityView,
     PlanAction,
     PlanView,
+    PromotionView,
     RollbackView,
 )
 
@@ -159,4 +161,31 @@ ROLLBACK = RollbackView(
     observed="TTFT p99 2.31 s over 412 requests",
     threshold="1.5 s over 5m",
     at=datetime(2025, 3, 14, 9, 26, tzinfo=UTC),
+)
+
+PROMOTION = PromotionView(
+    release="chat-8b",
+    from_stage="canary",
+    to_stage="prod",
+    revision="3f2a1b0c9d1e8f7a6b5c4d3e2f1a0b9c8d7e6f5a",
+    fleets=["lab"],
+    baked_from=datetime(2025, 3, 14, 9, 0, tzinfo=UTC),
+    baked_until=datetime(2025, 3, 14, 9, 30, tzinfo=UTC),
+    bake="30m",
+    alarms=[
+        AlarmRow(
+            name="ttft-p99-1.5s",
+            observed="TTFT p99 0.41 s over 1,204 requests",
+            limit="≤ 1.5 s over 5m",
+            ok=True,
+        ),
+        AlarmRow(
+            name="errors-1pct",
+            observed="not enough requests (38 of 100)",
+            limit="≤ 1% over 5m",
+            ok=True,
+        ),
+    ],
+    parity="one recipe on every fleet: no deploy-time parity check needed",
+    approvals="1 approval of the head commit by a user with write permission",
 )

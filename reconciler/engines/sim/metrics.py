@@ -94,6 +94,14 @@ class EngineMetrics:
             registry=reg,
         )
         self.success = {reason: success.labels(*values, reason) for reason in FINISHED_REASONS}
+        # What vLLM's API server counts through prometheus-fastapi-instrumentator: every
+        # answered request by route and status class, failures included (the error rate).
+        self.http_requests = Counter(
+            "http_requests",
+            "Requests answered, by handler and status class.",
+            ("method", "status", "handler"),
+            registry=reg,
+        )
         Info("denv_sim", "This engine is denv's simulator.", registry=reg).info(info)
 
     def render(self) -> tuple[bytes, str]:

@@ -69,6 +69,34 @@ async def _errors(request: web.Request, handler: Any) -> web.StreamResponse:
         return web.json_response(exc.body(), status=exc.status)
 
 
+COUNTED_ROUTES = ("/v1/completions", "/v1/chat/completions")
+
+
+def _counted(metrics: EngineMetrics) -> Any:
+    """Count answers of the generation routes by status class ("2xx", "5xx"), as vLLM does."""
+
+    @web.middleware
+    async def count(request: web.Request, handler: Any) -> web.StreamResponse:
+        status = 500  # a handler that raised anything but ApiError answered 500
+        try:
+            response: web.StreamResponse = await handler(request)
+            status = response.status
+            return response
+        except web.HTTPException as exc:
+            status = exc.status
+            raise
+        except asyncio.CancelledError:
+            status = 499  # the client left: not the engine's error
+            raise
+        finally:
+            if request.path in COUNTED_ROUTES:
+                metrics.http_requests.labels(
+                    request.method, f"{status // 100}xx", request.path
+                ).inc()
+
+    return count
+
+
 class SimServer:
     def __init__(
         self,
@@ -165,7 +193,8 @@ class SimServer:
         self._log("closed")
 
     def app(self) -> web.Application:
-        app = web.Application(middlewares=[_errors], client_max_size=64 * 1024 * 1024)
+        middlewares = [_counted(self.metrics), _errors]
+        app = web.Application(middlewares=middlewares, client_max_size=64 * 1024 * 1024)
         route = app.router
         route.add_post("/v1/completions", self._completions)
         route.add_post("/v1/chat/completions", self._chat)

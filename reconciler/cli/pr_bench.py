@@ -1,0 +1,381 @@
+"""Composition: the bench of a pull request — each release or recipe it changes
+(bench/pr_subjects.py), deployed on trial GPUs of its fleet beside the current release as the
+base branch has it, both swept with the same traffic, and parity run between the two while
+both are up; the results commented with their changes and a Pareto chart (edited in place),
+the parity verdict commented, and the `denv bench` check set on the head commit: it fails
+when a run fails or parity does. `denv pr bench` and `/denv bench` use it.
+
+A simulated fleet's figures are labelled simulated in the comment and in the check.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from reconciler.bench.pr_subjects import BenchSubject, Side, bench_subjects
+from reconciler.bench.pr_view import bench_rows, pareto_points
+from reconciler.bench.run_info import workload_requests
+from reconciler.bench.sweep import Mode
+from reconciler.bench.traffic import TraceLine, generate
+from reconciler.bench.trial import TrialEndpoint, new_trial_id, trial_deployment
+from reconciler.bench.trial_sweep import Load, sweep_trial
+from reconciler.cli.plan import cache_dir
+from reconciler.errors import DenvError, ForgeError, NotFound
+from reconciler.fleet.observe import Transports
+from reconciler.forge.localgit import has_commit
+from reconciler.forge.markers import marker, strip_marker
+from reconciler.forge.models import CheckRun, Conclusion, PrState, PullRequest
+from reconciler.forge.prdiff import fork_point
+from reconciler.forge.protocol import Forge
+from reconciler.forge.render import render_bench, render_parity
+from reconciler.forge.views import BenchView, ParityMismatch, ParityView
+from reconciler.parity.runner import run_parity
+from reconciler.parity.suite import Suite, parse_suite
+from reconciler.parity.suite_files import SUITES_DIR, load_suite
+from reconciler.parity.verdict import Verdict
+from reconciler.reconcile.source import GitSource, InvalidRevision
+from reconciler.spec.policy import ParityPolicy
+from reconciler.spec.repo import Repo
+from reconciler.spec.result import Result
+
+CHECK = "denv bench"
+BY = "denv pr bench"  # what result files say ran them
+MISMATCHES_SHOWN = 20
+Say = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class BenchOptions:
+    """What to send each side: a traffic file's lines, or a standard workload generated from
+    the head's catalog; at which levels; and which parity suite to run."""
+
+    mode: Mode = "concurrency"
+    levels: tuple[float, ...] = (1.0, 8.0, 32.0)
+    requests: int | None = None  # per level; None: a warm-up and ten a client
+    trace: tuple[TraceLine, ...] | None = None
+    trace_name: str | None = None
+    workload: str = "chat"
+    seed: int = 0
+    suite: str | None = None  # in policies/parity/ at the head, or a .jsonl path; None: policy's
+    ready_timeout: float = 900.0
+
+    @property
+    def traffic_name(self) -> str:
+        return self.trace_name or self.workload
+
+    def load(self, repo: Repo) -> Load:
+        if self.trace is not None:
+            lines, workload = list(self.trace), None
+        else:
+            count = workload_requests(self.mode, self.levels, self.requests)
+            arrivals = self.levels[0] if self.mode == "rate" else None
+            lines = generate(self.workload, count, self.seed, arrivals, profiles=repo.workloads)
+            workload = self.workload
+        return Load(
+            traffic=lines,
+            workload=workload,
+            mode=self.mode,
+            levels=list(self.levels),
+            requests=self.requests,
+        )
+
+
+@dataclass(frozen=True)
+class SubjectRun:
+    subject: BenchSubject
+    simulated: bool = False
+    current: list[Result] = field(default_factory=list)
+    candidate: list[Result] = field(default_factory=list)
+    verdict: Verdict | None = None
+    error: str | None = None
+
+    @property
+    def failed(self) -> bool:
+        return self.error is not None or (self.verdict is not None and not self.verdict.ok)
+
+    def line(self) -> str:
+        kind = " (simulated)" if self.simulated else ""
+        if self.error is not None:
+            return f"{self.subject.key}{kind}: failed: {self.error}"
+        parity = "nothing to compare with" if self.verdict is None else self.verdict.headline
+        levels = len(self.candidate)
+        return f"{self.subject.key}{kind}: {levels} level{'s' * (levels != 1)}; parity {parity}"
+
+    def as_json(self) -> dict[str, object]:
+        return {
+            "subject": self.subject.model_dump(mode="json", exclude={"candidate", "current"}),
+            "simulated": self.simulated,
+            "current": [r.model_dump(mode="json") for r in self.current],
+            "candidate": [r.model_dump(mode="json") for r in self.candidate],
+            "parity": None if self.verdict is None else self.verdict.model_dump(mode="json"),
+            "error": self.error,
+        }
+
+
+@dataclass(frozen=True)
+class PrBench:
+    pr: PullRequest
+    base: str | None  # where the head left its base branch
+    runs: list[SubjectRun]
+    check: CheckRun
+    comment_ids: list[int]
+
+    def as_json(self) -> dict[str, object]:
+        return {
+            "pull_request": self.pr.model_dump(mode="json"),
+            "base": self.base,
+            "runs": [r.as_json() for r in self.runs],
+            "check": self.check.model_dump(mode="json"),
+            "comment_ids": self.comment_ids,
+        }
+
+
+# -- running ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Runner:
+    """One subject at a time on trial GPUs of its fleet, with what every run shares."""
+
+    repo: Repo  # the head's files: fleets, hardware and models for both sides
+    options: BenchOptions
+    load: Load
+    transports: Transports
+    clock: Callable[[], dt.datetime]
+    say: Say
+
+    def trial(self, side: Side, fleet: str) -> contextlib.AbstractContextManager[TrialEndpoint]:
+        return trial_deployment(
+            self.repo,
+            side.recipe,
+            self.repo.fleets[fleet],
+            transports=self.transports,
+            trial=new_trial_id(self.clock()),
+            weights=side.weights,
+            ready_timeout=self.options.ready_timeout,
+            say=self.say,
+        )
+
+    def sweep(self, side: Side, fleet: str, endpoint: TrialEndpoint) -> list[Result]:
+        self.say(f"bench {side.label} on {fleet}")
+        return sweep_trial(
+            self.repo,
+            side.recipe,
+            self.repo.fleets[fleet],
+            endpoint,
+            self.load,
+            transports=self.transports,
+            at=self.clock().replace(microsecond=0),
+            by=BY,
+        )
+
+    def run(self, subject: BenchSubject, parity: tuple[Suite, ParityPolicy] | str) -> SubjectRun:
+        """Both sides up at once (the current release first), swept one after the other, then
+        parity between them; a failure of any step is the run's error, after the teardown."""
+        simulated = self.repo.fleets[subject.fleet].simulated
+        current: list[Result] = []
+        try:
+            with contextlib.ExitStack() as trials:
+                before = None
+                if subject.current is not None:
+                    before = trials.enter_context(self.trial(subject.current, subject.fleet))
+                after = trials.enter_context(self.trial(subject.candidate, subject.fleet))
+                if before is not None and subject.current is not None:
+                    current = self.sweep(subject.current, subject.fleet, before)
+                candidate = self.sweep(subject.candidate, subject.fleet, after)
+                verdict = None
+                if before is not None:
+                    if isinstance(parity, str):
+                        raise DenvError(parity)
+                    self.say(f"parity {subject.key}")
+                    verdict = run_parity(before.url, after.url, *parity)
+        except DenvError as exc:
+            return SubjectRun(subject, simulated, current, error=str(exc) or type(exc).__name__)
+        return SubjectRun(subject, simulated, current, candidate, verdict)
+
+
+def _suite(source: GitSource, root: Path, head: str, name: str) -> Suite:
+    if name.endswith(".jsonl"):
+        return load_suite(root, name)
+    path = f"{SUITES_DIR}/{name}.jsonl"
+    data = source.read(head, path)
+    if data is None:
+        raise NotFound(f"no parity suite {path} at {head[:12]}")
+    return parse_suite(name, path, data)
+
+
+def _parity_inputs(
+    source: GitSource, root: Path, head: str, repo: Repo, suite: str | None
+) -> tuple[Suite, ParityPolicy] | str:
+    """The suite and rule of the head's policy; the error as text when the suite is unusable
+    (each run that needs parity then fails with it)."""
+    policy = repo.policies.gates.parity
+    try:
+        return _suite(source, root, head, suite or policy.suite), policy
+    except DenvError as exc:
+        return f"parity cannot run: {exc}"
+
+
+# -- views -----------------------------------------------------------------------------------
+
+
+def _side_name(side: Side, sha: str | None) -> str:
+    return f"{side.label} @ {sha[:12]}" if sha else side.label
+
+
+def parity_view(run: SubjectRun, suite: Suite, base: str | None, head: str) -> ParityView:
+    verdict, subject = run.verdict, run.subject
+    assert verdict is not None and subject.current is not None
+    index = {prompt.id: number for number, prompt in enumerate(suite.prompts)}
+    mismatches = []
+    for outcome in verdict.failures[:MISMATCHES_SHOWN]:
+        d = outcome.divergence
+        if d is None:
+            continue
+        detail = f"{d.candidate!r} where the reference has {d.reference!r}"
+        if d.in_top_k:
+            detail += f", each in the other's top-{verdict.top_k}"
+        mismatches.append(
+            ParityMismatch(prompt=index.get(outcome.id, -1), position=d.position, detail=detail)
+        )
+    rule = (
+        "greedy tokens identical"
+        if verdict.mode == "strict"
+        else f"a differing token must be in the other's top-{verdict.top_k}"
+    )
+    return ParityView(
+        reference=_side_name(subject.current, base),
+        candidate=f"{_side_name(subject.candidate, head)} on {subject.fleet}",
+        mode=verdict.mode,
+        rule=rule,
+        passed=verdict.ok,
+        prompts=verdict.total,
+        mismatched=verdict.total - verdict.passed,
+        mismatches=mismatches,
+    )
+
+
+def _joined(kind: str, bodies: list[str]) -> str:
+    """Several rendered comments of one kind as one: each without its marker, and all but the
+    last without the footer line."""
+    if len(bodies) == 1:
+        return bodies[0]
+    parts = [strip_marker(b, kind).rstrip("\n") for b in bodies]
+    parts = [p.rsplit("\n", 1)[0].rstrip() for p in parts[:-1]] + parts[-1:]
+    return marker(kind) + "\n" + "\n\n---\n\n".join(parts) + "\n"
+
+
+def bench_view(pr: PullRequest, base: str | None, runs: list[SubjectRun], traffic: str) -> str:
+    rows, points, notes = [], [], []
+    for run in runs:
+        if run.error is not None:
+            notes.append(f"**{run.subject.key} failed**: {run.error}")
+            continue
+        rows += bench_rows(run.subject, run.current, run.candidate, run.simulated)
+        points += pareto_points(run.subject, run.current, run.candidate, alone=len(runs) == 1)
+        if run.subject.current is None:
+            notes.append(f"{run.subject.key} is new: nothing to compare with, no parity run")
+    if not runs:
+        notes.append("This pull request changes no release or recipe: nothing to bench.")
+    current = f"{pr.base_branch} @ {base[:12]}" if base else pr.base_branch
+    return render_bench(
+        BenchView(
+            head_sha=pr.head_sha,
+            current=current,
+            traffic=traffic,
+            rows=rows,
+            pareto=points,
+            notes=notes,
+        )
+    )
+
+
+def _check(runs: list[SubjectRun]) -> CheckRun:
+    failed = [r for r in runs if r.failed]
+    simulated = " (simulated)" if any(r.simulated for r in runs) else ""
+    if not runs:
+        title = "nothing to bench: no release or recipe changed"
+    elif failed:
+        errors = sum(r.error is not None for r in failed)
+        parity = len(failed) - errors
+        said = [f"{errors} run{'s' * (errors != 1)} failed"] * bool(errors)
+        said += [f"parity failed for {parity}"] * bool(parity)
+        title = f"{', '.join(said)} of {len(runs)}{simulated}"
+    else:
+        title = f"{len(runs)} benched, parity passed{simulated}"
+    return CheckRun(
+        name=CHECK,
+        title=title,
+        summary="\n".join(r.line() for r in runs) or title,
+        conclusion=Conclusion.FAILURE if failed else Conclusion.SUCCESS,
+    )
+
+
+# -- the whole --------------------------------------------------------------------------------
+
+
+def _base_repo(source: GitSource, fork: str | None) -> Repo | None:
+    if fork is None:
+        return None
+    try:
+        return source.repo_at(fork)
+    except InvalidRevision:
+        return None  # a base with invalid files: everything reads as new
+
+
+def _invalid(forge: Forge, pr: PullRequest, exc: InvalidRevision) -> PrBench:
+    check = CheckRun(
+        name=CHECK,
+        title="invalid files: nothing benched",
+        summary="\n".join(str(p) for p in exc.problems)[:60_000],
+        conclusion=Conclusion.FAILURE,
+    )
+    forge.set_check(pr.head_sha, check)
+    return PrBench(pr, None, [], check, [])
+
+
+def bench_pull_request(
+    forge: Forge,
+    root: Path,
+    number: int,
+    transports: Transports,
+    options: BenchOptions,
+    status: Say = lambda message: None,
+    clock: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.UTC),
+) -> PrBench:
+    """Bench and parity for every release or recipe the head of pull request `number`
+    changes; comment the results and the verdicts, set the `denv bench` check."""
+    pr = forge.pull_request(number)
+    if pr.state != PrState.OPEN:
+        raise ForgeError(f"pull request #{number} is {pr.state}: only open ones are benched")
+    if not has_commit(root, pr.head_sha):
+        raise DenvError(
+            f"#{number}'s head {pr.head_sha[:12]} is not in {root}: fetch it first "
+            f"(git fetch origin pull/{number}/head)"
+        )
+    source = GitSource(str(root), cache_dir())
+    try:
+        head = source.repo_at(pr.head_sha)
+    except InvalidRevision as exc:
+        return _invalid(forge, pr, exc)
+    base = fork_point(root, pr.base_branch, pr.head_sha)
+    subjects = bench_subjects(_base_repo(source, base), head)
+    parity = _parity_inputs(source, root, pr.head_sha, head, options.suite)
+    runner = _Runner(head, options, options.load(head), transports, clock, status)
+    runs = []
+    for subject in subjects:
+        status(f"{subject.key}: deploying on trial GPUs")
+        runs.append(runner.run(subject, parity))
+    status(f"commenting on #{number}")
+    ids = forge.upsert_comment(number, "bench", bench_view(pr, base, runs, options.traffic_name))
+    verdicts = [r for r in runs if r.verdict is not None]
+    if verdicts and not isinstance(parity, str):
+        bodies = [render_parity(parity_view(r, parity[0], base, pr.head_sha)) for r in verdicts]
+        ids += forge.upsert_comment(number, "parity", _joined("parity", bodies))
+    check = _check(runs)
+    forge.set_check(pr.head_sha, check)
+    return PrBench(pr, base, runs, check, ids)

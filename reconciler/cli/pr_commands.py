@@ -1,0 +1,80 @@
+"""Composition: `/denv plan` and `/denv bench` comment commands run once each. The forge says
+which comments are commands from users who may give them (write permission; commands.py
+parses them); the bot's commands comment (forge/handled.py) says which have run. New ones
+are claimed in that comment before they run, so a second CI run started meanwhile, or one
+that dies halfway, never runs them again; then plan or bench runs (each once, however many
+comments asked) and the comment says what came of it. `denv pr commands` uses it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from reconciler.cli.pr_bench import BenchOptions, bench_pull_request
+from reconciler.cli.pr_plan import plan_pull_request
+from reconciler.errors import DenvError
+from reconciler.fleet.observe import Transports
+from reconciler.forge.handled import KIND, Handled, pending, read_handled, render_commands
+from reconciler.forge.models import CheckRun, CommandKind, CommentCommand
+from reconciler.forge.protocol import Forge
+
+RUNNING = "running"
+
+
+@dataclass(frozen=True)
+class CommandsRun:
+    ran: list[Handled]  # the commands this run took up, with what came of them
+    checks: list[CheckRun]  # the checks the runs set
+
+    def as_json(self) -> dict[str, object]:
+        return {
+            "ran": [h.model_dump(mode="json") for h in self.ran],
+            "checks": [c.model_dump(mode="json") for c in self.checks],
+        }
+
+
+def _claimed(command: CommentCommand) -> Handled:
+    return Handled(
+        comment_id=command.comment_id, user=command.user, command=command.command, outcome=RUNNING
+    )
+
+
+def _outcome(check: CheckRun) -> str:
+    return f"check '{check.name}' {check.conclusion}: {check.title}"
+
+
+def run_commands(
+    forge: Forge,
+    root: Path,
+    number: int,
+    transports: Transports,
+    options: BenchOptions,
+    only: int | None = None,
+    status: Callable[[str], None] = lambda message: None,
+) -> CommandsRun:
+    """Run the commands on pull request `number` that have not run yet (with `only`, just
+    that comment's), and record them in the bot's commands comment."""
+    handled = read_handled(forge.comments(number))
+    todo = pending(forge.comment_commands(number), handled, only)
+    if not todo:
+        return CommandsRun([], [])
+    forge.upsert_comment(number, KIND, render_commands([*handled, *map(_claimed, todo)]))
+    outcomes: dict[str, str] = {}
+    checks: list[CheckRun] = []
+    for kind in dict.fromkeys(c.command for c in todo):
+        status(f"/denv {kind} on #{number}")
+        try:
+            if kind == CommandKind.PLAN:
+                check = plan_pull_request(forge, root, number, transports, status).check
+            else:
+                check = bench_pull_request(forge, root, number, transports, options, status).check
+        except DenvError as exc:
+            outcomes[kind] = f"failed: {exc}"
+            continue
+        checks.append(check)
+        outcomes[kind] = _outcome(check)
+    ran = [_claimed(c).model_copy(update={"outcome": outcomes[c.command]}) for c in todo]
+    forge.upsert_comment(number, KIND, render_commands([*handled, *ran]))
+    return CommandsRun(ran, checks)

@@ -1,0 +1,180 @@
+"""CLI: `denv pr bench` and `denv pr commands` — what CI runs on a pull request's approval and
+on a `/denv …` comment, against the local forge or GitHub (docs/github.md)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Literal, TypeVar
+
+import typer
+from rich.console import Console
+
+from reconciler.bench.run_info import parse_levels
+from reconciler.bench.sweep import Mode
+from reconciler.bench.traffic import read_trace
+from reconciler.cli.common import JsonOption, RepoOption, console, print_json
+from reconciler.cli.pr_bench import BenchOptions, bench_pull_request
+from reconciler.cli.pr_commands import run_commands
+from reconciler.errors import UsageError
+from reconciler.fleet.observe import Transports
+from reconciler.forge.config import open_forge
+from reconciler.forge.protocol import Forge
+from reconciler.spec.base import parse_duration
+from reconciler.spec.sources import find_root
+
+DEFAULT_LEVELS = "1,8,32"
+T = TypeVar("T")
+
+PrOption = Annotated[int, typer.Option("--pr", help="Pull request number.", min=1)]
+ForgeOption = Annotated[
+    Literal["local", "github"] | None,
+    typer.Option("--forge", help="Where the pull request is (default: DENV_FORGE, see docs)."),
+]
+TrafficOption = Annotated[
+    Path | None, typer.Option("--traffic", help="A Mooncake JSONL trace to replay.")
+]
+WorkloadOption = Annotated[
+    str | None, typer.Option("--workload", help="A standard workload (default: chat).")
+]
+ConcurrencyOption = Annotated[
+    str | None, typer.Option(help=f"Client counts, e.g. 1,8,32 (default {DEFAULT_LEVELS}).")
+]
+RateOption = Annotated[str | None, typer.Option(help="Open-loop mean requests/s, e.g. 2,4,8.")]
+RequestsOption = Annotated[
+    int | None, typer.Option(min=1, help="Requests a level (default: a warm-up and ten a client).")
+]
+SuiteOption = Annotated[
+    str | None,
+    typer.Option(help="Parity suite: a name in policies/parity/ or a .jsonl path."),
+]
+TimeoutOption = Annotated[str, typer.Option(help="How long the engines may take to become ready.")]
+
+
+def _options(
+    traffic: Path | None,
+    workload: str | None,
+    concurrency: str | None,
+    rate: str | None,
+    requests: int | None,
+    suite: str | None,
+    ready_timeout: str,
+) -> BenchOptions:
+    if traffic is not None and workload is not None:
+        raise UsageError("give --traffic or --workload, not both")
+    if concurrency is not None and rate is not None:
+        raise UsageError("give --concurrency or --rate, not both")
+    mode: Mode = "rate" if rate is not None else "concurrency"
+    levels = parse_levels(rate or concurrency or DEFAULT_LEVELS, f"--{mode}")
+    try:
+        timeout = float(parse_duration(ready_timeout))
+    except ValueError as exc:
+        raise UsageError(f"--ready-timeout: {exc}") from None
+    return BenchOptions(
+        mode=mode,
+        levels=tuple(levels),
+        requests=requests,
+        trace=tuple(read_trace(traffic)) if traffic is not None else None,
+        trace_name=traffic.name if traffic is not None else None,
+        workload=workload or "chat",
+        suite=suite,
+        ready_timeout=timeout,
+    )
+
+
+def _open(repo: Path, kind: str | None) -> tuple[Path, Forge]:
+    root = find_root(repo)
+    env = {**os.environ, "DENV_FORGE": kind} if kind else dict(os.environ)
+    return root, open_forge(root, env)
+
+
+def _running(what: str, work: Callable[[Transports, Callable[[str], None]], T]) -> T:
+    """`work` with the fleets' transports and a spinner on stderr (stdout stays clean)."""
+    transports = Transports(warn=lambda m: print(f"warning: {m}", file=sys.stderr))
+    try:
+        with Console(stderr=True).status(what) as shown:
+            return work(transports, shown.update)
+    finally:
+        transports.close()
+
+
+def bench(
+    number: PrOption,
+    traffic: TrafficOption = None,
+    workload: WorkloadOption = None,
+    concurrency: ConcurrencyOption = None,
+    rate: RateOption = None,
+    requests: RequestsOption = None,
+    suite: SuiteOption = None,
+    ready_timeout: TimeoutOption = "15m",
+    forge_kind: ForgeOption = None,
+    repo: RepoOption = Path("."),
+    as_json: JsonOption = False,
+) -> None:
+    """Bench each release or recipe the pull request changes on its fleet's trial GPUs beside
+    the current release, and run parity between them; comment the results with their changes
+    and a Pareto chart, comment the parity verdict, and set the `denv bench` check (it fails
+    when a run or parity fails)."""
+    options = _options(traffic, workload, concurrency, rate, requests, suite, ready_timeout)
+    root, forge = _open(repo, forge_kind)
+    result = _running(
+        f"benching #{number}",
+        lambda transports, status: bench_pull_request(
+            forge, root, number, transports, options, status
+        ),
+    )
+    if as_json:
+        print_json(result.as_json())
+        return
+    for run in result.runs:
+        console.print(run.line(), markup=False, highlight=False, soft_wrap=True)
+    check = result.check
+    console.print(
+        f"#{number} at {result.pr.head_sha[:12]}: check '{check.name}' {check.conclusion}: "
+        f"{check.title}",
+        markup=False,
+    )
+    console.print(f"Bench commented on #{number}: {result.pr.url}", markup=False)
+
+
+def commands(
+    number: PrOption,
+    comment_id: Annotated[
+        int | None, typer.Option("--comment-id", help="Only this comment's command.", min=1)
+    ] = None,
+    traffic: TrafficOption = None,
+    workload: WorkloadOption = None,
+    concurrency: ConcurrencyOption = None,
+    rate: RateOption = None,
+    requests: RequestsOption = None,
+    suite: SuiteOption = None,
+    ready_timeout: TimeoutOption = "15m",
+    forge_kind: ForgeOption = None,
+    repo: RepoOption = Path("."),
+    as_json: JsonOption = False,
+) -> None:
+    """Run the `/denv plan` and `/denv bench` comments on the pull request that have not run
+    yet, from users with write permission only; each runs once, and the bot's commands
+    comment lists them. The bench options apply to `/denv bench`."""
+    options = _options(traffic, workload, concurrency, rate, requests, suite, ready_timeout)
+    root, forge = _open(repo, forge_kind)
+    result = _running(
+        f"reading commands on #{number}",
+        lambda transports, status: run_commands(
+            forge, root, number, transports, options, comment_id, status
+        ),
+    )
+    if as_json:
+        print_json(result.as_json())
+        return
+    if not result.ran:
+        console.print(f"No new /denv commands on #{number}.", markup=False)
+    for handled in result.ran:
+        console.print(
+            f"/denv {handled.command} (comment {handled.comment_id} by {handled.user}): "
+            f"{handled.outcome}",
+            markup=False,
+            soft_wrap=True,
+        )

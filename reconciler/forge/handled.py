@@ -1,0 +1,78 @@
+"""Pure logic: which `/denv` comment commands have run. The bot keeps one comment (marker
+`<!-- denv:commands -->`) listing every command it took up, with a hidden copy of that list
+as JSON, so each command runs once however often CI runs `denv pr commands`; nothing but
+the pull request's own comments is kept."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from functools import cache
+from importlib.resources import files
+from string import Template
+
+from pydantic import TypeAdapter, ValidationError
+
+from reconciler.forge.markers import read_marker
+from reconciler.forge.models import Comment, CommentCommand, Record
+from reconciler.forge.render import table
+
+KIND = "commands"
+_STATE = re.compile(r"^<!-- denv-handled (?P<state>\[.*\]) -->$", re.MULTILINE)
+
+
+class Handled(Record):
+    comment_id: int
+    user: str
+    command: str  # e.g. "bench"
+    outcome: str  # what came of it, in a line
+
+
+_LIST = TypeAdapter(list[Handled])
+
+
+def read_handled(comments: Sequence[Comment]) -> list[Handled]:
+    """The commands the bot's commands comment lists (an unreadable list counts as none)."""
+    found: dict[int, Handled] = {}
+    for comment in comments:
+        if (read_marker(comment.body) or ("",))[0] != KIND:
+            continue
+        state = _STATE.search(comment.body)
+        if state is None:
+            continue
+        try:
+            for item in _LIST.validate_json(state["state"]):
+                found.setdefault(item.comment_id, item)
+        except ValidationError:
+            continue
+    return sorted(found.values(), key=lambda h: h.comment_id)
+
+
+def pending(
+    commands: Sequence[CommentCommand], handled: Sequence[Handled], only: int | None = None
+) -> list[CommentCommand]:
+    """Commands not run yet, oldest first; with `only`, just that comment's."""
+    done = {h.comment_id for h in handled}
+    return [
+        c
+        for c in sorted(commands, key=lambda c: (c.at, c.comment_id))
+        if c.comment_id not in done and only in (None, c.comment_id)
+    ]
+
+
+@cache
+def _template() -> Template:
+    return Template(files("reconciler.forge.templates").joinpath(f"{KIND}.md").read_text())
+
+
+def _footer() -> str:
+    return files("reconciler.forge.templates").joinpath("footer.md").read_text().strip()
+
+
+def render_commands(handled: Sequence[Handled]) -> str:
+    rows = [(f"comment {h.comment_id}", h.user, f"/denv {h.command}", h.outcome) for h in handled]
+    listing = table(("comment", "by", "command", "outcome"), rows) if rows else "None yet."
+    # the hidden list must not end its HTML comment early: no '>' inside it
+    state = json.dumps([h.model_dump() for h in handled], ensure_ascii=True).replace(">", "\\u003e")
+    return _template().substitute(listing=listing, state=state, footer=_footer())

@@ -1,0 +1,1 @@
+"""Stages: bake, alarms, promotion and rollback."""

@@ -1,0 +1,104 @@
+"""Pure logic: alarms as PromQL for a Prometheus server that scrapes the engines, and the
+answers turned into `Reading`s.
+
+The engines of a stage are picked by their `instance` label (host:port, Prometheus' default
+for a scraped target). Engines of different kinds (vLLM and SGLang in one stage) name their
+series differently: each kind is queried on its own; request and error counts add up, and the
+larger value of the kinds counts (their histograms cannot be summed bucket by bucket).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from reconciler.rollout.alarms import QUANTILES, Reading
+from reconciler.rollout.series import GAUGE_METRICS, EngineSeries, Series
+from reconciler.spec.policy import Alarm
+
+
+@dataclass(frozen=True)
+class AlarmQueries:
+    requests: str
+    errors: str | None  # error_rate only
+    value: str | None  # None for error_rate (errors / requests), or a metric the engine lacks
+
+
+@dataclass(frozen=True)
+class Answer:
+    """What one kind of engine answered."""
+
+    requests: float
+    errors: float | None
+    value: float | None
+
+
+def instance(url: str) -> str:
+    """host:port of a metrics URL, as Prometheus labels the target."""
+    found = re.match(r"^[a-z]+://([^/?#]+)", url)
+    return found.group(1) if found else url
+
+
+def selector(series: Series, instances: Sequence[str], suffix: str = "") -> str:
+    labels = {**series.labels, "instance": "|".join(re.escape(i) for i in instances)}
+    matchers = ",".join(f'{k}=~"{_quoted(v)}"' for k, v in sorted(labels.items()))
+    return f"{series.name}{suffix}{{{matchers}}}"
+
+
+def queries(alarm: Alarm, engine: EngineSeries, instances: Sequence[str]) -> AlarmQueries:
+    w = _range(alarm.window)
+    requests = f"sum(increase({selector(engine.requests, instances)}[{w}]))"
+    if alarm.metric == "error_rate":
+        errors = f"sum(increase({selector(engine.errors, instances)}[{w}]))"
+        return AlarmQueries(requests, errors, None)
+    return AlarmQueries(requests, None, _value(alarm, engine, instances, w))
+
+
+def _value(alarm: Alarm, engine: EngineSeries, instances: Sequence[str], w: str) -> str | None:
+    stat = alarm.stat
+    if alarm.metric in GAUGE_METRICS:
+        gauge = engine.gauges.get(alarm.metric)
+        if gauge is None:
+            return None
+        g = selector(gauge, instances)
+        if stat == "value":
+            return f"max({g})"
+        if stat == "mean":
+            return f"max(avg_over_time({g}[{w}]))"
+        return f"max(quantile_over_time({QUANTILES[stat]}, {g}[{w}]))"
+    series = engine.histograms.get(alarm.metric)
+    if series is None:
+        return None
+    if stat == "mean":
+        total = f"sum(rate({selector(series, instances, '_sum')}[{w}]))"
+        return f"{total} / sum(rate({selector(series, instances, '_count')}[{w}]))"
+    buckets = f"sum by (le) (rate({selector(series, instances, '_bucket')}[{w}]))"
+    return f"histogram_quantile({QUANTILES[stat]}, {buckets})"
+
+
+def reading(name: str, alarm: Alarm, answers: Sequence[Answer]) -> Reading:
+    """The alarm's reading from each engine kind's answers."""
+    counted = sum(a.requests for a in answers)
+    requests = round(counted)
+
+    def done(value: float | None, note: str = "") -> Reading:
+        firing = value is not None and value > alarm.max
+        return Reading(name, alarm, value, requests, firing, alarm.window, (), note)
+
+    if requests < alarm.min_requests:
+        return done(None, f"{requests} requests < {alarm.min_requests}")
+    if alarm.metric == "error_rate":
+        return done(sum(a.errors or 0.0 for a in answers) / counted)
+    values = [a.value for a in answers if a.value is not None]
+    if not values:
+        return done(None, f"no {alarm.metric} data in Prometheus")
+    return done(max(values))
+
+
+def _quoted(value: str) -> str:
+    return value.replace("\\", "\\\\").replace('"', '\\"')
+
+
+def _range(seconds: float) -> str:
+    return f"{int(seconds)}s" if float(seconds).is_integer() else f"{round(seconds * 1000)}ms"

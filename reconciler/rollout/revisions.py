@@ -1,0 +1,76 @@
+"""Adapter: which release revision a stage is at, as git says, and what it falls back to; and
+the reconciler's `adjust` hook, which keeps a rejected revision from running."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from reconciler.reconcile.revisions import StageRevision, Stages
+from reconciler.reconcile.source import GitSource
+from reconciler.rollout.history import History
+from reconciler.rollout.stages import last_good
+from reconciler.rollout.state import RolloutState
+from reconciler.spec.repo import Repo
+
+
+class Revisions:
+    """Release revisions of one source's releases, per head (history is cached)."""
+
+    def __init__(self, source: GitSource) -> None:
+        self.source = source
+        self.history = History(source.git_dir)
+
+    def of_stage(self, head: str, release: str, index: int, pin: str | None) -> str | None:
+        """The release revision git names for a stage: the head's, or the pin."""
+        if index > 0:
+            return pin
+        found = self.history.revisions(head, release)
+        return found[0].revision if found else None
+
+    def digest(self, release: str, revision: str | None) -> str | None:
+        return self.history.digest_at(revision, release) if revision else None
+
+    def fallback(
+        self, head: str, release: str, stage: str, index: int, bad: str, rejected: frozenset[str]
+    ) -> str | None:
+        """The newest revision before `bad` that git shows for the stage, not rejected."""
+        if index == 0:
+            earlier = [r.revision for r in self.history.revisions(head, release, count=16)]
+        else:
+            earlier = self.history.pins(head, release, stage)
+        after = earlier[earlier.index(bad) + 1 :] if bad in earlier else earlier
+        return next((r for r in after if r != bad and r not in rejected), None)
+
+
+def rejected_in(repo: Repo, release: str, state: RolloutState) -> frozenset[str]:
+    """Rejected revisions of a release: git's and the bot's own (not yet merged)."""
+    pins = repo.promotions.get(release)
+    listed = {r.revision for r in pins.rejected} if pins is not None else set()
+    return frozenset(listed | set(state.rejected))
+
+
+def adjust_stages(revisions: Revisions, stages: Stages, kept: dict[str, Any]) -> Stages:
+    """The reconciler's hook: a stage at a rejected revision runs its last good one instead."""
+    state = RolloutState.model_validate(kept.get("rollout") or {})
+    head = revisions.source.repo_at(stages.head)
+    running: list[StageRevision] = []
+    for stage in stages.running:
+        release = head.releases.get(stage.release)
+        names = [s.name for s in release.stages] if release is not None else []
+        index = names.index(stage.stage) if stage.stage in names else 0
+        bad = stage.revision if stage.pinned else None
+        if not stage.pinned:
+            bad = revisions.of_stage(stages.head, stage.release, 0, None)
+        rejected = rejected_in(head, stage.release, state)
+        if bad is None or bad not in rejected:
+            running.append(stage)
+            continue
+        record = state.stages.get(f"{stage.release}/{stage.stage}")
+        target = record.override if record and record.rolled_back == bad else None
+        if not target:
+            fallback = revisions.fallback(
+                stages.head, stage.release, stage.stage, index, bad, rejected
+            )
+            target = last_good(record, bad, rejected, fallback)
+        running.append(stage.model_copy(update={"revision": target}) if target else stage)
+    return stages.model_copy(update={"running": tuple(running)})

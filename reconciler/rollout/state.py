@@ -1,0 +1,97 @@
+"""Models: what the rollout bot keeps between passes (with the reconciler's lease note) and
+what it decides. Revisions here are release revisions (history.py), not head commits."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+
+class Phase(StrEnum):
+    PENDING = "not deployed"  # a later stage without a pin
+    DEPLOYING = "deploying"  # not every replica is ready yet
+    BAKING = "baking"
+    GREEN = "green"
+    DEGRADED = "degraded"  # deploy-time parity failed: no promotion
+    ROLLED_BACK = "rolled back"  # runs its last good revision instead
+    REJECTED = "rejected"  # rejected, with no earlier revision to return to
+
+
+class Kept(BaseModel):
+    model_config = ConfigDict(extra="ignore")  # an older bot's note loads too
+
+
+class AlarmValue(Kept):
+    """One alarm's reading, as shown in status and PR bodies."""
+
+    name: str
+    value: float | None  # None: not enough requests in the window yet
+    requests: int
+    firing: bool
+    text: str
+
+
+class PromotionPr(Kept):
+    number: int
+    url: str
+    revision: str  # the release revision it pins for the next stage
+    stage: str  # the stage whose pin it moves
+    state: str = "open"  # open, merged, closed, stale (pins a rejected revision)
+    blockers: list[str] = []  # why it is not merged yet
+
+
+class StageRecord(Kept):
+    revision: str | None = None  # what git says the stage runs
+    digest: str | None = None
+    phase: Phase = Phase.PENDING
+    since: float | None = None  # when the bot first saw this revision
+    ready_at: float | None = None  # every replica ready: the bake started
+    green_at: float | None = None
+    good: str | None = None  # the last revision that baked green here
+    previous: str | None = None  # the revision this stage ran before this one
+    override: str | None = None  # run instead of `revision` (a rollback), until git moves
+    rolled_back: str | None = None  # the revision the override replaces
+    reason: str = ""  # why it was rolled back, or what blocks it
+    alarms: list[AlarmValue] = []
+    promotion: PromotionPr | None = None  # the PR moving the next stage's pin
+    rollback_pr: int | None = None
+    rollback_url: str | None = None
+    errors: list[str] = []  # forge errors of the last pass (retried next pass)
+
+
+class RolloutState(Kept):
+    stages: dict[str, StageRecord] = {}  # 'release/stage' -> record
+    rejected: dict[str, str] = {}  # revision -> why, until git's promotions.yaml says so
+    alarms: dict[str, Any] = {}  # the alarm watch's own state
+
+
+class StageFacts(BaseModel):
+    """What one pass found about one stage; everything the state machine needs."""
+
+    model_config = ConfigDict(frozen=True)
+
+    key: str
+    revision: str | None  # git's: the head's release revision, or the pin
+    digest: str | None
+    bake: float  # seconds; 0: green once ready
+    rejected: frozenset[str]
+    ready: bool  # every replica on every fleet ready, at what is wanted now
+    running: str | None  # the revision it runs (an override's, while one is in force)
+    parity: str | None  # deploy-time parity: passed, failed, error, waiting; None: not mixed
+    alarms: tuple[AlarmValue, ...] = ()
+    rollback_after_bake: bool = False  # gates.rollback_on_alarm: always
+    fallback: str | None = None  # the newest earlier revision not rejected (from git)
+    now: float
+
+
+class RollBack(BaseModel):
+    """Return the stage to `target` now and record it with a PR."""
+
+    model_config = ConfigDict(frozen=True)
+
+    key: str
+    bad: str
+    target: str | None  # None: nothing earlier to return to
+    reason: str

@@ -1,0 +1,85 @@
+"""Pure logic: `denv rollout status` — per stage, the revision git names and the one running,
+its state in words (deploying, baking 12m/30m, green, waiting for approval, rolled back,
+rejected) and its alarms, from the release, its pins and the bot's kept state."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel
+
+from reconciler.rollout.evidence import duration
+from reconciler.rollout.state import AlarmValue, Phase, RolloutState, StageRecord
+from reconciler.spec.release import Promotions, Release
+
+
+class StageStatus(BaseModel):
+    stage: str
+    fleets: list[str]
+    revision: str | None  # what git names for the stage
+    running: str | None  # what runs: an override's revision while a rollback is in force
+    state: str
+    promotion: str | None = None  # e.g. "PR #3 waiting for approval: 0 of 1 approvals"
+    rollback_pr: int | None = None
+    alarms: list[AlarmValue] = []
+    errors: list[str] = []
+
+
+def _state(record: StageRecord, bake: float, now: float) -> str:
+    if record.phase == Phase.BAKING and record.ready_at is not None:
+        return f"baking {duration(round(now - record.ready_at))}/{duration(bake)}"
+    if record.phase == Phase.ROLLED_BACK and record.override:
+        bad = (record.rolled_back or "")[:12]
+        return f"rolled back to {record.override[:12]} ({bad} rejected: {record.reason})"
+    if record.phase == Phase.REJECTED:
+        return f"rejected, nothing earlier to return to ({record.reason})"
+    if record.phase == Phase.DEGRADED:
+        return f"degraded: {record.reason}"
+    return record.phase.value
+
+
+def rollout_status(
+    name: str,
+    release: Release,
+    pins: Promotions | None,
+    state: RolloutState | None,
+    now: float,
+    head_revision: str | None,
+) -> list[StageStatus]:
+    """`head_revision`: the first stage's release revision at the head."""
+    kept = state or RolloutState()
+    rows: list[StageStatus] = []
+    rejected = {r.revision for r in pins.rejected} if pins is not None else set()
+    rejected |= set(kept.rejected)
+    waiting: dict[str, str] = {}  # stage -> the open promotion PR moving its pin
+    for stage in release.stages:
+        found = kept.stages.get(f"{name}/{stage.name}")
+        pr = found.promotion if found is not None else None
+        if pr is not None and pr.state == "open":
+            gate = "; ".join(pr.blockers) or "its checks"
+            waiting[pr.stage] = f"PR #{pr.number} waiting for approval: {gate}"
+    for index, stage in enumerate(release.stages):
+        pin = pins.promotions.get(stage.name) if pins is not None else None
+        revision = head_revision if index == 0 else (pin.revision if pin else None)
+        record = kept.stages.get(f"{name}/{stage.name}")
+        if record is None or record.revision != revision:
+            words = "not deployed" if revision is None else "waiting for the bot"
+            if revision in rejected:
+                words = "rejected"
+            record_state, running, alarms = words, revision, []
+        else:
+            record_state = _state(record, stage.bake or 0, now)
+            running, alarms = record.override or record.revision, record.alarms
+        promotion = waiting.get(stage.name)
+        rows.append(
+            StageStatus(
+                stage=stage.name,
+                fleets=list(stage.fleets),
+                revision=revision,
+                running=running,
+                state=record_state,
+                promotion=promotion,
+                rollback_pr=record.rollback_pr if record else None,
+                alarms=alarms,
+                errors=record.errors if record else [],
+            )
+        )
+    return rows

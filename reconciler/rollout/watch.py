@@ -1,0 +1,191 @@
+"""Adapter: watching a stage's alarms — scraping its engines' /metrics (every replica, never
+the router) into per-engine tracks, or, with a Prometheus server configured, asking it.
+
+The tracks round-trip through `state()` (JSON) because the bot keeps them in its lease note
+between `denv reconcile --once` runs; they are thinned to what the alarms' windows need.
+`now` is Unix time, the same clock in every run.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from reconciler.engines.base import url as base_url
+from reconciler.engines.units import Unit
+from reconciler.rollout.alarms import Reading, evaluate
+from reconciler.rollout.promql import AlarmQueries, Answer, instance, queries, reading
+from reconciler.rollout.samples import Keep, Track, failed, record, track_from_json, track_json
+from reconciler.rollout.series import ENGINES, ParseError, parse
+from reconciler.spec.policy import Alarm
+
+STATE_VERSION = 1
+MAX_PARALLEL = 16  # scrapes in flight at once
+
+
+def metrics_targets(units: Iterable[Unit]) -> list[tuple[str, str]]:
+    """(engine, metrics URL) of every engine unit; routers are left out: their latencies
+    are not the engines', and their /metrics names are their own."""
+    return [
+        (u.engine, base_url(u.address, u.metrics.port) + u.metrics.path)
+        for u in units
+        if u.role != "router" and u.metrics is not None
+    ]
+
+
+class AlarmWatch:
+    """Keeps cumulative samples per key (e.g. 'release/stage') long enough for each alarm's
+    window, and reads the alarms from them."""
+
+    def __init__(
+        self,
+        alarms: Mapping[str, Alarm],
+        state: Mapping[str, Any] | None = None,
+        prometheus: str | None = None,
+        timeout: float = 2.0,
+    ) -> None:
+        self.alarms = dict(alarms)
+        self._wanted = frozenset(a.metric for a in self.alarms.values())
+        self._keep = Keep.for_alarms(self.alarms.values())
+        self._prometheus = prometheus.rstrip("/") if prometheus else None
+        self._timeout = timeout
+        self._tracks = _load(state)
+        self._queried: dict[str, list[Reading]] = {}
+
+    def scrape(self, key: str, targets: Sequence[tuple[str, str]], now: float) -> None:
+        """One sample of each (engine, metrics URL); an engine that does not answer gets no
+        sample, only an error its readings name. Engines no longer listed are dropped."""
+        if self._prometheus is not None:
+            self._queried[key] = self._query(self._prometheus, targets, now)
+            return
+        before = self._tracks.get(key, {})
+        answers = _fetch_all([u for _, u in targets], self._timeout)
+        tracks: dict[str, Track] = {}
+        for engine, url in targets:
+            track = before.get(url)
+            track = track if track is not None and track.engine == engine else Track(engine)
+            tracks[url] = self._recorded(track, answers[url], now)
+        self._tracks[key] = tracks
+
+    def readings(self, key: str, now: float) -> list[Reading]:
+        if self._prometheus is None:
+            return evaluate(self.alarms, self._tracks.get(key, {}), now)
+        if key in self._queried:
+            return self._queried[key]
+        note = "Prometheus not asked yet"
+        return [Reading(n, a, None, 0, False, note=note) for n, a in self.alarms.items()]
+
+    def forget(self, key: str) -> None:
+        """The stage's revision changed: start a fresh window."""
+        self._tracks.pop(key, None)
+        self._queried.pop(key, None)
+
+    def state(self) -> dict[str, Any]:
+        tracks = {
+            key: {url: track_json(t) for url, t in by_url.items()}
+            for key, by_url in self._tracks.items()
+        }
+        return {"version": STATE_VERSION, "tracks": tracks}
+
+    def _recorded(self, track: Track, answer: str | Exception, now: float) -> Track:
+        series = ENGINES.get(track.engine)
+        if series is None:
+            return failed(track, f"no alarm metrics known for engine '{track.engine}'")
+        if isinstance(answer, Exception):
+            return failed(track, _why(answer, self._timeout))
+        try:
+            return record(track, parse(series, answer, self._wanted), now, self._keep)
+        except ParseError as exc:
+            return failed(track, str(exc))
+
+    def _query(self, server: str, targets: Sequence[tuple[str, str]], now: float) -> list[Reading]:
+        by_engine: dict[str, list[str]] = {}
+        for engine, url in targets:
+            if engine in ENGINES:
+                by_engine.setdefault(engine, []).append(instance(url))
+        found: list[Reading] = []
+        for name, alarm in self.alarms.items():
+            try:
+                answers = [
+                    self._answer(server, queries(alarm, ENGINES[engine], instances), now)
+                    for engine, instances in by_engine.items()
+                ]
+            except (OSError, ValueError, KeyError, TypeError, IndexError, AttributeError) as exc:
+                note = f"Prometheus did not answer: {_why(exc, self._timeout)}"
+                found.append(Reading(name, alarm, None, 0, False, note=note))
+                continue
+            found.append(reading(name, alarm, answers))
+        return found
+
+    def _answer(self, server: str, q: AlarmQueries, now: float) -> Answer:
+        def ask(text: str | None) -> float | None:
+            return _ask(server, text, now, self._timeout) if text else None
+
+        return Answer(ask(q.requests) or 0.0, ask(q.errors), ask(q.value))
+
+
+def _load(state: Mapping[str, Any] | None) -> dict[str, dict[str, Track]]:
+    """Tracks from a saved state; a key whose state is unreadable starts afresh."""
+    if not state or state.get("version") != STATE_VERSION:
+        return {}
+    loaded: dict[str, dict[str, Track]] = {}
+    for key, by_url in dict(state.get("tracks") or {}).items():
+        try:
+            loaded[key] = {url: track_from_json(t) for url, t in by_url.items()}
+        except (KeyError, ValueError, TypeError, AttributeError):
+            continue
+    return loaded
+
+
+def _get(url: str, timeout: float) -> str:
+    request = urllib.request.Request(url, headers={"Accept": "text/plain"})
+    with urllib.request.urlopen(request, timeout=timeout) as answer:
+        body: bytes = answer.read()
+        return body.decode("utf-8", "replace")
+
+
+def _fetch_all(urls: list[str], timeout: float) -> dict[str, str | Exception]:
+    def one(url: str) -> str | Exception:
+        try:
+            return _get(url, timeout)
+        except (OSError, ValueError) as exc:  # URLError, HTTPError and timeouts are OSErrors
+            return exc
+
+    if not urls:
+        return {}
+    with ThreadPoolExecutor(max_workers=min(MAX_PARALLEL, len(urls))) as pool:
+        return dict(zip(urls, pool.map(one, urls), strict=True))
+
+
+def _ask(server: str, query: str, now: float, timeout: float) -> float | None:
+    """One instant query; None for no result or NaN (no data in the window)."""
+    params = urllib.parse.urlencode({"query": query, "time": f"{now:.3f}"})
+    answer = json.loads(_get(f"{server}/api/v1/query?{params}", timeout))
+    if answer.get("status") != "success":
+        raise ValueError(f"query failed: {answer.get('error', 'no reason given')}")
+    data = answer["data"]
+    result = data["result"]
+    if data["resultType"] == "scalar":
+        value = float(result[1])
+    elif not result:
+        return None
+    else:
+        value = float(result[0]["value"][1])
+    return None if math.isnan(value) else value
+
+
+def _why(exc: BaseException, timeout: float) -> str:
+    if isinstance(exc, urllib.error.HTTPError):
+        return f"HTTP {exc.code}"
+    if isinstance(exc, TimeoutError):
+        return f"no answer within {timeout:g}s"
+    if isinstance(exc, urllib.error.URLError):
+        reason = exc.reason
+        return f"no answer within {timeout:g}s" if isinstance(reason, TimeoutError) else str(reason)
+    return str(exc) or type(exc).__name__

@@ -1,0 +1,338 @@
+"""Stages end to end: simulated GPU hosts behind real sshd in network namespaces (one
+module-scoped pair), a git repository per test, the bot (`denv reconcile` in a loop) as a real
+process, simulator engines behind the real sglang-router, and the local forge or the fake
+GitHub."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import openai
+import pygit2
+import pytest
+from pygit2.enums import CheckoutStrategy
+
+from reconciler.fleet.observed import UnitRecord
+from reconciler.forge.local import LocalForge
+from reconciler.forge.models import PrState
+from tests.conftest import DENV_DIRS, ROOT
+from tests.fleet.conftest import wait_for
+from tests.fleet.sshd import SshLab, SshServer
+from tests.forge.fake_github import FakeGitHub
+from tests.forge.gitrepo import git
+from tests.forge.loopback import LoopbackServer
+from tests.reconcile.conftest import GitRepo
+from tests.reconcile.test_reconcile_e2e import Lab, fleet_file
+
+WEIGHTS = "hf://meta-llama/Llama-3.1-8B-Instruct@0e9e39f249a16976918f6564b8830bc894c89659"
+RELEASE = f"""\
+release:
+  model: chat-8b
+  weights: {WEIGHTS}
+  recipe: llama-3.1-8b/vllm@1
+  overrides:
+    settings: {{{{ max_batch: {{batch}} }}}}
+  topology: {{{{ mode: aggregated, replicas: 1, gpus: 1, parallel: {{{{ tp: 1 }}}} }}}}
+stages:
+  - name: canary
+    fleets: [lab]
+    bake: 4s
+    alarms: [ttft-fast]
+  - name: prod
+    fleets: [lab2]
+    bake: 4s
+    alarms: [ttft-fast]
+    promotion: {{promotion}}
+"""
+ALARMS = (
+    "alarms:\n  ttft-fast: { metric: ttft, stat: p99, max: 500ms, window: 3s, min_requests: 3 }\n"
+)
+
+
+@pytest.fixture(scope="module")
+def hosts(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[tuple[SshLab, dict[str, SshServer]]]:
+    ssh = SshLab(tmp_path_factory.mktemp("ssh"))
+    try:
+        yield ssh, {name: ssh.start(name, namespaced=True) for name in ("lab", "lab2")}
+    finally:
+        ssh.stop()
+
+
+def sync(repo: GitRepo) -> None:
+    """The work tree as main is now (a forge may have merged into it)."""
+    repo.git.checkout_head(strategy=CheckoutStrategy.FORCE)
+
+
+@dataclass
+class Bot:
+    """`denv reconcile` in a loop, as the bot runs it; its output in files."""
+
+    process: subprocess.Popen[bytes]
+    log: Path
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace")
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+
+@dataclass
+class Stages:
+    """A repository with the two-stage release, the hosts, and the bot once started."""
+
+    lab: Lab
+    env: dict[str, str]
+    remote: Path | None = None  # a bare repository standing for GitHub's git side
+    bots: list[Bot] = field(default_factory=list)
+    load_stop: threading.Event = field(default_factory=threading.Event)
+    answered: list[int] = field(default_factory=lambda: [0])
+
+    def release(self, batch: int, promotion: str = "manual") -> str:
+        path = self.lab.repo.path
+        if self.remote is not None:  # what was merged on GitHub first
+            git(path, "fetch", "-q", str(self.remote), "main")
+            git(path, "reset", "-q", "--hard", "FETCH_HEAD")
+        sync(self.lab.repo)
+        text = RELEASE.format(batch=batch, promotion=promotion)
+        self.lab.repo.write("releases/chat-8b/denv.yaml", text)
+        commit = self.lab.repo.commit(f"chat-8b: max_batch {batch}")
+        if self.remote is not None:
+            git(path, "push", "-q", str(self.remote), "main")
+        return commit
+
+    def start_bot(self) -> Bot:
+        log = self.lab.cache / f"bot-{len(self.bots)}.log"
+        log.parent.mkdir(parents=True, exist_ok=True)
+        where = self.remote or self.lab.repo.path
+        argv = [sys.executable, "-m", "reconciler", "reconcile", "--repo", str(where)]
+        argv += ["--interval", "0.5s", "--ready-timeout", "60s", "--drain", "1s"]
+        with log.open("wb") as out:
+            process = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=self.env)
+        self.bots.append(Bot(process, log))
+        return self.bots[-1]
+
+    def state(self) -> dict[str, Any]:
+        """The rollout state the bot keeps with its lease on the canary's fleet."""
+        note = self.lab.agent("lab").lease("reconciler", "test", 0, peek=True).get("note")
+        found: dict[str, Any] = ((note or {}).get("checks") or {}).get("rollout") or {}
+        return found
+
+    def stage(self, name: str) -> dict[str, Any]:
+        found: dict[str, Any] = self.state().get("stages", {}).get(f"chat-8b/{name}") or {}
+        return found
+
+    def engines(self, fleet: str) -> list[UnitRecord]:
+        return [u for u in self.lab.units(fleet) if u.alive and not u.id.endswith("router")]
+
+    def endpoint(self, fleet: str) -> str:
+        [router] = [u for u in self.lab.units(fleet) if u.alive and u.id.endswith("router")]
+        return f"http://{self.lab.servers[fleet].address}:{router.port}/v1"
+
+    def fault(self, fleet: str, **faults: Any) -> None:
+        for unit in self.engines(fleet):
+            url = f"http://{self.lab.servers[fleet].address}:{unit.port}/admin/faults"
+            body = json.dumps(faults).encode()
+            request = urllib.request.Request(url, data=body, method="POST")
+            request.add_header("Content-Type", "application/json")
+            with urllib.request.urlopen(request, timeout=10) as answer:
+                assert answer.status == 200
+
+    def load(self, fleet: str, workers: int = 4) -> None:
+        """Requests to the fleet's endpoint until the test ends (so alarms have data)."""
+        url = self.endpoint(fleet)
+
+        def ask() -> None:
+            client = openai.OpenAI(base_url=url, api_key="unused", max_retries=0, timeout=30)
+            while not self.load_stop.is_set():
+                try:
+                    client.chat.completions.create(
+                        model="chat-8b", messages=[{"role": "user", "content": "hi"}], max_tokens=2
+                    )
+                    self.answered[0] += 1
+                except openai.OpenAIError:
+                    self.load_stop.wait(0.1)  # a roll in progress: try again shortly
+
+        for _ in range(workers):
+            threading.Thread(target=ask, daemon=True).start()
+
+    def wait(self, condition: Any, what: str, timeout: float = 60) -> Any:
+        try:
+            found = wait_for(condition, timeout=timeout, what=what)
+            print(f"{time.monotonic():.1f} {what}")
+            return found
+        except AssertionError:
+            print("\n".join(b.output()[-6000:] for b in self.bots))
+            raise
+
+
+@pytest.fixture
+def stages(hosts: tuple[SshLab, dict[str, SshServer]], tmp_path: Path) -> Iterator[Stages]:
+    ssh, servers = hosts
+    root = tmp_path / "repo"
+    for name in DENV_DIRS:
+        if (ROOT / name).is_dir():
+            shutil.copytree(ROOT / name, root / name)
+    repo = GitRepo(root, tmp_path / "clones")
+    for name, server in servers.items():
+        repo.write(f"fleets/{name}.yaml", fleet_file(name, server, ssh))
+    repo.write("policies/alarms.yaml", ALARMS)
+    repo.commit("initial")
+    lab = Lab(repo, ssh, servers, tmp_path / "cache")
+    env = {**os.environ, "DENV_CACHE": str(lab.cache), "DENV_HOME": str(lab.cache / "home")}
+    env.pop("DENV_REPO", None)
+    found = Stages(lab, env)
+    yield found
+    found.load_stop.set()
+    for bot in found.bots:
+        bot.stop()
+    for name in servers:  # no engine and no bot note outlives the test
+        try:
+            agent = lab.agent(name)
+            for unit in agent.units():
+                agent.stop(unit.id, grace=1)
+            agent.lease("reconciler", "cleanup", 1, note={})
+            agent.lease("reconciler", "cleanup", 0, release=True)
+        except Exception:
+            pass
+
+
+def head_of(repo: GitRepo) -> str:
+    return str(repo.git.references["refs/heads/main"].peel(pygit2.Commit).id)
+
+
+def promote_prs(forge: Any, state: PrState = PrState.OPEN) -> list[Any]:
+    return [p for p in forge.pull_requests(state) if p.head_branch.startswith("denv/promote/")]
+
+
+def rollback_prs(forge: Any) -> list[Any]:
+    return [p for p in forge.pull_requests() if p.head_branch.startswith("denv/rollback/")]
+
+
+def roll_back_on_fault(stages: Stages, forge: Any, good: str) -> dict[str, float]:
+    """A new revision on the canary, a latency fault during its bake: the bot returns the
+    canary to `good` and opens a rollback PR. The seconds each step took after the fault."""
+    bad = stages.release(batch=64)
+    stages.wait(
+        lambda: (
+            stages.stage("canary").get("revision") == bad
+            and stages.stage("canary").get("phase") == "baking"
+        ),
+        "the canary baking the new revision",
+    )
+    faulted = time.monotonic()
+    stages.fault("lab", spike_ms=800)
+    stages.wait(lambda: stages.stage("canary").get("phase") == "rolled back", "the rollback")
+    decided = time.monotonic() - faulted
+    record = stages.stage("canary")
+    assert (record["rolled_back"], record["override"]) == (bad, good), record
+    assert "ttft p99" in record["reason"]
+    [pr] = stages.wait(lambda: rollback_prs(forge), "the rollback PR")
+    opened = time.monotonic() - faulted
+    assert good[:12] in pr.title
+    stages.wait(
+        lambda: any(u.labels.get("revision") == good for u in stages.engines("lab")),
+        "the canary's engine at the last good revision",
+    )
+    serving = time.monotonic() - faulted
+    return {"decided": decided, "pr": opened, "serving": serving, "bad": bad}  # type: ignore[dict-item]
+
+
+def passes(bot: Bot) -> int:
+    return bot.output().count(": planned +")
+
+
+def test_local_forge_auto_promotion_then_rollback(stages: Stages) -> None:
+    good = stages.release(batch=128, promotion="auto")
+    bot = stages.start_bot()
+    stages.wait(lambda: stages.stage("canary").get("phase") == "baking", "the canary", 90)
+    stages.load("lab")
+    forge = LocalForge(stages.lab.repo.path)
+    [merged] = stages.wait(lambda: promote_prs(forge, PrState.MERGED), "the auto promotion")
+    assert merged.author == "denv-bot" and "prod" in merged.title
+    stages.wait(
+        lambda: any(u.labels.get("revision") == good for u in stages.engines("lab2")),
+        "prod at the promoted revision",
+    )
+    figures = roll_back_on_fault(stages, forge, good)
+    print(f"rollback after the fault (local forge): {figures}")
+    assert figures["decided"] < 3.0 + 2.0  # one alarm window, and a pass either side
+    seen = passes(bot)
+    stages.wait(lambda: passes(bot) >= seen + 2, "two more passes")
+    assert promote_prs(forge) == []  # the rejected revision is never promoted
+    assert stages.state()["rejected"].get(figures["bad"])
+    assert all(u.labels.get("revision") == good for u in stages.engines("lab2"))
+
+
+TOKEN = "ghp_DenvRolloutToken0123456789abcNEVERLOG"
+
+
+def test_github_promotion_counts_only_approvals_with_permission(
+    stages: Stages, tmp_path: Path
+) -> None:
+    stages.remote = tmp_path / "gh" / "acme" / "fleet.git"
+    git(tmp_path, "clone", "-q", "--bare", str(stages.lab.repo.path), str(stages.remote))
+    fake = FakeGitHub(
+        bare=stages.remote,
+        tokens={TOKEN: "denv-bot"},
+        permissions={"denv-bot": "write", "grace": "admin", "mallory": "read"},
+    )
+    server = LoopbackServer(fake.handle)
+    fake.url = server.url
+    # the bot pushes its branches to GITHUB_SERVER_URL/owner/name.git: the bare repository
+    stages.env |= {
+        "DENV_FORGE": "github",
+        "DENV_GITHUB_TOKEN": TOKEN,
+        "GITHUB_REPOSITORY": fake.full_name,
+        "GITHUB_API_URL": fake.api_url,
+        "GITHUB_SERVER_URL": f"file://{tmp_path / 'gh'}",
+        "DENV_BOT_LOGIN": "denv-bot",
+    }
+    try:
+        good = stages.release(batch=128)
+        bot = stages.start_bot()
+        stages.wait(lambda: stages.stage("canary").get("phase") == "baking", "the canary", 90)
+        stages.load("lab")
+        [number] = stages.wait(
+            lambda: [n for n, p in fake.pulls.items() if p["head"] == "denv/promote/chat-8b/prod"],
+            "the promotion PR on GitHub",
+        )
+        assert fake.pulls[number]["user"] == "denv-bot"
+        assert good[:12] in fake.pulls[number]["body"] and "ttft-fast" in fake.pulls[number]["body"]
+        fake.review(number, "mallory")  # read permission only
+        seen = passes(bot)
+        stages.wait(lambda: passes(bot) >= seen + 2, "two passes after mallory's approval")
+        promotion = stages.stage("canary")["promotion"]
+        assert promotion["state"] == "open" and not fake.pulls[number]["merged"]
+        assert any("mallory" in b and "does not count" in b for b in promotion["blockers"])
+        fake.review(number, "grace")
+        stages.wait(lambda: fake.pulls[number]["merged"], "the merge after grace's approval")
+        stages.wait(
+            lambda: any(u.labels.get("revision") == good for u in stages.engines("lab2")),
+            "prod at the promoted revision",
+        )
+    finally:
+        for running in stages.bots:
+            running.stop()
+        server.close()
+    assert fake.unexpected == []

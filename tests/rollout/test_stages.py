@@ -1,0 +1,192 @@
+"""The stage state machine (pure): one step per pass, from a record and the pass's facts."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from reconciler.rollout.stages import last_good, step, wants_promotion
+from reconciler.rollout.state import (
+    AlarmValue,
+    Phase,
+    PromotionPr,
+    RolloutState,
+    StageFacts,
+    StageRecord,
+)
+from reconciler.rollout.status import rollout_status
+from reconciler.spec.release import Promotions, Release
+
+A, B, C = "a" * 40, "b" * 40, "c" * 40
+SLOW = AlarmValue(name="ttft", value=2.0, requests=50, firing=True, text="ttft p99 2 s > 0.5 s")
+FINE = AlarmValue(name="ttft", value=0.1, requests=50, firing=False, text="ttft p99 0.1 s")
+
+
+def facts(**changes: Any) -> StageFacts:
+    base: dict[str, Any] = dict(
+        key="chat-8b/canary", revision=B, digest="d-b", bake=30.0, rejected=frozenset(),
+        ready=True, running=B, parity=None, now=100.0,
+    )  # fmt: skip
+    return StageFacts(**(base | changes))
+
+
+def record(**changes: Any) -> StageRecord:
+    base: dict[str, Any] = dict(revision=B, digest="d-b", phase=Phase.BAKING, since=50.0,
+                                ready_at=90.0, good=A, previous=A)  # fmt: skip
+    return StageRecord(**(base | changes))
+
+
+CASES = [
+    ("first sight, not ready", None, facts(ready=False), Phase.DEPLOYING, None),
+    (
+        "ready: the bake starts",
+        record(phase=Phase.DEPLOYING, ready_at=None),
+        facts(),
+        Phase.BAKING,
+        None,
+    ),
+    ("baking, not long enough", record(), facts(now=110.0), Phase.BAKING, None),
+    ("bake elapsed, no alarm", record(), facts(now=121.0, alarms=(FINE,)), Phase.GREEN, None),
+    (
+        "no bake: green once ready",
+        record(phase=Phase.DEPLOYING, ready_at=None),
+        facts(bake=0.0),
+        Phase.GREEN,
+        None,
+    ),
+    ("alarm during bake", record(), facts(alarms=(SLOW,)), Phase.ROLLED_BACK, A),
+    ("alarm after bake: kept", record(phase=Phase.GREEN), facts(alarms=(SLOW,)), Phase.GREEN, None),
+    (
+        "alarm after bake, always",
+        record(phase=Phase.GREEN),
+        facts(alarms=(SLOW,), rollback_after_bake=True),
+        Phase.ROLLED_BACK,
+        A,
+    ),
+    ("parity failed: degraded", record(), facts(now=200.0, parity="failed"), Phase.DEGRADED, None),
+    ("parity waiting: no green", record(), facts(now=200.0, parity="waiting"), Phase.BAKING, None),
+    ("a replica lost during bake", record(), facts(ready=False), Phase.DEPLOYING, None),
+    ("new revision from git", record(revision=A, phase=Phase.GREEN), facts(), Phase.BAKING, None),
+    (
+        "rejected in git: last good",
+        record(),
+        facts(rejected=frozenset({B})),
+        Phase.ROLLED_BACK,
+        None,
+    ),
+    (
+        "rejected, nothing earlier",
+        record(good=None, previous=None),
+        facts(rejected=frozenset({B})),
+        Phase.REJECTED,
+        None,
+    ),
+    ("later stage without a pin", record(), facts(revision=None), Phase.PENDING, None),
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "before", "seen", "phase", "target"), CASES, ids=[c[0] for c in CASES]
+)
+def test_step(
+    name: str, before: StageRecord | None, seen: StageFacts, phase: Phase, target: str | None
+) -> None:
+    after, rollback = step(before, seen)
+    assert after.phase == phase
+    assert (rollback.target if rollback else None) == target
+    if rollback is not None:
+        assert (rollback.bad, after.override, after.rolled_back) == (B, A, B)
+        assert "ttft" in rollback.reason
+
+
+def test_a_new_revision_remembers_what_ran_before() -> None:
+    after, _ = step(record(revision=A, phase=Phase.GREEN, good=A), facts(revision=C, ready=False))
+    assert (after.revision, after.previous, after.good, after.phase) == (C, A, A, Phase.DEPLOYING)
+
+
+def test_after_a_rollback_the_override_is_what_ran() -> None:
+    rolled = record(phase=Phase.ROLLED_BACK, override=A, rolled_back=B)
+    after, _ = step(rolled, facts(revision=C, ready=False))  # a fix forward
+    assert (after.previous, after.override) == (A, None)
+
+
+def test_the_override_holds_while_git_still_names_the_rejected_revision() -> None:
+    rolled = record(phase=Phase.ROLLED_BACK, override=A, rolled_back=B, good=None, previous=None)
+    after, rollback = step(rolled, facts(rejected=frozenset({B})))
+    assert (after.phase, after.override, rollback) == (Phase.ROLLED_BACK, A, None)
+
+
+@pytest.mark.parametrize(
+    ("good", "previous", "fallback", "rejected", "expected"),
+    [
+        (A, C, None, set(), A),
+        (B, C, None, set(), C),  # the bad one itself is never the target
+        (A, C, None, {A}, C),  # nor a rejected one
+        (None, None, C, set(), C),
+        (None, None, None, set(), None),
+    ],
+    ids=["good", "bad-is-good", "good-rejected", "git-fallback", "nothing"],
+)
+def test_last_good(
+    good: str | None,
+    previous: str | None,
+    fallback: str | None,
+    rejected: set[str],
+    expected: str | None,
+) -> None:
+    found = record(good=good, previous=previous)
+    assert last_good(found, B, frozenset(rejected), fallback) == expected
+
+
+@pytest.mark.parametrize(
+    ("phase", "pin", "digest", "rejected", "expected"),
+    [
+        (Phase.GREEN, None, None, set(), True),
+        (Phase.GREEN, A, "d-a", set(), True),
+        (Phase.BAKING, A, "d-a", set(), False),
+        (Phase.GREEN, B, "d-b", set(), False),  # the next stage runs it already
+        (Phase.GREEN, A, "d-b", set(), False),  # same content under another commit (a revert)
+        (Phase.GREEN, A, "d-a", {B}, False),  # rejected: never promoted
+    ],
+    ids=["first", "newer", "not-green", "pinned", "same-content", "rejected"],
+)
+def test_wants_promotion(
+    phase: Phase, pin: str | None, digest: str | None, rejected: set[str], expected: bool
+) -> None:
+    assert wants_promotion(record(phase=phase), pin, digest, frozenset(rejected)) is expected
+
+
+def test_rollout_status_in_words() -> None:
+    release = Release.model_validate(
+        {
+            "release": {"model": "chat-8b", "weights": "file:///w", "recipe": "m/vllm@1"},
+            "stages": [
+                {"name": "canary", "fleets": ["a"], "bake": "30m"},
+                {"name": "prod", "fleets": ["b"]},
+                {"name": "eu", "fleets": ["c"]},
+            ],
+        }
+    )
+    pr = PromotionPr(number=3, url="u", revision=B, stage="prod", blockers=["0 of 1 approvals"])
+    state = RolloutState(
+        stages={
+            "chat-8b/canary": record(ready_at=100.0, promotion=pr),
+            "chat-8b/prod": record(
+                revision=A,
+                phase=Phase.ROLLED_BACK,
+                override=C,
+                rolled_back=A,
+                reason="ttft p99 2 s > 0.5 s",
+            ),
+        }
+    )
+    pins = Promotions.model_validate({"promotions": {"prod": {"revision": A}}})
+    rows = rollout_status("chat-8b", release, pins, state, now=820.0, head_revision=B)
+    assert [r.state for r in rows] == [
+        "baking 12m/30m",
+        f"rolled back to {C[:12]} ({A[:12]} rejected: ttft p99 2 s > 0.5 s)",
+        "not deployed",
+    ]
+    assert rows[1].promotion == "PR #3 waiting for approval: 0 of 1 approvals"
+    assert (rows[1].revision, rows[1].running) == (A, C)

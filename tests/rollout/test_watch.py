@@ -1,0 +1,252 @@
+"""Watching alarms for real: a `denv sim serve` process scraped on loopback while the openai
+client sends traffic, faults injected through /admin/faults; and Prometheus mode against a
+loopback server of the test's own that answers the PromQL it is sent."""
+
+from __future__ import annotations
+
+import json
+import threading
+import urllib.parse
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import openai
+import pytest
+from pydantic import ValidationError
+
+from reconciler.engines.units import Metrics, Unit
+from reconciler.rollout.alarms import Reading
+from reconciler.rollout.watch import AlarmWatch, metrics_targets
+from reconciler.spec.policy import Alarm, AlarmsFile
+from tests.engines.sim.sims import (
+    Sim,
+    free_port,
+    http_get,
+    http_post,
+    sim_process,
+    sim_spec,
+    wait_until,
+)
+
+MODEL = "llama-3.1-8b"
+KEY = "chat/canary"
+T0 = 1_800_000_000.0  # the watch's clock is passed in: windows are 60 s of it
+ALARMS = {
+    "ttft-p99-250ms": Alarm(metric="ttft", stat="p99", max="250ms", window="1m", min_requests=20),
+    "errors-1pct": Alarm(metric="error_rate", max="1%", window="1m", min_requests=20),
+}
+
+
+@pytest.fixture(scope="module")
+def sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sim]:
+    logs = tmp_path_factory.mktemp("sim-logs")
+    with sim_process(sim_spec(time_scale=10.0), logs) as running:
+        wait_until(lambda: http_get(running.url + "/health")[0] == 200, 20, "warm-up")
+        yield running
+
+
+def traffic(sim: Sim, count: int) -> list[int]:
+    """`count` short completions, 12 at a time; the status of each (200 or the error's)."""
+    client = openai.OpenAI(base_url=sim.url + "/v1", api_key="none", max_retries=0, timeout=60)
+
+    def one(i: int) -> int:
+        try:
+            client.completions.create(model=MODEL, prompt=f"hello {i}", max_tokens=2)
+            return 200
+        except openai.APIStatusError as exc:
+            return exc.status_code
+
+    with ThreadPoolExecutor(12) as pool:
+        return list(pool.map(one, range(count)))
+
+
+def faults(sim: Sim, **patch: Any) -> None:
+    status, body = http_post(sim.url + "/admin/faults", patch)
+    assert status == 200, body
+
+
+def by_name(readings: list[Reading]) -> dict[str, Reading]:
+    return {r.name: r for r in readings}
+
+
+def reloaded(watch: AlarmWatch) -> AlarmWatch:
+    """The watch as the next `denv reconcile --once` run gets it back from the lease note."""
+    return AlarmWatch(ALARMS, state=json.loads(json.dumps(watch.state())))
+
+
+def test_a_latency_spike_fires_ttft_p99_in_the_next_window_and_not_before(sim: Sim) -> None:
+    targets = [("sim", sim.url + "/metrics")]
+    watch = AlarmWatch(ALARMS)
+    watch.scrape(KEY, targets, T0)
+    assert traffic(sim, 24) == [200] * 24
+    watch = reloaded(watch)
+    watch.scrape(KEY, targets, T0 + 60)
+    healthy = by_name(watch.readings(KEY, T0 + 60))
+    assert healthy["ttft-p99-250ms"].requests == 24
+    assert not healthy["ttft-p99-250ms"].firing, healthy["ttft-p99-250ms"].describe()
+    assert healthy["ttft-p99-250ms"].value is not None
+    assert healthy["errors-1pct"].value == 0 and not healthy["errors-1pct"].firing
+
+    faults(sim, spike_ms=5000)  # +0.5 s a step at time scale 10
+    try:
+        assert traffic(sim, 24) == [200] * 24
+    finally:
+        faults(sim, spike_ms=0)
+    watch = reloaded(watch)
+    watch.scrape(KEY, targets, T0 + 120)
+    spiked = by_name(watch.readings(KEY, T0 + 120))
+    ttft = spiked["ttft-p99-250ms"]
+    assert ttft.firing and ttft.value is not None and ttft.value >= 0.5, ttft.describe()
+    assert ttft.requests == 24 and ttft.covered == 60  # this window only, not the healthy one
+    assert (
+        ttft.describe().startswith("ttft p99 ") and "> 250 ms (24 requests, 1m)" in ttft.describe()
+    )
+    assert not spiked["errors-1pct"].firing
+
+
+def test_an_error_rate_fault_fires_the_error_alarm(sim: Sim) -> None:
+    targets, key = [("sim", sim.url + "/metrics")], "chat/errors"
+    watch = AlarmWatch(ALARMS)
+    watch.scrape(key, targets, T0)
+    faults(sim, error_rate=0.5, seed=3)
+    try:
+        statuses = traffic(sim, 40)
+    finally:
+        faults(sim, error_rate=0.0)
+    failed = statuses.count(500)
+    assert 0 < failed < 40 and statuses.count(200) == 40 - failed
+    watch.scrape(key, targets, T0 + 60)
+    errors = by_name(watch.readings(key, T0 + 60))["errors-1pct"]
+    assert errors.requests == 40 and errors.firing
+    assert errors.value == pytest.approx(failed / 40)
+
+
+def test_an_engine_that_does_not_answer_is_named_and_never_fires(sim: Sim) -> None:
+    dead = f"http://127.0.0.1:{free_port()}/metrics"
+    targets, key = [("sim", sim.url + "/metrics"), ("sim", dead)], "chat/partial"
+    watch = AlarmWatch(ALARMS, timeout=5.0)
+    watch.scrape(key, targets, T0)
+    assert traffic(sim, 20) == [200] * 20
+    watch.scrape(key, targets, T0 + 60)
+    for reading in watch.readings(key, T0 + 60):
+        assert reading.missing == (dead,) and not reading.firing
+        assert reading.requests == 20 and reading.value is not None
+    alone = AlarmWatch(ALARMS, timeout=5.0)
+    alone.scrape(key, [("sim", dead)], T0)
+    alone.scrape(key, [("sim", dead)], T0 + 60)
+    for reading in alone.readings(key, T0 + 60):
+        assert reading.value is None and not reading.firing
+        assert "not judged, no engine answered" in reading.describe()
+
+
+def test_metrics_targets_are_the_engines_not_the_router() -> None:
+    def unit(name: str, role: str, engine: str, port: int) -> Unit:
+        metrics = Metrics(port=port + 1 if role == "router" else port)
+        return Unit.model_validate(
+            {
+                "name": name, "role": role, "replica": 0, "node": 0, "engine": engine,
+                "host": "h1", "address": "10.0.0.5", "argv": ["x"], "env": {}, "port": port,
+                "gpus": 1, "gpu_indices": [0], "metrics": metrics,
+            }
+        )  # fmt: skip
+
+    units = [unit("r0", "aggregated", "vllm", 8000), unit("router", "router", "vllm-router", 8100)]
+    assert metrics_targets(units) == [("vllm", "http://10.0.0.5:8000/metrics")]
+
+
+# -- Prometheus mode ------------------------------------------------------------------------
+
+
+class FakePrometheus(BaseHTTPRequestHandler):
+    """Answers /api/v1/query from `answers` (query text -> value); records what it was sent."""
+
+    answers: dict[str, str] = {}
+    asked: list[dict[str, list[str]]] = []
+
+    def do_GET(self) -> None:
+        url = urllib.parse.urlsplit(self.path)
+        params = urllib.parse.parse_qs(url.query)
+        self.asked.append(params)
+        query = params["query"][0]
+        if url.path != "/api/v1/query" or query not in self.answers:
+            body = {"status": "error", "errorType": "bad_data", "error": f"unexpected {query}"}
+            self._send(400, body)
+            return
+        value = self.answers[query]
+        result = [{"metric": {}, "value": [float(params["time"][0]), value]}] if value else []
+        self._send(200, {"status": "success", "data": {"resultType": "vector", "result": result}})
+
+    def _send(self, status: int, body: dict[str, Any]) -> None:
+        data = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *_: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def prometheus() -> Iterator[str]:
+    FakePrometheus.answers, FakePrometheus.asked = {}, []
+    server = ThreadingHTTPServer(("127.0.0.1", 0), FakePrometheus)
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(10)
+
+
+INSTANCES = r'instance=~"10\\.0\\.0\\.5:8000|10\\.0\\.0\\.6:8000"'
+ROUTES = 'handler=~"/v1/(chat/)?completions"'
+REQUESTS = f"sum(increase(http_requests_total{{{ROUTES},{INSTANCES}}}[300s]))"
+ERRORS = f'sum(increase(http_requests_total{{{ROUTES},{INSTANCES},status=~"5xx"}}[300s]))'
+TTFT_P99 = (
+    "histogram_quantile(0.99, sum by (le) "
+    f"(rate(vllm:time_to_first_token_seconds_bucket{{{INSTANCES}}}[300s])))"
+)
+TWO = [("vllm", "http://10.0.0.5:8000/metrics"), ("vllm", "http://10.0.0.6:8000/metrics")]
+
+
+def test_prometheus_mode_sends_promql_and_reads_its_answers(prometheus: str) -> None:
+    alarms = {
+        "ttft-p99-1.5s": Alarm(metric="ttft", stat="p99", max="1.5s", window="5m"),
+        "errors-1pct": Alarm(metric="error_rate", max="1%", window="5m", min_requests=100),
+    }
+    FakePrometheus.answers = {REQUESTS: "812", TTFT_P99: "2.31", ERRORS: "30"}
+    targets = TWO
+    watch = AlarmWatch(alarms, prometheus=prometheus + "/")
+    watch.scrape(KEY, targets, T0)
+    got = by_name(watch.readings(KEY, T0))
+    assert got["ttft-p99-1.5s"].describe() == "ttft p99 2.31 s > 1.5 s (812 requests, 5m)"
+    assert got["errors-1pct"].value == pytest.approx(30 / 812) and got["errors-1pct"].firing
+    assert {a["time"][0] for a in FakePrometheus.asked} == {f"{T0:.3f}"}
+    assert watch.state() == {"version": 1, "tracks": {}}  # Prometheus keeps the history
+
+
+def test_prometheus_without_data_or_answer_never_fires(prometheus: str) -> None:
+    alarm = {"ttft": Alarm(metric="ttft", stat="p99", max="1.5s", window="5m", min_requests=1)}
+    FakePrometheus.answers = {REQUESTS: "40", TTFT_P99: "NaN"}
+    watch = AlarmWatch(alarm, prometheus=prometheus)
+    watch.scrape(KEY, TWO, T0)
+    (reading,) = watch.readings(KEY, T0)
+    assert reading.value is None and not reading.firing and reading.requests == 40
+    FakePrometheus.answers = {}  # every query is now an error (HTTP 400)
+    watch.scrape(KEY, TWO, T0)
+    (reading,) = watch.readings(KEY, T0)
+    assert reading.value is None and not reading.firing
+    assert reading.note == "Prometheus did not answer: HTTP 400"
+
+
+def test_alarms_file_names_its_prometheus_server() -> None:
+    parsed = AlarmsFile.model_validate({"alarms": {}, "prometheus": {"url": "http://prom:9090"}})
+    assert parsed.prometheus is not None and parsed.prometheus.url == "http://prom:9090"
+    with pytest.raises(ValidationError):
+        AlarmsFile.model_validate({"alarms": {}, "prometheus": {"url": "prom:9090"}})
