@@ -11,25 +11,19 @@ before it keep their files.
 
 from __future__ import annotations
 
-import asyncio
 import datetime as dt
 from collections.abc import Callable
 from pathlib import Path
 
-import aiohttp
-
-from reconciler.bench.loadgen import Target, prompt_format
 from reconciler.bench.metrics import LevelMetrics
 from reconciler.bench.pareto import mermaid, points_of_levels, write_png
-from reconciler.bench.prompts import PromptFormat
-from reconciler.bench.results import build_result, write_result
-from reconciler.bench.run_info import chart_stem, run_info
-from reconciler.bench.sweep import Mode, Progress, level_label, level_lines, run_sweep
-from reconciler.bench.traffic import TraceLine
-from reconciler.bench.trial import TrialEndpoint, check_running, trial_deployment
+from reconciler.bench.results import write_result
+from reconciler.bench.run_info import chart_stem
+from reconciler.bench.sweep import Progress
+from reconciler.bench.trial import TrialEndpoint, trial_deployment
+from reconciler.bench.trial_sweep import Load, sweep_trial
 from reconciler.catalog.cost import PriceChoice
-from reconciler.catalog.latency import LatencyTarget
-from reconciler.errors import DenvError, NotFound
+from reconciler.errors import NotFound
 from reconciler.fleet.observe import Transports
 from reconciler.spec.base import Spec
 from reconciler.spec.fleet import Fleet
@@ -37,19 +31,13 @@ from reconciler.spec.recipe import Recipe
 from reconciler.spec.repo import Repo
 
 
-class BenchRun(Spec):
-    """What to run: the recipe, where, what to send and at which loads."""
+class BenchRun(Load):
+    """What to run: the recipe, where, and (as a `Load`) what to send and at which loads."""
 
     recipe: Recipe
     fleet: Fleet
     trial: str  # trial.new_trial_id
     at: dt.datetime  # when the run starts (UTC): results are stamped with it
-    traffic: list[TraceLine]
-    workload: str | None = None  # the standard workload the traffic was generated from
-    mode: Mode = "concurrency"
-    levels: list[float]
-    requests: int | None = None  # per level; None: sweep.level_lines' default
-    latency: LatencyTarget | None = None  # goodput's target
     price: PriceChoice | None = None
     weights: str | None = None  # default: the catalog model's Hugging Face repository
     ready_timeout: float = 900.0
@@ -62,21 +50,6 @@ class BenchOutcome(Spec):
     chart_png: str | None = None
     chart_mermaid: str | None = None  # a markdown file holding the mermaid block
     mermaid: str | None = None
-
-
-def _prompt_form(endpoint: TrialEndpoint) -> PromptFormat:
-    """Token ids where the endpoint takes them, else text (sglang-router): asked once."""
-    try:
-        return asyncio.run(prompt_format(Target(url=endpoint.url, model=endpoint.model)))
-    except (aiohttp.ClientError, TimeoutError) as exc:
-        why = str(exc) or type(exc).__name__
-        raise DenvError(f"{endpoint.url}: cannot reach the trial's endpoint: {why}") from exc
-
-
-def _answered(level: LevelMetrics, label: str) -> None:
-    if not level.metrics.requests:
-        kinds = ", ".join(f"{k} {n}" for k, n in level.metrics.errors_by_kind.items())
-        raise DenvError(f"{label}: no request was answered ({kinds or 'nothing measured'})")
 
 
 def run_bench(
@@ -106,45 +79,15 @@ def run_bench(
         say=say,
     ) as endpoint:
         say(f"trial {endpoint.trial} ready in {endpoint.ready_s:.1f}s at {endpoint.url}")
-        form = _prompt_form(endpoint)
-        info = run_info(
-            run.recipe,
-            hardware=hardware.id,
-            simulated=endpoint.simulated,
-            weights=endpoint.weights,
-            traffic=run.traffic,
-            workload=run.workload,
-            price=run.price,
-            at=run.at,
-            driver=endpoint.probe.driver,
-            runtime=endpoint.probe.runtime,
-            gpu_names=endpoint.probe.gpu_names,
-            prompt=form,
-        )
-        for level in run.levels:
-            label = level_label(run.mode, level)
-            [measured] = run_sweep(
-                endpoint.url,
-                endpoint.model,
-                run.traffic,
-                [level],
-                run.mode,
-                gpus=endpoint.gpus,
-                prompt=form,
-                latency=run.latency,
-                requests=run.requests,
-                progress=progress,
-            )
-            check_running(endpoint, run.fleet, transports)
-            _answered(measured, label)
-            sent = level_lines(run.traffic, run.mode, level, run.requests)
-            written.append(str(write_result(out, build_result(measured, info, sent))))
-            levels.append(measured)
+        sweep = sweep_trial(repo, run.recipe, run.fleet, endpoint, run, price=run.price, at=run.at)
+        for swept in sweep.levels(transports, progress):
+            written.append(str(write_result(out, swept.result)))
+            levels.append(swept.figures)
     outcome = BenchOutcome(trial=endpoint, levels=levels, results=written)
     points = points_of_levels(levels)
     if not points:
         return outcome
-    stem = chart_stem(out, info)
+    stem = chart_stem(out, sweep.info)
     title = f"{run.recipe.id} on {hardware.id}" + (" (simulated)" if endpoint.simulated else "")
     block = mermaid(points, title)
     stem.parent.mkdir(parents=True, exist_ok=True)

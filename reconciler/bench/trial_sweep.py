@@ -1,22 +1,33 @@
-"""Adapter: load levels swept against a trial deployment that is already up (trial.py), each
-level's figures as a `Result` — for callers that keep several trials up at once (`denv pr
-bench` benches the current release and the pull request's side by side, then runs parity
-between them). Like `bench_run.run_bench`, the trial's units are checked after each level,
-and a level nobody answered is an error. Nothing here prints or writes files.
+"""Adapter: load levels swept against a trial deployment that is already up (trial.py), one
+level at a time — the one sweep loop of `denv bench run` (bench_run.py: one trial) and `denv
+pr bench` (two trials up side by side, then parity between them). Each level is handed over
+as its figures and its `Result` as soon as it ends, so that a caller may write its file
+before the next level starts. After each level the trial's units are checked: an engine that
+exited, or a level nobody answered, ends the sweep with DenvError (the levels before it were
+handed over). Nothing here prints or writes files.
 """
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
-from collections.abc import Sequence
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import NamedTuple
 
-from reconciler.bench.bench_run import _answered, _prompt_form
-from reconciler.bench.results import build_result
+import aiohttp
+
+from reconciler.bench.loadgen import Target, prompt_format
+from reconciler.bench.metrics import LevelMetrics
+from reconciler.bench.prompts import PromptFormat
+from reconciler.bench.results import RunInfo, build_result
 from reconciler.bench.run_info import run_info, trial_price
 from reconciler.bench.sweep import Mode, Progress, level_label, level_lines, run_sweep
 from reconciler.bench.traffic import TraceLine
 from reconciler.bench.trial import TrialEndpoint, check_running
+from reconciler.catalog.cost import PriceChoice
 from reconciler.catalog.latency import LatencyTarget
+from reconciler.errors import DenvError
 from reconciler.fleet.observe import Transports
 from reconciler.spec.base import Spec
 from reconciler.spec.fleet import Fleet
@@ -33,7 +44,76 @@ class Load(Spec):
     mode: Mode = "concurrency"
     levels: list[float]
     requests: int | None = None  # per level; None: sweep.level_lines' default
-    latency: LatencyTarget | None = None
+    latency: LatencyTarget | None = None  # goodput's target
+
+
+class SweptLevel(NamedTuple):
+    figures: LevelMetrics
+    result: Result
+
+
+def _prompt_form(endpoint: TrialEndpoint) -> PromptFormat:
+    """Token ids where the endpoint takes them, else text (sglang-router): asked once."""
+    try:
+        return asyncio.run(prompt_format(Target(url=endpoint.url, model=endpoint.model)))
+    except (aiohttp.ClientError, TimeoutError) as exc:
+        why = str(exc) or type(exc).__name__
+        raise DenvError(f"{endpoint.url}: cannot reach the trial's endpoint: {why}") from exc
+
+
+def _answered(level: LevelMetrics, label: str) -> None:
+    """DenvError when no request of the level was answered, with the errors by kind."""
+    if not level.metrics.requests:
+        kinds = ", ".join(f"{k} {n}" for k, n in level.metrics.errors_by_kind.items())
+        raise DenvError(f"{label}: no request was answered ({kinds or 'nothing measured'})")
+
+
+def _hardware_id(repo: Repo, fleet: Fleet) -> str:
+    """The catalog id of the fleet's hardware (an alias resolved), else as the fleet names it."""
+    hardware = repo.resolve_hardware(fleet.hardware)
+    return hardware.id if hardware is not None else fleet.hardware
+
+
+def fleet_price(repo: Repo, fleet: Fleet, given: float | None = None) -> PriceChoice | None:
+    """`given`, else the fleet's own price, else the public offer for its hardware."""
+    aliases = {alias: hw.id for hw in repo.hardware.values() for alias in hw.aliases}
+    return trial_price(fleet, _hardware_id(repo, fleet), given, repo.offers, aliases)
+
+
+@dataclass(frozen=True)
+class TrialSweep:
+    """A trial ready to sweep: what each result will say about the run, and the prompt
+    form its endpoint takes."""
+
+    endpoint: TrialEndpoint
+    fleet: Fleet
+    load: Load
+    info: RunInfo
+    form: PromptFormat
+
+    def levels(
+        self, transports: Transports, progress: Progress = lambda *_: None
+    ) -> Iterator[SweptLevel]:
+        """Each level in turn, handed over when it ends; DenvError when an engine exits or
+        a level gets no answer."""
+        endpoint, load = self.endpoint, self.load
+        for level in load.levels:
+            [measured] = run_sweep(
+                endpoint.url,
+                endpoint.model,
+                load.traffic,
+                [level],
+                load.mode,
+                gpus=endpoint.gpus,
+                prompt=self.form,
+                latency=load.latency,
+                requests=load.requests,
+                progress=progress,
+            )
+            check_running(endpoint, self.fleet, transports)
+            _answered(measured, level_label(load.mode, level))
+            sent = level_lines(load.traffic, load.mode, level, load.requests)
+            yield SweptLevel(measured, build_result(measured, self.info, sent))
 
 
 def sweep_trial(
@@ -43,47 +123,25 @@ def sweep_trial(
     endpoint: TrialEndpoint,
     load: Load,
     *,
-    transports: Transports,
+    price: PriceChoice | None,
     at: dt.datetime,
-    by: str,
-    progress: Progress = lambda *_: None,
-) -> list[Result]:
-    """One result a level, priced at the fleet's price (else the public offer); DenvError when
-    an engine exits or a level gets no answer."""
-    hardware = repo.resolve_hardware(fleet.hardware)
-    hardware_id = hardware.id if hardware is not None else fleet.hardware
-    aliases = {alias: hw.id for hw in repo.hardware.values() for alias in hw.aliases}
+    by: str = "denv bench run",
+) -> TrialSweep:
+    """The sweep of `recipe`'s trial at `endpoint`, its results priced at `price` and stamped
+    with `at` and `by`; asks the endpoint once which prompt form it takes."""
     form = _prompt_form(endpoint)
     info = run_info(
         recipe,
-        hardware=hardware_id,
+        hardware=_hardware_id(repo, fleet),
         simulated=endpoint.simulated,
         weights=endpoint.weights,
         traffic=load.traffic,
         workload=load.workload,
-        price=trial_price(fleet, hardware_id, None, repo.offers, aliases),
+        price=price,
         at=at,
         driver=endpoint.probe.driver,
         runtime=endpoint.probe.runtime,
         gpu_names=endpoint.probe.gpu_names,
         prompt=form,
     ).model_copy(update={"by": by})
-    results = []
-    for level in load.levels:
-        [measured] = run_sweep(
-            endpoint.url,
-            endpoint.model,
-            load.traffic,
-            [level],
-            load.mode,
-            gpus=endpoint.gpus,
-            prompt=form,
-            latency=load.latency,
-            requests=load.requests,
-            progress=progress,
-        )
-        check_running(endpoint, fleet, transports)
-        _answered(measured, level_label(load.mode, level))
-        sent: Sequence[TraceLine] = level_lines(load.traffic, load.mode, level, load.requests)
-        results.append(build_result(measured, info, sent))
-    return results
+    return TrialSweep(endpoint, fleet, load, info, form)

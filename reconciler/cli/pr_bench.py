@@ -18,11 +18,12 @@ from pathlib import Path
 
 from reconciler.bench.pr_subjects import BenchSubject, Side, bench_subjects
 from reconciler.bench.pr_view import bench_rows, pareto_points
+from reconciler.bench.results import write_result
 from reconciler.bench.run_info import workload_requests
 from reconciler.bench.sweep import Mode
 from reconciler.bench.traffic import TraceLine, generate
 from reconciler.bench.trial import TrialEndpoint, new_trial_id, trial_deployment
-from reconciler.bench.trial_sweep import Load, sweep_trial
+from reconciler.bench.trial_sweep import Load, fleet_price, sweep_trial
 from reconciler.cli.plan import cache_dir
 from reconciler.errors import DenvError, ForgeError, NotFound
 from reconciler.fleet.observe import Transports
@@ -62,6 +63,7 @@ class BenchOptions:
     seed: int = 0
     suite: str | None = None  # in policies/parity/ at the head, or a .jsonl path; None: policy's
     ready_timeout: float = 900.0
+    out: Path | None = None  # write results/ under it, as `denv bench run` does; None: not
 
     @property
     def traffic_name(self) -> str:
@@ -123,6 +125,7 @@ class PrBench:
     runs: list[SubjectRun]
     check: CheckRun
     comment_ids: list[int]
+    written: list[str] = field(default_factory=list)  # result files, with --out
 
     def as_json(self) -> dict[str, object]:
         return {
@@ -131,6 +134,7 @@ class PrBench:
             "runs": [r.as_json() for r in self.runs],
             "check": self.check.model_dump(mode="json"),
             "comment_ids": self.comment_ids,
+            "written": self.written,
         }
 
 
@@ -147,6 +151,17 @@ class _Runner:
     transports: Transports
     clock: Callable[[], dt.datetime]
     say: Say
+    starts: list[dt.datetime] = field(default_factory=list)  # of the sweeps so far
+    written: list[str] = field(default_factory=list)  # result files, with options.out
+
+    def start(self) -> dt.datetime:
+        """Now to the second, later than every sweep's before: result ids hold it, and both
+        sides of a release often share a recipe id, which must not make them share a file."""
+        now = self.clock().replace(microsecond=0)
+        if self.starts and now <= self.starts[-1]:
+            now = self.starts[-1] + dt.timedelta(seconds=1)
+        self.starts.append(now)
+        return now
 
     def trial(self, side: Side, fleet: str) -> contextlib.AbstractContextManager[TrialEndpoint]:
         return trial_deployment(
@@ -161,17 +176,19 @@ class _Runner:
         )
 
     def sweep(self, side: Side, fleet: str, endpoint: TrialEndpoint) -> list[Result]:
+        """One result a level; with `out`, each level's file written as soon as it ends."""
         self.say(f"bench {side.label} on {fleet}")
-        return sweep_trial(
-            self.repo,
-            side.recipe,
-            self.repo.fleets[fleet],
-            endpoint,
-            self.load,
-            transports=self.transports,
-            at=self.clock().replace(microsecond=0),
-            by=BY,
+        spec = self.repo.fleets[fleet]
+        price = fleet_price(self.repo, spec)
+        sweep = sweep_trial(
+            self.repo, side.recipe, spec, endpoint, self.load, price=price, at=self.start(), by=BY
         )
+        results = []
+        for swept in sweep.levels(self.transports):
+            if self.options.out is not None:
+                self.written.append(str(write_result(self.options.out, swept.result)))
+            results.append(swept.result)
+        return results
 
     def run(self, subject: BenchSubject, parity: tuple[Suite, ParityPolicy] | str) -> SubjectRun:
         """Both sides up at once (the current release first), swept one after the other, then
@@ -378,4 +395,4 @@ def bench_pull_request(
         ids += forge.upsert_comment(number, "parity", _joined("parity", bodies))
     check = _check(runs)
     forge.set_check(pr.head_sha, check)
-    return PrBench(pr, base, runs, check, ids)
+    return PrBench(pr, base, runs, check, ids, runner.written)

@@ -51,6 +51,10 @@ SuiteOption = Annotated[
     typer.Option(help="Parity suite: a name in policies/parity/ or a .jsonl path."),
 ]
 TimeoutOption = Annotated[str, typer.Option(help="How long the engines may take to become ready.")]
+OutOption = Annotated[
+    Path | None,
+    typer.Option(help="Also write each level's result file under DIR/results/, as bench run does."),
+]
 
 
 def _options(
@@ -61,6 +65,7 @@ def _options(
     requests: int | None,
     suite: str | None,
     ready_timeout: str,
+    out: Path | None = None,
 ) -> BenchOptions:
     if traffic is not None and workload is not None:
         raise UsageError("give --traffic or --workload, not both")
@@ -81,6 +86,7 @@ def _options(
         workload=workload or "chat",
         suite=suite,
         ready_timeout=timeout,
+        out=out,
     )
 
 
@@ -109,6 +115,7 @@ def bench(
     requests: RequestsOption = None,
     suite: SuiteOption = None,
     ready_timeout: TimeoutOption = "15m",
+    out: OutOption = None,
     forge_kind: ForgeOption = None,
     repo: RepoOption = Path("."),
     as_json: JsonOption = False,
@@ -117,7 +124,7 @@ def bench(
     the current release, and run parity between them; comment the results with their changes
     and a Pareto chart, comment the parity verdict, and set the `denv bench` check (it fails
     when a run or parity fails)."""
-    options = _options(traffic, workload, concurrency, rate, requests, suite, ready_timeout)
+    options = _options(traffic, workload, concurrency, rate, requests, suite, ready_timeout, out)
     root, forge = _open(repo, forge_kind)
     result = _running(
         f"benching #{number}",
@@ -137,6 +144,12 @@ def bench(
         markup=False,
     )
     console.print(f"Bench commented on #{number}: {result.pr.url}", markup=False)
+    if options.out is not None:
+        console.print(
+            f"result files written: {len(result.written)}, under {options.out / 'results'}",
+            markup=False,
+            highlight=False,
+        )
 
 
 def commands(
@@ -151,6 +164,7 @@ def commands(
     requests: RequestsOption = None,
     suite: SuiteOption = None,
     ready_timeout: TimeoutOption = "15m",
+    out: OutOption = None,
     forge_kind: ForgeOption = None,
     repo: RepoOption = Path("."),
     as_json: JsonOption = False,
@@ -158,7 +172,7 @@ def commands(
     """Run the `/denv plan` and `/denv bench` comments on the pull request that have not run
     yet, from users with write permission only; each runs once, and the bot's commands
     comment lists them. The bench options apply to `/denv bench`."""
-    options = _options(traffic, workload, concurrency, rate, requests, suite, ready_timeout)
+    options = _options(traffic, workload, concurrency, rate, requests, suite, ready_timeout, out)
     root, forge = _open(repo, forge_kind)
     result = _running(
         f"reading commands on #{number}",

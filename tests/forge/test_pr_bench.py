@@ -1,7 +1,8 @@
 """`denv pr bench` and `denv pr commands`: what a pull request changes (pure, against real
 repository files), the commands comment that makes each `/denv` command run once, and on the
-local forge a bench whose candidate cannot start (the check fails, nothing is left running)
-and a `/denv plan` comment run through the CLI."""
+local forge a bench whose candidate cannot start (the check fails, nothing is left running),
+a `/denv plan` comment run through the CLI, and a bench whose result files `--out` writes as
+`denv bench run` does."""
 
 from __future__ import annotations
 
@@ -11,14 +12,18 @@ import shutil
 import sys
 from collections.abc import Callable
 from dataclasses import replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from reconciler.bench.pr_subjects import bench_subjects
+from reconciler.bench.results import read_result
+from reconciler.bench.trial_sweep import Load
+from reconciler.cli.pr_bench import BenchOptions, _Runner
 from reconciler.fleet.hostagent import AgentClient
+from reconciler.fleet.observe import Transports
 from reconciler.fleet.transport import LocalTransport
 from reconciler.forge.handled import Handled, pending, read_handled, render_commands
 from reconciler.forge.local import LocalForge
@@ -124,6 +129,15 @@ def test_commands_run_once_and_the_comment_says_what_came_of_them() -> None:
     assert pending(commands, handled, only=9) == []
 
 
+def test_sweeps_started_in_one_second_are_stamped_apart(base: Repo) -> None:
+    """Result ids hold the sweep's start to the second, and both sides of a release often have
+    one recipe id: a side swept within the second of the one before is stamped a second on."""
+    times = iter([AT.replace(microsecond=900), AT.replace(microsecond=999_999), AT])
+    options, load = BenchOptions(), Load(traffic=[], levels=[1.0])
+    runner = _Runner(base, options, load, Transports(), lambda: next(times), lambda _: None)
+    assert [runner.start() for _ in range(3)] == [AT + timedelta(seconds=s) for s in (0, 1, 2)]
+
+
 # A release whose engines cannot start: the weights (16 GB) do not fit in 5 % of an H200.
 NO_ROOM = "settings: { max_batch: 128, kv_cache: { memory_fraction: 0.05 } }"
 
@@ -136,24 +150,38 @@ def _trial_units(repo: Path) -> list[str]:
     return [u.id for u in agent.units() if u.alive and u.id.startswith("trial-")]
 
 
-def test_a_bench_whose_candidate_cannot_start_fails_its_check(
-    git_repo: Path, tmp_path: Path
-) -> None:
-    text = (git_repo / RELEASE).read_text().replace("settings: { max_batch: 128 }", NO_ROOM)
-    git(git_repo, "checkout", "-q", "-b", "no-room")
-    head = commit_file(git_repo, RELEASE, text, "chat-8b: a tiny KV cache")
-    git(git_repo, "checkout", "-q", "main")
-    forge = LocalForge(git_repo)
-    number = forge.open_pr("no-room", "chat-8b: a tiny KV cache").number
-    trace = tmp_path / "short.jsonl"
+def _release_pr(repo: Path, branch: str, settings: str) -> tuple[int, str]:
+    """A pull request on the local forge that gives chat-8b other settings: (number, head)."""
+    text = (repo / RELEASE).read_text().replace("settings: { max_batch: 128 }", settings)
+    git(repo, "checkout", "-q", "-b", branch)
+    head = commit_file(repo, RELEASE, text, f"chat-8b: {branch}")
+    git(repo, "checkout", "-q", "main")
+    return LocalForge(repo).open_pr(branch, f"chat-8b: {branch}").number, head
+
+
+def _short_trace(folder: Path) -> Path:
+    trace = folder / "short.jsonl"
     line = {"timestamp": 0, "input_length": 600, "output_length": 8, "hash_ids": [1, 2]}
     trace.write_text(json.dumps(line) + "\n")
+    return trace
+
+
+def _bench(repo: Path, number: int, trace: Path, *more: str) -> dict[str, Any]:
     run = denv(
-        git_repo, "bench", "--pr", str(number), "--traffic", str(trace),
-        "--concurrency", "1", "--requests", "2", "--ready-timeout", "60s", "--json",
+        repo, "bench", "--pr", str(number), "--traffic", str(trace),
+        "--concurrency", "1", "--requests", "2", "--ready-timeout", "60s", *more, "--json",
     )  # fmt: skip
     assert run.returncode == 0, run.stderr
     answer: dict[str, Any] = json.loads(run.stdout)
+    return answer
+
+
+def test_a_bench_whose_candidate_cannot_start_fails_its_check(
+    git_repo: Path, tmp_path: Path
+) -> None:
+    number, head = _release_pr(git_repo, "no-room", NO_ROOM)
+    forge = LocalForge(git_repo)
+    answer = _bench(git_repo, number, _short_trace(tmp_path))
     [failed] = answer["runs"]
     assert failed["subject"]["name"] == "chat-8b" and "exited" in failed["error"]
     check = answer["check"]
@@ -170,3 +198,26 @@ def test_a_bench_whose_candidate_cannot_start_fails_its_check(
     [ran] = json.loads(run.stdout)["ran"]
     assert (ran["comment_id"], ran["command"]) == (asked, "plan")
     assert ran["outcome"].startswith("check 'denv plan' success")
+
+
+def test_out_writes_both_sides_result_files_as_bench_run_does(
+    git_repo: Path, tmp_path: Path
+) -> None:
+    number, _ = _release_pr(git_repo, "bigger-batch", "settings: { max_batch: 192 }")
+    suite = tmp_path / "parity-small.jsonl"
+    prompts = (ROOT / "policies/parity/default.jsonl").read_text().splitlines()[:2]
+    suite.write_text("\n".join(prompts) + "\n")
+    out = tmp_path / "out"
+    trace = _short_trace(tmp_path)
+    answer = _bench(git_repo, number, trace, "--suite", str(suite), "--out", str(out))
+    assert answer["check"]["conclusion"] == "success", answer["check"]
+    [run] = answer["runs"]
+    files = sorted(out.glob("results/*/*/*/*.json"))
+    assert sorted(answer["written"]) == [str(f) for f in files]
+    results = [read_result(f) for f in files]
+    assert len(results) == 2  # one level a side: the current release's, then the pull request's
+    for path, result, side in zip(files, results, ("current", "candidate"), strict=True):
+        assert result.model_dump(mode="json") == run[side][0]  # as the comment and --json have it
+        assert path.relative_to(out).parts[:-1] == ("results", *RECIPE.split("/"), "h200")
+        assert (result.source.kind, result.source.by) == ("simulated", "denv pr bench")
+    assert results[0].recipe.digest != results[1].recipe.digest  # max_batch 128, then 192
