@@ -17,6 +17,7 @@ from reconciler.cli import (
     deploy,
     fleet,
     offers,
+    optimize,
     parity,
     plan,
     pr,
@@ -46,6 +47,7 @@ app.command("deploy")(deploy.deploy)
 app.command("rollback")(rollout.rollback)
 app.add_typer(bench.app, name="bench")
 app.add_typer(fleet.app, name="fleet")
+app.add_typer(optimize.app, name="optimize")
 app.add_typer(parity.app, name="parity")
 app.add_typer(pr.app, name="pr")
 app.add_typer(recipe.app, name="recipe")

@@ -1,0 +1,284 @@
+"""CLI: `denv optimize` — search for a faster recipe of a release on its own traffic, on trial
+GPUs only; the candidates table; a verified winner as the bot's pull request; stop; status."""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import time
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from reconciler.cli.common import JsonOption, RepoOption, console, load, print_json
+from reconciler.cli.optimize_run import (
+    keep_running,
+    promoter,
+    run_once,
+    say,
+    sigterm_interrupts,
+    store_of,
+)
+from reconciler.errors import DenvError, UsageError
+from reconciler.fleet.observe import Transports
+from reconciler.optimize.candidates import HEADERS, StudyState, table
+from reconciler.optimize.goal import GOALS, Goal
+from reconciler.optimize.start import StartOptions, split_target
+from reconciler.optimize.state import StateStore
+from reconciler.spec.base import Spec, parse_duration
+from reconciler.spec.sources import find_root
+
+app = typer.Typer(help="Search for a faster recipe on the release's own traffic.")
+
+
+def _seconds(option: str, text: str) -> float:
+    try:
+        return float(parse_duration(text))
+    except ValueError as exc:
+        raise UsageError(f"{option}: {exc}") from None
+
+
+@app.command("start")
+def start(
+    target: Annotated[str, typer.Argument(help="RELEASE/STAGE, e.g. chat-8b/prod.")],
+    budget_gpus: Annotated[
+        int, typer.Option("--budget-gpus", min=1, help="Most trial GPUs in use at once.")
+    ],
+    goal: Annotated[
+        str, typer.Option(help="throughput (tok/s/GPU), latency (TTFT p99) or cost ($/M output).")
+    ] = "throughput",
+    auto: Annotated[
+        bool, typer.Option("--auto", help="Open the pull request for verified winners.")
+    ] = False,
+    traffic: Annotated[
+        Path | None,
+        typer.Option(help="A Mooncake trace (default: the stage's recorded shape)."),
+    ] = None,
+    concurrency: Annotated[int, typer.Option(min=1, help="Clients of every run.")] = 16,
+    requests: Annotated[int, typer.Option(min=1, help="Requests of every run.")] = 64,
+    levers: Annotated[
+        str | None,
+        typer.Option(help="Parts of the space to search, e.g. settings,kv (default: all)."),
+    ] = None,
+    max_trials: Annotated[
+        int | None, typer.Option(min=1, help="Trials (default: policies/optimizer.yaml).")
+    ] = None,
+    storage: Annotated[
+        str | None,
+        typer.Option(help="optuna storage URL (default: SQLite beside the candidates file)."),
+    ] = None,
+    ready_timeout: Annotated[str, typer.Option(help="How long a trial may take to start.")] = "5m",
+    seed: Annotated[
+        int | None, typer.Option(help="The sampler's seed (a repeatable study).")
+    ] = None,
+    parity_suite: Annotated[
+        str | None,
+        typer.Option(
+            help="Parity suite: a name under policies/parity/ or a file (default: the one "
+            "policies/gates.yaml names)."
+        ),
+    ] = None,
+    watch: Annotated[
+        str | None,
+        typer.Option(help="Keep running: look this often for drift or catalog changes (1h)."),
+    ] = None,
+    repo: RepoOption = Path("."),
+    as_json: JsonOption = False,
+) -> None:
+    """Search for a better recipe for RELEASE/STAGE on trial GPUs of its first fleet,
+    verify winners (repeats and parity against the current release), and list them."""
+    if goal not in GOALS:
+        raise UsageError(f"--goal {goal}: use throughput, latency or cost")
+    release, stage = split_target(target)
+    root = find_root(repo)
+    store = store_of(root)
+    options = StartOptions(
+        target=target,
+        goal=goal_of(goal),
+        budget_gpus=budget_gpus,
+        auto=auto,
+        traffic=traffic,
+        concurrency=concurrency,
+        requests=requests,
+        levers=[p.strip() for p in levers.split(",") if p.strip()] if levers else None,
+        storage=storage,
+        max_trials=max_trials,
+        ready_timeout=_seconds("--ready-timeout", ready_timeout),
+        seed=seed,
+        parity_suite=parity_suite,
+    )
+    every = _seconds("--watch", watch) if watch else None
+    with store.running(release, stage), sigterm_interrupts():
+        store.clear_stop(release, stage)
+        final = run_once(root, options, store, show_progress=not as_json)
+        if every is not None and final.state == "finished":
+            with contextlib.suppress(KeyboardInterrupt):
+                keep_running(root, options, store, every, final)
+            final = store.require(release, stage)
+        store.clear_stop(release, stage)
+    if as_json:
+        print_json(final)
+        return
+    _print_table(final)
+
+
+def goal_of(text: str) -> Goal:
+    for goal in GOALS:
+        if goal == text:
+            return goal
+    raise UsageError(f"--goal {text}: use throughput, latency or cost")
+
+
+def _print_table(state: StudyState) -> None:
+    shown = Table(
+        title=f"{state.key}: goal {state.goal}, study {state.study} ({state.state}, "
+        f"{state.trials} trials)",
+        title_justify="left",
+    )
+    for header in HEADERS:
+        shown.add_column(header, overflow="fold")
+    for row in table(state):
+        shown.add_row(*row)
+    console.print(shown)
+    if state.target:
+        console.print(f"latency target: {state.target}", markup=False, highlight=False)
+    if state.note:
+        console.print(f"{state.state}: {state.note}", markup=False, highlight=False)
+
+
+@app.command("candidates")
+def candidates(
+    target: Annotated[str, typer.Argument(help="RELEASE/STAGE.")],
+    repo: RepoOption = Path("."),
+    as_json: JsonOption = False,
+) -> None:
+    """The study's candidates: change, figures against current, parity, status."""
+    release, stage = split_target(target)
+    state = store_of(find_root(repo)).require(release, stage)
+    if as_json:
+        print_json(state)
+        return
+    _print_table(state)
+
+
+@app.command("promote")
+def promote(
+    candidate: Annotated[str, typer.Argument(help="A candidate id (or RELEASE/STAGE:ID).")],
+    repo: RepoOption = Path("."),
+    as_json: JsonOption = False,
+) -> None:
+    """Open (or update) the bot's pull request that makes a verified candidate the release's
+    recipe; candidates that failed parity or are not verified are refused."""
+    root = find_root(repo)
+    store = store_of(root)
+    state = store.find_candidate(candidate)
+    row = state.row(candidate.rpartition(":")[2])
+    assert row is not None
+    loaded = load(root)
+    transports = Transports(warn=lambda m: say(f"warning: {m}"))
+    try:
+        number = promoter(root, loaded, transports)(state, row)
+    finally:
+        transports.close()
+    store.save(state.with_row(row.model_copy(update={"pr": number})))
+    if as_json:
+        print_json({"candidate": row.id, "study": state.study, "pull_request": number})
+        return
+    console.print(
+        f"Pull request #{number}: {state.release} for {state.stage}: {row.change} "
+        f"(candidate {row.id}).",
+        markup=False,
+        soft_wrap=True,
+    )
+
+
+@app.command("stop")
+def stop(
+    target: Annotated[str, typer.Argument(help="RELEASE/STAGE.")],
+    timeout: Annotated[str, typer.Option(help="How long to wait for it to end.")] = "2m",
+    repo: RepoOption = Path("."),
+    as_json: JsonOption = False,
+) -> None:
+    """Stop the study running for RELEASE/STAGE: its trial tears down, its state is kept."""
+    release, stage = split_target(target)
+    store = store_of(find_root(repo))
+    pid = store.stop(release, stage)
+    ended = pid is None
+    deadline = time.monotonic() + _seconds("--timeout", timeout)
+    while pid is not None and time.monotonic() < deadline:
+        if store.runner_pid(release, stage) is None:
+            ended = True
+            break
+        time.sleep(0.2)
+    if pid is None:
+        store.clear_stop(release, stage)
+    if as_json:
+        print_json({"target": target, "pid": pid, "stopped": pid is not None and ended})
+        return
+    if pid is None:
+        console.print(f"No study of {target} is running.", markup=False)
+    elif ended:
+        console.print(f"Stopped the study of {target} (process {pid}).", markup=False)
+    else:
+        raise DenvError(f"process {pid} did not end within {timeout}; it is tearing down")
+
+
+class StudyStatus(Spec):
+    target: str
+    goal: str
+    study: str
+    state: str  # running (pid N), finished, stopped, failed, interrupted
+    trials: int
+    candidates: int
+    verified: list[str]
+    pull_requests: list[int]
+    started: dt.datetime
+    storage: str
+
+
+def _status_of(store: StateStore, state: StudyState) -> StudyStatus:
+    pid = store.runner_pid(state.release, state.stage)
+    shown = f"running (pid {pid})" if pid else state.state
+    if pid is None and state.state == "running":
+        shown = "interrupted"  # its process ended without saying so (SIGKILL, a crash)
+    return StudyStatus(
+        target=state.key,
+        goal=state.goal,
+        study=state.study,
+        state=shown,
+        trials=state.trials,
+        candidates=len(state.candidates),
+        verified=[r.id for r in state.candidates if r.status == "verified"],
+        pull_requests=sorted(r.pr for r in state.candidates if r.pr is not None),
+        started=state.started,
+        storage=state.storage,
+    )
+
+
+@app.command("status")
+def status(repo: RepoOption = Path("."), as_json: JsonOption = False) -> None:
+    """Every study of this repository: its state, trials, verified candidates and PRs."""
+    store = store_of(find_root(repo))
+    rows = [_status_of(store, state) for state in store.all()]
+    if as_json:
+        print_json([row.model_dump(mode="json") for row in rows])
+        return
+    if not rows:
+        console.print(
+            "No study yet: denv optimize start RELEASE/STAGE --budget-gpus N", markup=False
+        )
+        return
+    shown = Table("TARGET", "GOAL", "STATE", "TRIALS", "VERIFIED", "PR", "STARTED")
+    for row in rows:
+        shown.add_row(
+            row.target,
+            row.goal,
+            row.state,
+            str(row.trials),
+            ", ".join(row.verified) or "none",
+            ", ".join(f"#{n}" for n in row.pull_requests) or "none",
+            f"{row.started:%Y-%m-%d %H:%M}",
+        )
+    console.print(shown)

@@ -1,0 +1,174 @@
+"""Composition: one `denv optimize start` — the run's setup resolved, the loop run with a
+progress bar per trial and run, its end recorded (finished, stopped, failed), the promote
+hook that opens the pull request and plans it like any, and `--watch`'s keep-running loop.
+The typer module (optimize.py) parses and renders; this runs."""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import os
+import signal
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from types import FrameType
+
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+)
+
+from reconciler.bench.traffic_stats import trace_stats
+from reconciler.cli.common import load
+from reconciler.cli.pr_plan import plan_pull_request
+from reconciler.errors import DenvError
+from reconciler.fleet.observe import Transports
+from reconciler.forge.config import open_forge
+from reconciler.optimize.candidates import Row, Status, StudyState
+from reconciler.optimize.promote import promote_row
+from reconciler.optimize.runner import Effects, Loop, Promote, StudyStopped
+from reconciler.optimize.start import StartOptions, resolve, traffic_lines
+from reconciler.optimize.state import StateStore, state_home
+from reconciler.optimize.watch import catalog_marks, remeasure_reasons
+from reconciler.spec.repo import Repo
+
+messages = Console(stderr=True)
+
+
+def say(message: str) -> None:
+    messages.print(message, markup=False, highlight=False, soft_wrap=True)
+
+
+def store_of(root: Path) -> StateStore:
+    return StateStore(state_home(root, os.environ))
+
+
+@contextlib.contextmanager
+def _progress(enabled: bool) -> Iterator[Progress | None]:
+    if not enabled:
+        yield None
+        return
+    columns = (
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+    )
+    with Progress(*columns, console=messages, transient=True) as bars:
+        yield bars
+
+
+@contextlib.contextmanager
+def sigterm_interrupts() -> Iterator[None]:
+    """SIGTERM (`denv optimize stop`) ends the run as Ctrl-C does: trials tear down."""
+
+    def interrupt(signum: int, frame: FrameType | None) -> None:
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _ended(state: StudyState, how: str, note: str | None, now: dt.datetime) -> StudyState:
+    """The state as the run leaves it; a candidate still trialing did not finish its trial."""
+    rows = [
+        r.model_copy(update={"status": Status.REJECTED, "reason": f"{how} before its trial ended"})
+        if r.status is Status.TRIALING
+        else r
+        for r in state.candidates
+    ]
+    return state.model_copy(
+        update={"state": how, "note": note, "finished": now, "candidates": rows}
+    )
+
+
+def promoter(root: Path, repo: Repo, transports: Transports) -> Promote:
+    """Open or update the study's pull request, then plan it as any pull request is."""
+
+    def promote(state: StudyState, row: Row) -> int:
+        forge = open_forge(root, os.environ)
+        number = promote_row(forge, repo, state, row, "main")
+        plan_pull_request(forge, root, number, transports, lambda _m: None)
+        return number
+
+    return promote
+
+
+def run_once(
+    root: Path, options: StartOptions, store: StateStore, show_progress: bool
+) -> StudyState:
+    repo = load(root)
+    now = dt.datetime.now(dt.UTC)
+    setup, state = resolve(root, repo, options, store, now, say)
+    store.save(state)
+    transports = Transports(warn=lambda m: say(f"warning: {m}"))
+    loop: Loop | None = None
+    try:
+        with _progress(show_progress) as bars:
+            tasks: dict[str, TaskID] = {}
+
+            def progress(label: str, done: int, total: int) -> None:
+                if bars is None:
+                    return
+                if label not in tasks:
+                    tasks[label] = bars.add_task(label, total=total)
+                bars.update(tasks[label], completed=done, total=total)
+
+            effects = Effects(
+                store=store,
+                transports=transports,
+                promote=promoter(root, repo, transports) if options.auto else None,
+                say=say,
+                progress=progress,
+            )
+            loop = Loop(setup, effects, state)
+            final = loop.run()
+            store.save(_ended(final, "finished", None, dt.datetime.now(dt.UTC)))
+    except (StudyStopped, KeyboardInterrupt) as exc:
+        latest = loop.state if loop is not None else state
+        stopped = store.stop_requested(latest.release, latest.stage)
+        note = "stopped by `denv optimize stop`" if stopped else "interrupted"
+        store.save(_ended(latest, "stopped", note, dt.datetime.now(dt.UTC)))
+        if not stopped and isinstance(exc, KeyboardInterrupt):
+            raise
+    except DenvError as exc:
+        latest = loop.state if loop is not None else state
+        store.save(_ended(latest, "failed", str(exc), dt.datetime.now(dt.UTC)))
+        raise
+    finally:
+        transports.close()
+    return store.require(state.release, state.stage)
+
+
+def keep_running(
+    root: Path, options: StartOptions, store: StateStore, every: float, last: StudyState
+) -> None:
+    """Keep running: look every `every` seconds; measure again when a trigger fires."""
+    while True:
+        deadline = time.monotonic() + every
+        while time.monotonic() < deadline:  # a long wait, cut short by `denv optimize stop`
+            if store.stop_requested(last.release, last.stage):
+                return
+            time.sleep(min(1.0, max(deadline - time.monotonic(), 0.0)))
+        repo = load(root)
+        lines, _ = traffic_lines(root, last.release, last.stage, options.traffic)
+        body = repo.releases[last.release].release
+        model = repo.recipes[body.recipe].model if body.recipe in repo.recipes else ""
+        reasons = remeasure_reasons(
+            last,
+            trace_stats(lines),
+            catalog_marks(repo, model),
+            repo.policies.optimizer.drift_threshold,
+        )
+        if reasons:
+            say("measuring again: " + "; ".join(reasons))
+            last = run_once(root, options, store, show_progress=False)

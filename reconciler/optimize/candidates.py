@@ -1,0 +1,187 @@
+"""Models and pure logic: a study's candidates and the table `denv optimize candidates` shows.
+
+Each candidate is a row: what it changes from the current recipe, its figures (the mean of
+its runs), its parity verdict, and its status — trialing, verified, or rejected with the
+reason. The current release is measured the same way and kept apart as the baseline; the
+table shows each figure with its change against it (+12% / −5% / = within 1%).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from enum import StrEnum
+from typing import Any
+
+from pydantic import Field
+
+from reconciler.bench.traffic_stats import TraceStats
+from reconciler.optimize.goal import Goal, higher_is_better
+from reconciler.optimize.verify import Gain
+from reconciler.spec.base import Spec
+from reconciler.spec.result import Metrics
+
+SAME = 0.01  # figures within 1% of the current one show '='
+
+
+class Status(StrEnum):
+    TRIALING = "trialing"
+    VERIFIED = "verified"
+    REJECTED = "rejected"
+
+
+class Run(Spec):
+    """One measurement of a candidate (or of the current release) on the traffic."""
+
+    metrics: Metrics
+    goal: float | None  # the goal's figure for this run
+    miss: str | None = None  # why it missed the latency target; None when it met it
+    stopped_early: bool = False  # cut short: it clearly missed the target
+
+
+class Row(Spec):
+    id: str
+    change: str  # human-readable difference from the current recipe
+    # What the release's denv.yaml says once it is promoted (space.ReleaseEdit).
+    recipe: str | None = None
+    overrides: dict[str, Any] = {}
+    topology: dict[str, Any] | None = None
+    gpus: int
+    answers: str | None = None  # verify.answer_levers of its recipe
+    trial: int | None = None  # the optuna trial's number
+    status: Status = Status.TRIALING
+    reason: str | None = None  # why rejected
+    predicted: float | None = None  # the pre-screen's goal figure (simulator's model)
+    runs: list[Run] = []
+    gain: Gain | None = None
+    parity: str | None = None  # e.g. "pass (tolerant, 20 of 20 prompts agree)"
+    parity_passed: bool | None = None
+    pr: int | None = None  # the pull request it became
+    at: dt.datetime
+
+    def mean(self, pick: str) -> float | None:
+        """Mean over runs of `goal`, `tok_s_gpu` or `ttft_p99` (runs lacking it left out)."""
+        values = [v for v in (_figure(run, pick) for run in self.runs) if v is not None]
+        return sum(values) / len(values) if values else None
+
+
+def _figure(run: Run, pick: str) -> float | None:
+    if pick == "goal":
+        return run.goal
+    if pick == "tok_s_gpu":
+        return run.metrics.output_tok_s_per_gpu
+    return run.metrics.ttft_ms.p99
+
+
+class StudyState(Spec):
+    """What `denv optimize` keeps of one RELEASE/STAGE study, beside optuna's own storage."""
+
+    release: str
+    stage: str
+    fleet: str
+    goal: Goal
+    target: str | None = None  # the latency target, as text
+    budget_gpus: int
+    study: str  # optuna's study name
+    storage: str  # optuna's storage URL, with any password left out
+    traffic: str  # where the traffic came from
+    traffic_digest: str
+    shape: TraceStats  # the shape optimized for (drift is measured from it)
+    catalog: list[str] = []  # recipe ids and engine versions for the model, when it started
+    base_revision: str | None = None  # the release's commit the study measured
+    started: dt.datetime
+    finished: dt.datetime | None = None
+    state: str = "running"  # running, finished, stopped, failed
+    note: str | None = None  # why it finished, stopped or failed
+    trials: int = 0
+    current: Row
+    candidates: list[Row] = Field(default_factory=list)
+
+    @property
+    def key(self) -> str:
+        return f"{self.release}/{self.stage}"
+
+    def row(self, candidate: str) -> Row | None:
+        return next((r for r in self.candidates if r.id == candidate), None)
+
+    def with_row(self, row: Row) -> StudyState:
+        """This state with `row` added, or replacing the row of the same id in place."""
+        rows = list(self.candidates)
+        at = next((i for i, r in enumerate(rows) if r.id == row.id), None)
+        if at is None:
+            rows.append(row)
+        else:
+            rows[at] = row
+        return self.model_copy(update={"candidates": rows})
+
+
+# -- the table ------------------------------------------------------------------------------
+
+HEADERS = ("CANDIDATE", "CHANGE", "TOK/S/GPU", "TTFT-P99", "PARITY", "STATUS")
+
+
+def versus(value: float | None, current: float | None, digits: int = 0) -> str:
+    """`812 (+17%)`, `405 (−5%)` or `700 (=)` against the current figure."""
+    if value is None:
+        return "…"
+    text = f"{value:,.{digits}f}"
+    if not current:
+        return text
+    delta = (value - current) / current
+    if abs(delta) < SAME:
+        return f"{text} (=)"
+    sign = "+" if delta > 0 else "−"
+    return f"{text} ({sign}{abs(delta) * 100:.0f}%)"
+
+
+def status_text(row: Row) -> str:
+    if row.status is Status.REJECTED:
+        return f"rejected ({row.reason})" if row.reason else "rejected"
+    if row.status is Status.VERIFIED and row.pr is not None:
+        return f"verified (PR #{row.pr})"
+    return row.status.value
+
+
+def parity_text(row: Row) -> str:
+    if row.parity_passed is None:
+        return "…"
+    return "pass" if row.parity_passed else "FAIL"
+
+
+def table(state: StudyState) -> list[tuple[str, ...]]:
+    """The rows of the candidates table: the current release first, then the candidates,
+    verified first, then by goal figure (best first), then trialing and rejected."""
+    now_tok, now_ttft = state.current.mean("tok_s_gpu"), state.current.mean("ttft_p99")
+    rows: list[tuple[str, ...]] = [
+        (
+            "current",
+            "(the release as it is)",
+            versus(now_tok, None),
+            versus(now_ttft, None) + (" ms" if now_ttft is not None else ""),
+            "",
+            "baseline",
+        )
+    ]
+    for row in ranked(state):
+        ttft = row.mean("ttft_p99")
+        rows.append(
+            (
+                row.id,
+                row.change,
+                versus(row.mean("tok_s_gpu"), now_tok),
+                versus(ttft, now_ttft) + (" ms" if ttft is not None else ""),
+                parity_text(row),
+                status_text(row),
+            )
+        )
+    return rows
+
+
+def ranked(state: StudyState) -> list[Row]:
+    order = {Status.VERIFIED: 0, Status.TRIALING: 1, Status.REJECTED: 2}
+    sign = -1.0 if higher_is_better(state.goal) else 1.0
+
+    def key(row: Row) -> tuple[int, float, str]:
+        figure = row.mean("goal")
+        return (order[row.status], sign * figure if figure is not None else float("inf"), row.id)
+
+    return sorted(state.candidates, key=key)

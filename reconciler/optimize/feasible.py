@@ -1,0 +1,130 @@
+"""Pure logic: the checks a candidate recipe passes before the optimizer considers it — the
+engine version accepts its settings and layout, its weights leave room for KV cache in GPU
+memory — and its difference from the current recipe in words."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from reconciler.engines import sglang, vllm
+from reconciler.engines.base import check_args, version_key
+from reconciler.engines.sim.perf import PerfModel
+from reconciler.engines.sim.predict import sim_spec
+from reconciler.errors import DenvError, EngineError
+from reconciler.spec.catalog import Hardware, ModelArch
+from reconciler.spec.fleet import Fleet
+from reconciler.spec.recipe import AggregatedTopology, Recipe, describe_topology
+
+
+def newer_versions(engine: str, version: str) -> list[str]:
+    """Versions of the engine with a flag table newer than `version`, oldest first."""
+    tables = {"vllm": vllm.TABLES, "sglang": sglang.TABLES}.get(engine, {})
+    try:
+        floor = version_key(version)
+    except EngineError:
+        return []
+    return sorted((v for v in tables if version_key(v) > floor), key=version_key)
+
+
+def engine_refusal(recipe: Recipe, fleet: Fleet) -> str | None:
+    """Why the engine version cannot run the recipe's settings, layout and args; None when
+    it can. denv's own simulator engine takes everything."""
+    engine = recipe.engine
+    largest_host = max((host.gpus for host in fleet.hosts), default=1) or 1
+    try:
+        if engine.name == "vllm":
+            flags = vllm.table(engine.version)
+            vllm.settings_flags(recipe.settings, flags)
+            for role, pool in recipe.topology.pools():
+                vllm.parallel(pool.parallel, _where(role), flags.label)
+            check_args(recipe.args, flags, vllm.MANAGED)
+        elif engine.name == "sglang":
+            flags = sglang.table(engine.version)
+            sglang.settings_flags(recipe.settings, flags)
+            for role, pool in recipe.topology.pools():
+                nodes = math.ceil(pool.gpus / largest_host)
+                sglang.parallel(pool.parallel, nodes, _where(role), flags)
+            check_args(recipe.args, flags, sglang.MANAGED)
+    except EngineError as exc:
+        return str(exc)
+    return None
+
+
+def _where(role: str) -> str:
+    return "topology.parallel" if role == "aggregated" else f"topology.{role}.parallel"
+
+
+def memory_refusal(recipe: Recipe, hardware: Hardware, model: ModelArch) -> str | None:
+    """Why the weights leave no GPU memory for KV cache (the simulator's memory model, the
+    one `denv sim predict` uses); None when they fit."""
+    for role, _ in recipe.topology.pools():
+        try:
+            PerfModel.from_spec(sim_spec(recipe, hardware, model, role))
+        except DenvError as exc:
+            return str(exc)
+    return None
+
+
+# ------------------------------------------------------------------ the change in words
+_PARALLEL = ("tp", "pp", "dp", "ep", "dp_attention")
+
+
+def change_text(old: Recipe, new: Recipe) -> str:
+    """'max_batch 64→256, tp 8→4, replicas 1→2'; empty when nothing changes."""
+    parts: list[str] = []
+    if old.id != new.id:
+        parts.append(f"recipe {old.id}→{new.id}")
+    if (old.engine.name, old.engine.version) != (new.engine.name, new.engine.version):
+        parts.append(
+            f"{old.engine.name} {old.engine.version}→{new.engine.name} {new.engine.version}"
+        )
+    parts += _topology_change(old, new)
+    before = _flat(old.settings.model_dump(exclude={"speculative"}))
+    after = _flat(new.settings.model_dump(exclude={"speculative"}))
+    for key in after:
+        if before.get(key) != after[key]:
+            parts.append(f"{key} {_shown(before.get(key))}→{_shown(after[key])}")
+    spec_old, spec_new = _speculative(old), _speculative(new)
+    if spec_old != spec_new:
+        parts.append(f"speculative {spec_old}→{spec_new}")
+    return ", ".join(parts)
+
+
+def _topology_change(old: Recipe, new: Recipe) -> list[str]:
+    a, b = old.topology, new.topology
+    if a == b:
+        return []
+    if isinstance(a, AggregatedTopology) and isinstance(b, AggregatedTopology):
+        parts = [
+            f"{name} {_shown(getattr(a.parallel, name))}→{_shown(getattr(b.parallel, name))}"
+            for name in _PARALLEL
+            if getattr(a.parallel, name) != getattr(b.parallel, name)
+        ]
+        if a.replicas != b.replicas:
+            parts.append(f"replicas {a.replicas}→{b.replicas}")
+        return parts
+    return [f"{describe_topology(a)} → {describe_topology(b)}"]
+
+
+def _flat(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in data.items():
+        if isinstance(value, dict):
+            out.update(_flat(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
+
+
+def _speculative(recipe: Recipe) -> str:
+    spec = recipe.settings.speculative
+    return "off" if spec.method == "none" else f"{spec.method} ×{spec.draft_tokens}"
+
+
+def _shown(value: Any) -> str:
+    if value is None:
+        return "default"
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    return str(value)

@@ -1,0 +1,80 @@
+"""Models and pure logic: a candidate's outcome on the traffic — measured by a trial or
+predicted by the simulator's model — and how it reads against the goal and the latency target
+(optuna's constraint convention: a value <= 0 meets the target)."""
+
+from __future__ import annotations
+
+from pydantic import PositiveInt
+
+from reconciler.catalog.latency import LatencyTarget, Verdict
+from reconciler.engines.sim.stats import Pcts, Prediction
+from reconciler.optimize.goal import Goal, goal_value, higher_is_better
+from reconciler.spec.base import Spec
+from reconciler.spec.result import Metrics, Percentiles
+
+# An outcome with errors, or lacking a figure the target needs, lies at least this far outside
+# the target: constrained TPE then ranks it below every outcome that met it.
+MISSED = 1.0
+
+
+class Outcome(Spec):
+    """A candidate's figures on the traffic."""
+
+    metrics: Metrics
+    gpus: PositiveInt  # every GPU of the deployment, prefill included
+    gpu_hour: float | None = None  # the price it is costed at; None: no $/M
+    simulated: bool = False  # predicted by the simulator's model, not measured
+
+    @classmethod
+    def from_prediction(cls, prediction: Prediction, gpu_hour: float | None) -> Outcome:
+        return cls(
+            metrics=Metrics(
+                ttft_ms=_percentiles(prediction.ttft_ms),
+                tpot_ms=_percentiles(prediction.tpot_ms),
+                itl_ms=_percentiles(prediction.itl_ms),
+                e2e_ms=_percentiles(prediction.e2e_ms),
+                output_tok_s=prediction.output_tok_s,
+                output_tok_s_per_gpu=prediction.output_tok_s_per_gpu,
+                total_tok_s_per_gpu=prediction.total_tok_s_per_gpu,
+                requests=prediction.requests,
+                errors=prediction.errors,
+            ),
+            gpus=prediction.gpus,
+            gpu_hour=gpu_hour,
+            simulated=True,
+        )
+
+    def value(self, goal: Goal) -> float | None:
+        return goal_value(goal, self.metrics, self.gpus, self.gpu_hour)
+
+
+def _percentiles(p: Pcts) -> Percentiles:
+    return Percentiles(p50=p.p50, p99=p.p99)
+
+
+def violation(outcome: Outcome, target: LatencyTarget | None) -> float:
+    """How far outside the latency target the outcome lies: the worst value/limit ratio - 1,
+    so <= 0 meets it. Errors, or a figure the target needs but lacks, count as missed."""
+    metrics = outcome.metrics
+    if metrics.errors:
+        return MISSED + metrics.errors / max(metrics.requests or 0, 1)
+    if target is None:
+        return 0.0
+    judgement = target.judge(metrics)
+    if judgement.verdict is Verdict.MISSING or judgement.worst_ratio is None:
+        return MISSED
+    if judgement.verdict is Verdict.MISSED:
+        return max(judgement.worst_ratio - 1.0, 1e-9)
+    return judgement.worst_ratio - 1.0
+
+
+def beats(goal: Goal, a: float, b: float) -> bool:
+    """Whether goal figure `a` is better than `b`."""
+    return a > b if higher_is_better(goal) else a < b
+
+
+def within(goal: Goal, value: float, best: float, share: float) -> bool:
+    """Whether `value` lies within `share` (0.03: 3%) of `best`, on the goal's side."""
+    if higher_is_better(goal):
+        return value >= best * (1.0 - share)
+    return value <= best * (1.0 + share)

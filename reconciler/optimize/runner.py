@@ -1,0 +1,387 @@
+"""Adapter: the optimizer's loop for one RELEASE/STAGE — `denv optimize start`.
+
+1. The current release is deployed on the stage's first fleet's trial GPUs and stays up for
+   the whole run: measured once on the traffic (the baseline), it is then the reference of
+   every verification and parity check.
+2. The study (study.py, optuna, seeded with the pre-screen's predictions) asks for a
+   candidate, one at a time, until `max_trials` trials have run or the space is done.
+3. Each candidate is deployed on trial GPUs beside it (within the budget), the traffic is
+   replayed once (trials.py; a run that clearly misses the latency target stops early) and
+   screened: it must meet the target and beat the baseline, and any verified candidate, by
+   more than `rules.min_gain`.
+4. One that passes is verified while its trial is still up: both are measured
+   `rules.repeats` times, interleaved, the gain's interval decides (verify.py), then the
+   parity suite runs against the current release. A parity failure rejects it however fast,
+   and rejects without a trial every later candidate with the same answer levers.
+5. The study is told each outcome (a parity failure as infeasible). With `auto`, each
+   verified winner better than the last one promoted becomes (or updates) the pull request.
+
+Every step writes the candidates file (state.py) at once, so `denv optimize candidates` shows
+the study as it goes. The caller hands in transports, the promote hook and the messages.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from reconciler.bench.trial import TrialEndpoint, UnitExited, check_running
+from reconciler.errors import DenvError, ParityError
+from reconciler.fleet.observe import Transports
+from reconciler.optimize.candidates import Row, Run, Status, StudyState, status_text
+from reconciler.optimize.goal import higher_is_better
+from reconciler.optimize.outcome import Outcome
+from reconciler.optimize.space import Candidate, SearchSpace
+from reconciler.optimize.state import StateStore
+from reconciler.optimize.study import Study
+from reconciler.optimize.trials import deployed, measure
+from reconciler.optimize.verify import (
+    answer_levers,
+    gain_interval,
+    gain_refusal,
+    percent,
+    promising,
+)
+from reconciler.optimize.workload import Workload
+from reconciler.parity.runner import run_parity
+from reconciler.parity.suite import Suite
+from reconciler.spec.fleet import Fleet
+from reconciler.spec.policy import OptimizerRules, ParityPolicy
+from reconciler.spec.recipe import Recipe
+from reconciler.spec.repo import Repo
+
+Say = Callable[[str], None]
+Progress = Callable[[str, int, int], None]  # (what, done, total): trials, a run's requests
+Promote = Callable[[StudyState, Row], int]  # opens or updates the PR; its number
+
+
+DEPLOY_ATTEMPTS = 2
+
+
+class StudyStopped(DenvError):
+    """`denv optimize stop` asked the running study to end."""
+
+
+@dataclass
+class Setup:
+    """Everything one run of the loop needs, resolved by the caller."""
+
+    repo: Repo
+    space: SearchSpace
+    study: Study
+    fleet: Fleet
+    weights: str
+    work: Workload
+    rules: OptimizerRules
+    suite: Suite
+    parity: ParityPolicy
+    max_trials: int
+    auto: bool = False
+    ready_timeout: float = 300.0
+
+
+@dataclass
+class Effects:
+    store: StateStore
+    transports: Transports
+    promote: Promote | None = None
+    say: Say = lambda _message: None
+    progress: Progress = lambda *_: None
+    clock: Callable[[], dt.datetime] = field(default=lambda: dt.datetime.now(dt.UTC))
+
+
+class Loop:
+    def __init__(self, setup: Setup, effects: Effects, state: StudyState) -> None:
+        self.setup, self.fx, self.state = setup, effects, state
+        self.up = higher_is_better(setup.work.goal)
+        self.current = setup.space.current()
+        self.current_recipe = setup.space.recipe_of(self.current)
+
+    # -- state ------------------------------------------------------------------------------
+    def save(self, row: Row | None = None, **changes: Any) -> None:
+        if row is not None:
+            self.state = self.state.with_row(row)
+        if changes:
+            self.state = self.state.model_copy(update=changes)
+        self.fx.store.save(self.state)
+
+    def check_stop(self) -> None:
+        if self.fx.store.stop_requested(self.state.release, self.state.stage):
+            raise StudyStopped(f"{self.state.key}: stopped by `denv optimize stop`")
+
+    # -- measuring --------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def deploy(self, recipe: Recipe) -> Iterator[TrialEndpoint]:
+        """`recipe` on trial GPUs for the `with` block. An engine or router that exits while
+        starting (a port another process took meanwhile) is deployed once more."""
+        for attempt in range(1, DEPLOY_ATTEMPTS + 1):
+            stack = contextlib.ExitStack()
+            try:
+                endpoint = stack.enter_context(
+                    deployed(
+                        self.setup.repo,
+                        recipe,
+                        self.setup.fleet,
+                        transports=self.fx.transports,
+                        weights=self.setup.weights,
+                        ready_timeout=self.setup.ready_timeout,
+                        say=self.fx.say,
+                    )
+                )
+                # ready by its probe; but an address another process held answers probes too
+                check_running(endpoint, self.setup.fleet, self.fx.transports)
+            except UnitExited as exc:
+                stack.close()
+                if attempt == DEPLOY_ATTEMPTS:
+                    raise
+                self.fx.say(f"  {exc}; deploying {recipe.id} again")
+                continue
+            with stack:
+                yield endpoint
+            return
+
+    def measure(
+        self, endpoint: TrialEndpoint, label: str, stop_early: Callable[[Run], bool] | None = None
+    ) -> Run:
+        return measure(
+            endpoint,
+            self.setup.work,
+            fleet=self.setup.fleet,
+            transports=self.fx.transports,
+            stop_early=stop_early,
+            progress=lambda done, total: self.fx.progress(label, done, total),
+        )
+
+    def outcome(self, run: Run, gpus: int) -> Outcome:
+        return Outcome(metrics=run.metrics, gpus=gpus, gpu_hour=self.setup.work.gpu_hour)
+
+    def baseline(self, reference: TrialEndpoint) -> float:
+        """The current release's goal figure, measured now when the state has none."""
+        figure = self.state.current.mean("goal")
+        if figure is not None:
+            return figure
+        run = self.measure(reference, "current")
+        if run.goal is None:
+            raise DenvError(f"the current release measured nothing on the traffic: {run.miss}")
+        self.save(current=self.state.current.model_copy(update={"runs": [run]}))
+        self.fx.say(f"current: {run.goal:,.1f} ({run.miss or 'meets the target'})")
+        return run.goal
+
+    # -- the loop ---------------------------------------------------------------------------
+    def run(self) -> StudyState:
+        """The current release stays deployed on trial GPUs for the whole study: the
+        baseline, every verification and every parity check use that one deployment."""
+        self.fx.say(f"deploying the current release ({self.current_recipe.id}) on trial GPUs")
+        with self.deploy(self.current_recipe) as reference:
+            baseline = self.baseline(reference)
+            study = self.setup.study
+            while study.trials_used() < self.setup.max_trials:
+                self.fx.progress("trials", study.trials_used(), self.setup.max_trials)
+                self.check_stop()
+                asked = study.ask()  # repeats and infeasible suggestions never come back
+                if asked is None:
+                    self.fx.say("the search space is exhausted")
+                    break
+                trial, candidate = asked
+                self.save(trials=study.trials_used())
+                self.trial(trial, candidate, baseline, reference)
+            self.fx.progress("trials", study.trials_used(), self.setup.max_trials)
+        return self.state
+
+    def predicted(self, candidate: Candidate) -> float | None:
+        """The pre-screen's goal figure for the candidate (simulator's model), if any."""
+        scored = self.setup.study.screened.get(candidate.id)
+        return scored.value if scored is not None else None
+
+    def known_failure(self, answers: str) -> Row | None:
+        return next(
+            (r for r in self.state.candidates if r.parity_passed is False and r.answers == answers),
+            None,
+        )
+
+    def trial(
+        self, trial: Any, candidate: Candidate, baseline: float, reference: TrialEndpoint
+    ) -> None:
+        """One candidate: trial, screen, verify (`trial` is the study's optuna trial)."""
+        edit = self.setup.space.release_edit(candidate)
+        recipe = self.setup.space.recipe_of(candidate)
+        row = Row(
+            id=candidate.id,
+            change=candidate.change,
+            recipe=edit.recipe,
+            overrides=edit.overrides,
+            topology=edit.topology,
+            gpus=candidate.gpus,
+            answers=answer_levers(recipe),
+            predicted=self.predicted(candidate),
+            trial=trial.number,
+            at=self.fx.clock(),
+        )
+        study = self.setup.study
+        failed = self.known_failure(row.answers or "")
+        if failed is not None:  # it would fail parity too: no trial GPU spent on it
+            # told with the failed one's figures, as infeasible: the study learns the region
+            # is closed and never asks for this candidate again
+            stand_in = self.outcome(failed.runs[0], candidate.gpus) if failed.runs else None
+            study.tell(trial, _infeasible(stand_in) if stand_in else None, "parity fails")
+            row = self._rejected(
+                row, f"parity: fails as {failed.id} ({row.answers})", parity=False
+            ).model_copy(update={"parity": failed.parity})
+            self.save(row)
+            self.fx.say(f"  {row.id} {row.change}: {status_text(row)}")
+            return
+        self.save(row)
+        self.fx.say(f"trial {row.trial}: {row.id} {row.change} on {row.gpus} GPU(s)")
+
+        try:
+            row = self.on_trial_gpus(trial, candidate, recipe, row, baseline, reference)
+        except StudyStopped:
+            raise
+        except DenvError as exc:
+            study.tell(trial, None, f"trial failed: {exc}")
+            row = self._rejected(row, f"trial failed: {exc}")
+        self.save(row)
+        self.fx.say(f"  {row.id}: {status_text(row)}")
+        if row.status is Status.VERIFIED and self.setup.auto:
+            self.promote(row)
+
+    def on_trial_gpus(
+        self,
+        trial: Any,
+        candidate: Candidate,
+        recipe: Recipe,
+        row: Row,
+        baseline: float,
+        reference: TrialEndpoint,
+    ) -> Row:
+        """Deploy, run once (stopping early on a clear miss), screen, verify; tell the study."""
+        study = self.setup.study
+
+        def stop_early(partial: Run) -> bool:
+            return bool(study.should_stop_early(trial, self.outcome(partial, candidate.gpus)))
+
+        with self.deploy(recipe) as endpoint:
+            run = self.measure(endpoint, f"{row.id} run 1", stop_early)
+            outcome = self.outcome(run, candidate.gpus)
+            row = row.model_copy(update={"runs": [run]})
+            why = self.screen(run, baseline)
+            if why is not None:
+                if run.stopped_early:
+                    study.prune(trial, outcome)
+                else:
+                    study.tell(trial, outcome)
+                return self._rejected(row, why)
+            self.save(row)
+            row = self.verify(row, endpoint, reference)
+        # parity decides what the study learns: a failure is never a good region
+        study.tell(trial, _infeasible(outcome) if row.parity_passed is False else outcome)
+        return row
+
+    def best_verified(self) -> Row | None:
+        verified = [r for r in self.state.candidates if r.status is Status.VERIFIED and r.gain]
+        return max(verified, key=lambda r: r.gain.gain if r.gain else 0.0, default=None)
+
+    def screen(self, run: Run, baseline: float) -> str | None:
+        """Why one run rules the candidate out before verification, or None."""
+        if run.miss is not None:
+            early = "stopped early: " if run.stopped_early else ""
+            return f"{early}misses the target: {run.miss}"
+        if run.goal is None:
+            return "measured nothing"
+        rules, sign = self.setup.rules, (1.0 if self.up else -1.0)
+        if not promising(baseline, run.goal, self.up, rules.min_gain):
+            return f"not better: {percent(sign * (run.goal - baseline) / baseline)} vs current"
+        best = self.best_verified()
+        figure = best.mean("goal") if best is not None else None
+        if best is not None and figure and not promising(figure, run.goal, self.up, rules.min_gain):
+            gain = percent(sign * (run.goal - figure) / figure)
+            return f"not better than verified {best.id}: {gain}"
+        return None
+
+    def verify(self, row: Row, endpoint: TrialEndpoint, reference: TrialEndpoint) -> Row:
+        """Repeats of both, interleaved; then parity against the current release."""
+        repeats = self.setup.rules.repeats
+        self.fx.say(f"  {row.id} looks better: verifying ({repeats} runs each, then parity)")
+        current_runs: list[Run] = []
+        runs = list(row.runs)
+        while len(current_runs) < repeats or len(runs) < repeats:
+            self.check_stop()
+            if len(current_runs) < repeats:
+                label = f"current run {len(current_runs) + 1}"
+                current_runs.append(self.measure(reference, label))
+            if len(runs) < repeats:
+                runs.append(self.measure(endpoint, f"{row.id} run {len(runs) + 1}"))
+        self.save(
+            current=self.state.current.model_copy(
+                update={"runs": [*self.state.current.runs, *current_runs]}
+            )
+        )
+        row = row.model_copy(update={"runs": runs})
+        mine = [r.goal for r in runs if r.goal is not None]
+        theirs = [r.goal for r in current_runs if r.goal is not None]
+        if not mine or not theirs:
+            return self._rejected(row, "a verification run measured nothing")
+        gain = gain_interval(theirs, mine, self.up)
+        row = row.model_copy(update={"gain": gain})
+        misses = [r.miss for r in runs if r.miss]
+        if misses:
+            return self._rejected(
+                row, f"misses the target in {len(misses)} of {len(runs)} runs: {misses[0]}"
+            )
+        why = gain_refusal(gain, self.setup.rules.min_gain)
+        if why is not None:
+            return self._rejected(row, why)
+        return self.parity(row, reference, endpoint)
+
+    def parity_counts(self, reference: TrialEndpoint, candidate: TrialEndpoint) -> tuple[int, int]:
+        """(prompts that agree, prompts) of the parity suite; ParityError when it cannot run."""
+        verdict = run_parity(reference.url, candidate.url, self.setup.suite, self.setup.parity)
+        return verdict.passed, verdict.total
+
+    def parity(self, row: Row, reference: TrialEndpoint, candidate: TrialEndpoint) -> Row:
+        mode = self.setup.parity.mode
+        try:
+            passed, total = self.parity_counts(reference, candidate)
+        except ParityError as exc:  # a suite that did not run is never a pass (nor reused)
+            return self._rejected(row, f"parity did not run: {exc}")
+        agreed = f"{passed} of {total} prompts agree"
+        if passed < total:
+            update = {"parity": f"fail ({mode}, {agreed})", "parity_passed": False}
+            return self._rejected(
+                row.model_copy(update=update), f"parity: {total - passed}/{total} prompts differ"
+            )
+        return row.model_copy(
+            update={
+                "status": Status.VERIFIED,
+                "parity": f"pass ({mode}, {agreed})",
+                "parity_passed": True,
+            }
+        )
+
+    def _rejected(self, row: Row, why: str, parity: bool | None = None) -> Row:
+        update: dict[str, Any] = {"status": Status.REJECTED, "reason": why}
+        if parity is not None:
+            update["parity_passed"] = parity
+        return row.model_copy(update=update)
+
+    def promote(self, row: Row) -> None:
+        """`auto`: a verified winner better than the last one promoted becomes the PR."""
+        if self.fx.promote is None or row.gain is None:
+            return
+        shipped = [r for r in self.state.candidates if r.pr is not None and r.gain is not None]
+        if any(r.gain is not None and r.gain.gain >= row.gain.gain for r in shipped):
+            return
+        number = self.fx.promote(self.state, row)
+        self.save(row.model_copy(update={"pr": number}))
+        self.fx.say(f"  {row.id}: pull request #{number}")
+
+
+def _infeasible(outcome: Outcome) -> Outcome:
+    """A measured outcome told as missing every constraint (a parity failure): every
+    request counted failed, so the study's constraint reads it as far outside the target."""
+    requests = outcome.metrics.requests or 1
+    metrics = outcome.metrics.model_copy(update={"errors": requests})
+    return outcome.model_copy(update={"metrics": metrics})

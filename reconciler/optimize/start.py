@@ -1,0 +1,226 @@
+"""Adapter: what `denv optimize start RELEASE/STAGE` resolves before its loop runs — the
+stage and its first fleet (whose trial GPUs the trials use), the latency target from the
+stage's alarms, the traffic, the parity suite, the search space and the optuna study.
+
+The study's name carries digests of the current recipe and of the traffic: starting again
+on the same release and traffic continues the study (optuna keeps its trials, the
+candidates file its rows); a changed release or traffic starts a new one.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from reconciler.bench.traffic import TraceLine, read_trace, trace_digest
+from reconciler.bench.traffic_stats import trace_stats
+from reconciler.bench.trial_plan import recipe_digest
+from reconciler.engines.sim.traffic import traced
+from reconciler.errors import DenvError, NotFound, UsageError
+from reconciler.optimize.candidates import Row, StudyState
+from reconciler.optimize.goal import Goal
+from reconciler.optimize.prescreen import prescreen
+from reconciler.optimize.runner import Setup
+from reconciler.optimize.space import Candidate, SearchSpace
+from reconciler.optimize.state import StateStore, default_storage, shown_storage
+from reconciler.optimize.study import Study
+from reconciler.optimize.watch import catalog_marks
+from reconciler.optimize.workload import Workload, recorded_shape_path, run_lines, stage_target
+from reconciler.parity.suite_files import load_suite
+from reconciler.spec.policy import ParityPolicy
+from reconciler.spec.release import Stage
+from reconciler.spec.repo import Repo
+
+# The pre-screen predicts every candidate of a space this small, else a random sample.
+GRID_LIMIT = 2000
+SAMPLE_SIZE = 400
+
+
+@dataclass(frozen=True)
+class StartOptions:
+    target: str  # RELEASE/STAGE
+    goal: Goal
+    budget_gpus: int
+    auto: bool = False
+    traffic: Path | None = None
+    concurrency: int = 16
+    requests: int = 64  # per run; at least three a client
+    levers: Sequence[str] | None = None  # parts of the space to search; None: all
+    storage: str | None = None  # optuna's; default: SQLite in the state folder
+    max_trials: int | None = None  # default: rules.max_trials
+    ready_timeout: float = 300.0
+    seed: int | None = None  # the sampler's, for a study that repeats exactly
+    parity_suite: str | None = None  # a suite name or file; default: the gates' suite
+
+
+def split_target(text: str) -> tuple[str, str]:
+    release, _, stage = text.partition("/")
+    if not release or not stage or "/" in stage:
+        raise UsageError(f"'{text}': give RELEASE/STAGE, e.g. chat-8b/prod")
+    return release, stage
+
+
+def find_stage(repo: Repo, release: str, stage: str) -> Stage:
+    found = repo.releases.get(release)
+    if found is None:
+        known = ", ".join(sorted(repo.releases)) or "none"
+        raise NotFound(f"no release '{release}' (releases: {known})")
+    for each in found.stages:
+        if each.name == stage:
+            return each
+    names = ", ".join(s.name for s in found.stages)
+    raise NotFound(f"release {release} has no stage '{stage}' (stages: {names})")
+
+
+def traffic_lines(
+    root: Path, release: str, stage: str, given: Path | None
+) -> tuple[list[TraceLine], str]:
+    """The traffic and where it came from: the given file, else the stage's recorded shape."""
+    if given is not None:
+        return read_trace(given), str(given)
+    recorded = root / recorded_shape_path(release, stage)
+    if not recorded.is_file():
+        raise DenvError(
+            f"no traffic for {release}/{stage}: record the stage's shape with `denv traffic "
+            f"record --upstream <its endpoint> --out {recorded_shape_path(release, stage)}`, "
+            "or give --traffic FILE"
+        )
+    return read_trace(recorded), recorded_shape_path(release, stage)
+
+
+def study_name(release: str, stage: str, goal: Goal, recipe: str, traffic: str, marks: str) -> str:
+    digest = hashlib.sha256(f"{recipe}\n{traffic}\n{marks}".encode()).hexdigest()[:8]
+    return f"{release}.{stage}.{goal}.{digest}"
+
+
+def screen_candidates(space: SearchSpace) -> list[Candidate]:
+    """What the pre-screen predicts: the whole grid when it is small, else a sample of it."""
+    if space.size() <= GRID_LIMIT:
+        return list(space.grid())
+    return [space.current(), *space.sample(SAMPLE_SIZE)]
+
+
+def resolve(
+    root: Path,
+    repo: Repo,
+    options: StartOptions,
+    store: StateStore,
+    now: dt.datetime,
+    say: Callable[[str], None] = lambda _message: None,
+) -> tuple[Setup, StudyState]:
+    """The loop's setup and its state (continued when the study is the same)."""
+    release, stage_name = split_target(options.target)
+    stage = find_stage(repo, release, stage_name)
+    fleet = repo.fleets.get(stage.fleets[0])
+    if fleet is None:
+        raise NotFound(f"{options.target}: no fleet '{stage.fleets[0]}'")
+    if options.budget_gpus < 1:
+        raise UsageError("--budget-gpus must be at least 1")
+    if options.budget_gpus > fleet.trial_gpus:
+        raise UsageError(
+            f"--budget-gpus {options.budget_gpus}: fleet {fleet.name} keeps "
+            f"{fleet.trial_gpus} trial GPUs (trial_gpus in fleets/{fleet.name}.yaml); "
+            "the optimizer never uses GPUs that serve a release"
+        )
+    rules = repo.policies.optimizer
+    target = stage_target(stage, repo.policies.alarms)
+    lines, source = traffic_lines(root, release, stage_name, options.traffic)
+    space = SearchSpace.for_release(
+        repo, release, fleet.name, options.budget_gpus, rules, stage=stage_name
+    )
+    # The current release stays deployed beside each candidate (the reference for
+    # verification and parity): candidates get what of the budget it leaves.
+    left = options.budget_gpus - space.current().gpus
+    if left < 1:
+        raise UsageError(
+            f"--budget-gpus {options.budget_gpus}: the current release takes "
+            f"{space.current().gpus} trial GPUs beside every candidate; give at least "
+            f"{space.current().gpus + 1}"
+        )
+    space = SearchSpace.for_release(
+        repo, release, fleet.name, left, rules, stage=stage_name, levers=options.levers
+    )
+    current = space.current()
+    current_recipe = space.recipe_of(current)
+    digest = trace_digest(lines)
+    marks = catalog_marks(repo, current_recipe.model)
+    name = study_name(
+        release, stage_name, options.goal, recipe_digest(current_recipe), digest, "\n".join(marks)
+    )
+    if options.storage is None:
+        store.home.mkdir(parents=True, exist_ok=True)  # SQLite makes the file, not its folder
+    storage = options.storage or default_storage(store.home)
+    work = Workload(
+        lines=run_lines(lines, options.concurrency, options.requests),
+        concurrency=options.concurrency,
+        goal=options.goal,
+        target=target,
+        gpu_hour=space.gpu_hour,
+    )
+    say(f"pre-screening {options.target} with the simulator's model")
+    screened = prescreen(
+        space,
+        screen_candidates(space),
+        traced(work.lines),
+        target,
+        options.goal,
+        concurrency=options.concurrency,
+    )
+    max_trials = options.max_trials or rules.max_trials
+    study = Study(
+        storage,
+        name,
+        space,
+        options.goal,
+        target,
+        screened=screened,
+        max_trials=max_trials,
+        seed=options.seed,
+    )
+    gates = repo.policies.gates.parity
+    policy = ParityPolicy(mode=rules.parity, top_k=rules.parity_top_k, suite=gates.suite)
+    suite = load_suite(root, options.parity_suite or policy.suite)
+    setup = Setup(
+        repo=repo,
+        space=space,
+        study=study,
+        fleet=fleet,
+        weights=repo.releases[release].release.weights,
+        work=work,
+        rules=rules,
+        suite=suite,
+        parity=policy,
+        max_trials=max_trials,
+        auto=options.auto,
+        ready_timeout=options.ready_timeout,
+    )
+    previous = store.load(release, stage_name)
+    if previous is not None and previous.study == name:
+        state = previous.model_copy(update={"state": "running", "finished": None, "note": None})
+    else:
+        state = StudyState(
+            release=release,
+            stage=stage_name,
+            fleet=fleet.name,
+            goal=options.goal,
+            target=str(target) if target else None,
+            budget_gpus=options.budget_gpus,
+            study=name,
+            storage=shown_storage(storage),
+            traffic=source,
+            traffic_digest=digest,
+            shape=trace_stats(lines),
+            catalog=marks,
+            started=now,
+            current=Row(
+                id=current.id,
+                change="current",
+                recipe=current_recipe.id,
+                gpus=current.gpus,
+                at=now,
+            ),
+        )
+    return setup, state

@@ -1,0 +1,343 @@
+"""Adapter: the optimizer's study — optuna (TPE with the latency target as a constraint) in
+its RDB storage: a SQLite file by default, any SQLAlchemy URL (postgresql://…) so that several
+workers share one study. The only module that imports optuna.
+
+Which suggestions become real trials: the pre-screen's most promising predictions go first,
+then every other trial; TPE suggests the rest, and a suggestion is told to optuna without a
+trial when the space refuses it (infeasible), when it was measured already (its figures are
+repeated), when it is being trialed, or when the pre-screen predicts it clearly bad. Only real
+trials count against max_trials.
+"""
+
+from __future__ import annotations
+
+import json
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import optuna
+from optuna.trial import FrozenTrial, TrialState
+
+from reconciler.catalog.latency import LatencyTarget
+from reconciler.errors import DenvError
+from reconciler.optimize.goal import Goal, higher_is_better
+from reconciler.optimize.outcome import MISSED, Outcome, beats, violation
+from reconciler.optimize.prescreen import Scored, promising, ranked
+from reconciler.optimize.space import Candidate, Infeasible, SearchSpace
+
+# optuna logs every trial at INFO; denv reports trials itself.
+optuna.logging.set_verbosity(optuna.logging.WARNING)
+
+# Real trials and the rest, as each optuna trial's user attribute "kind" says.
+TRIAL, INFEASIBLE, REPEAT, SCREENED = "trial", "infeasible", "repeat", "screened"
+RUNNING = "running"  # being trialed elsewhere: told failed, which TPE leaves out
+# A suggestion the pre-screen predicts this far outside the latency target (0.5: 50% over
+# a limit), or below this share of the best prediction's goal figure, gets no trial.
+SCREEN_MISS = 0.5
+SCREEN_SHARE = 0.5
+# A running trial stops early once its figures so far lie this far outside the target.
+EARLY_STOP_MISS = 0.25
+MIN_EARLY_REQUESTS = 10
+SUGGESTIONS_PER_ASK = 16  # then the best prediction not yet tried, else a random candidate
+PROMISING_EVERY = 2  # after the first picks, every other trial is the next promising one
+UNTRIED_DRAWS = 200  # random candidates looked at for one not yet tried
+STARTUP_TRIALS = 5  # TPE's random start; enqueued predictions count among them
+
+
+@dataclass(frozen=True)
+class Ranked:
+    """A measured candidate, as `best()` lists it."""
+
+    candidate: Candidate
+    trial: int  # optuna's trial number
+    value: float  # the goal's figure
+    violation: float  # <= 0: met the latency target
+    predicted: float | None  # the pre-screen's figure, when it predicted this candidate
+
+    @property
+    def meets(self) -> bool:
+        return self.violation <= 0
+
+
+class Study:
+    """One optimization of a release on a fleet: what to trial next, and what was learnt."""
+
+    def __init__(
+        self,
+        storage: str | None,
+        name: str,
+        space: SearchSpace,
+        goal: Goal,
+        target: LatencyTarget | None,
+        *,
+        screened: Sequence[Scored] = (),
+        max_trials: int | None = None,
+        seed: int | None = None,
+        seed_top: int = 3,
+    ) -> None:
+        """`storage`: an SQLAlchemy URL (sqlite:///path.db, postgresql://…), None to keep the
+        study in memory. `screened`: the pre-screen's predictions; the `seed_top` most
+        promising (prescreen.promising: best figure within the model's margin of the target,
+        alike predictions once) are trialed first, then one every other trial. `max_trials`:
+        real trials (default: the rules')."""
+        self.space, self.goal, self.target = space, goal, target
+        self.max_trials = max_trials or space.rules.max_trials
+        self.screened = {s.candidate.id: s for s in ranked(screened, goal)}
+        self.promising = promising(screened, goal)
+        with warnings.catch_warnings():  # multivariate and grouped TPE are "experimental"
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            sampler = optuna.samplers.TPESampler(
+                seed=seed,
+                n_startup_trials=STARTUP_TRIALS,
+                multivariate=True,
+                group=True,
+                constant_liar=True,  # workers in parallel: a running trial counts as poor
+            )
+        try:
+            self.study = optuna.create_study(
+                storage=_storage(storage),
+                study_name=name,
+                sampler=sampler,
+                direction="maximize" if higher_is_better(goal) else "minimize",
+                load_if_exists=True,
+            )
+        except Exception as exc:  # SQLAlchemy's errors: a bad URL, a missing driver
+            raise DenvError(f"optuna storage {_redacted(storage)}: {exc}") from exc
+        self.seed_top = seed_top
+
+    # ------------------------------------------------------------------ asking
+    def trials_used(self) -> int:
+        return sum(1 for t in self._trials() if t.user_attrs.get("kind") == TRIAL)
+
+    def ask(self) -> tuple[optuna.Trial, Candidate] | None:
+        """The next candidate to trial; None when the budget is spent or the space is done.
+        The first `seed_top` trials, then every other one, take the most promising prediction
+        not yet tried; TPE picks the rest."""
+        used = self.trials_used()
+        if used >= self.max_trials:
+            return None
+        if used < self.seed_top or used % PROMISING_EVERY == 1:
+            current = self.space.current().id
+            picked = self._first_untried(
+                [s.candidate for s in self.promising if s.candidate.id != current]
+            )
+            if picked is not None:
+                return picked
+        for _ in range(SUGGESTIONS_PER_ASK):
+            trial = self.study.ask()
+            built = self.space.build(self.space.suggest_values(trial))
+            if isinstance(built, Infeasible):
+                self._skip(trial, INFEASIBLE, built.reason, 2 * MISSED)
+                continue
+            done = self._measured().get(built.id)
+            if done is not None:
+                self._repeat(trial, built, done)
+                continue
+            if built.id in self._running():  # another worker (or caller) trials it now
+                self._mark(trial, built, RUNNING)
+                self.study.tell(trial, state=TrialState.FAIL)
+                continue
+            screened_out = self._screened_out(built)
+            if screened_out is not None:
+                self._skip(trial, SCREENED, *screened_out, candidate=built)
+                continue
+            self._mark(trial, built, TRIAL)
+            return trial, built
+        # TPE keeps suggesting what is known: the best prediction not yet tried, else any.
+        predicted = [s.candidate for s in self.screened.values() if s.outcome is not None]
+        drawn = self.space.sample(UNTRIED_DRAWS, seed=used)
+        return self._first_untried([*predicted, *drawn])
+
+    def _first_untried(
+        self, candidates: Sequence[Candidate]
+    ) -> tuple[optuna.Trial, Candidate] | None:
+        """The first candidate no trial has had, asked of optuna with its values."""
+        tried = {t.user_attrs.get("candidate") for t in self._trials()}
+        for candidate in candidates:
+            if candidate.id in tried:
+                continue
+            self.study.enqueue_trial(dict(candidate.choices))
+            trial = self.study.ask()  # takes the enqueued values
+            built = self.space.build(self.space.suggest_values(trial))
+            if isinstance(built, Candidate) and built.id not in tried:
+                self._mark(trial, built, TRIAL)
+                return trial, built
+            self.study.tell(trial, state=TrialState.FAIL)
+        return None
+
+    def _screened_out(self, candidate: Candidate) -> tuple[str, float] | None:
+        scored = self.screened.get(candidate.id)
+        if scored is None or scored.value is None:
+            return None
+        if scored.violation > SCREEN_MISS:
+            return f"predicted to miss the target: {scored.reason}", scored.violation
+        best = next(iter(self.screened.values()))
+        if best.meets and best.value is not None:
+            floor = best.value * SCREEN_SHARE if higher_is_better(self.goal) else best.value
+            worse = (
+                scored.value < floor
+                if higher_is_better(self.goal)
+                else scored.value > floor / SCREEN_SHARE
+            )
+            if worse:
+                return f"predicted {scored.value:.4g}, the best prediction {best.value:.4g}", 0.0
+        return None
+
+    def _mark(self, trial: optuna.Trial, candidate: Candidate, kind: str) -> None:
+        trial.set_user_attr("kind", kind)
+        trial.set_user_attr("candidate", candidate.id)
+        trial.set_user_attr("overrides", json.dumps(candidate.overrides, sort_keys=True))
+        trial.set_user_attr("change", candidate.change)
+        trial.set_user_attr("gpus", candidate.gpus)
+        trial.set_user_attr("choices", json.dumps(dict(candidate.choices)))
+        scored = self.screened.get(candidate.id)
+        if scored is not None and scored.value is not None:
+            trial.set_user_attr("predicted", scored.value)
+
+    def _skip(
+        self,
+        trial: optuna.Trial,
+        kind: str,
+        reason: str,
+        miss: float,
+        candidate: Candidate | None = None,
+    ) -> None:
+        """Told as pruned, so TPE learns the region is poor; no GPU was used."""
+        if candidate is not None:
+            self._mark(trial, candidate, kind)
+            scored = self.screened.get(candidate.id)
+            if scored is not None and scored.value is not None:
+                trial.report(scored.value, step=0)
+        trial.set_user_attr("kind", kind)
+        trial.set_user_attr("reason", reason)
+        _constrain(trial, miss)
+        self.study.tell(trial, state=TrialState.PRUNED)
+
+    def _repeat(self, trial: optuna.Trial, candidate: Candidate, done: FrozenTrial) -> None:
+        self._mark(trial, candidate, REPEAT)
+        _constrain(trial, float(done.user_attrs.get("constraint", MISSED)))
+        self.study.tell(trial, done.value)
+
+    # ------------------------------------------------------------------ telling
+    def tell(self, trial: optuna.Trial, outcome: Outcome | None, reason: str | None = None) -> None:
+        """A trial's measured outcome; None (with the reason) when the trial failed. One
+        that misses the latency target is told as infeasible (optuna's constraint)."""
+        value = outcome.value(self.goal) if outcome is not None else None
+        if outcome is None or value is None:
+            trial.set_user_attr("reason", reason or f"no {self.goal} figure was measured")
+            self.study.tell(trial, state=TrialState.FAIL)
+            return
+        self._record(trial, outcome)
+        self.study.tell(trial, value)
+
+    def should_stop_early(self, trial: optuna.Trial, partial: Outcome) -> bool:
+        """Whether the figures so far clearly miss the latency target (prune the trial)."""
+        if self.target is None:
+            return False
+        if (partial.metrics.requests or 0) < MIN_EARLY_REQUESTS:
+            return False
+        return violation(partial, self.target) > EARLY_STOP_MISS
+
+    def prune(self, trial: optuna.Trial, partial: Outcome) -> None:
+        """Tell a trial stopped early, with the figures it had."""
+        self._record(trial, partial)
+        value = partial.value(self.goal)
+        if value is not None:
+            trial.report(value, step=0)
+        trial.set_user_attr("reason", "stopped early: clearly missing the latency target")
+        self.study.tell(trial, state=TrialState.PRUNED)
+
+    def _record(self, trial: optuna.Trial, outcome: Outcome) -> None:
+        metrics = outcome.metrics
+        _constrain(trial, violation(outcome, self.target))
+        trial.set_user_attr("tok_s_gpu", metrics.output_tok_s_per_gpu)
+        trial.set_user_attr("ttft_p99_ms", metrics.ttft_ms.p99)
+        trial.set_user_attr("itl_p99_ms", metrics.itl_ms.p99)
+        trial.set_user_attr("simulated", outcome.simulated)
+
+    # ------------------------------------------------------------------ results
+    def best(self) -> list[Ranked]:
+        """Measured candidates, each once: those meeting the target first, best goal figure
+        first; then the rest, nearest the target first."""
+        found: dict[str, Ranked] = {}
+        for t in self._trials():
+            if t.user_attrs.get("kind") != TRIAL or t.state != TrialState.COMPLETE:
+                continue
+            ranked_trial = self._ranked(t)
+            if ranked_trial is None:
+                continue
+            seen = found.get(ranked_trial.candidate.id)
+            if seen is None or beats(self.goal, ranked_trial.value, seen.value):
+                found[ranked_trial.candidate.id] = ranked_trial
+        sign = -1.0 if higher_is_better(self.goal) else 1.0
+        return sorted(
+            found.values(),
+            key=lambda r: (0, sign * r.value) if r.meets else (1, r.violation),
+        )
+
+    def _ranked(self, t: FrozenTrial) -> Ranked | None:
+        attrs = t.user_attrs
+        if t.value is None or "candidate" not in attrs:
+            return None
+        candidate = Candidate(
+            attrs["candidate"],
+            json.loads(attrs.get("overrides", "{}")),
+            attrs.get("change", ""),
+            int(attrs.get("gpus", 0)),
+            json.loads(attrs.get("choices", "{}")),
+        )
+        return Ranked(
+            candidate,
+            t.number,
+            t.value,
+            float(attrs.get("constraint", MISSED)),
+            attrs.get("predicted"),
+        )
+
+    def _trials(self) -> list[FrozenTrial]:
+        return self.study.get_trials(deepcopy=False)
+
+    def _running(self) -> set[str]:
+        return {
+            str(t.user_attrs["candidate"])
+            for t in self._trials()
+            if t.state == TrialState.RUNNING
+            and t.user_attrs.get("kind") == TRIAL
+            and "candidate" in t.user_attrs
+        }
+
+    def _measured(self) -> dict[str, FrozenTrial]:
+        return {
+            str(t.user_attrs["candidate"]): t
+            for t in self._trials()
+            if t.state == TrialState.COMPLETE
+            and t.user_attrs.get("kind") in (TRIAL, REPEAT)
+            and "candidate" in t.user_attrs
+        }
+
+
+def _constrain(trial: optuna.Trial, miss: float) -> None:
+    """The latency target as optuna's constraint (<= 0 met), which TPE samples around; kept
+    as a user attribute too, for `best()`."""
+    trial.set_constraint("latency_target", miss)
+    trial.set_user_attr("constraint", miss)
+
+
+def _storage(url: str | None) -> optuna.storages.BaseStorage | None:
+    if url is None:
+        return None
+    if url.startswith("sqlite"):
+        # Workers on one SQLite file wait for each other's writes instead of failing.
+        return optuna.storages.RDBStorage(url, engine_kwargs={"connect_args": {"timeout": 60}})
+    return optuna.storages.RDBStorage(url)
+
+
+def _redacted(url: str | None) -> str:
+    """The URL without a password (postgresql://user:secret@host/db → user:***@host)."""
+    if url is None or "@" not in url or "://" not in url:
+        return str(url)
+    scheme, rest = url.split("://", 1)
+    auth, host = rest.rsplit("@", 1)
+    user = auth.split(":", 1)[0]
+    return f"{scheme}://{user}:***@{host}"

@@ -1,0 +1,266 @@
+"""The candidates store and table, and a verified candidate as the bot's pull request."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from reconciler.bench.traffic_stats import trace_stats
+from reconciler.errors import DenvError, NotFound
+from reconciler.forge.local import LocalForge
+from reconciler.optimize.candidates import Row, Run, Status, StudyState, table
+from reconciler.optimize.promote import (
+    candidate_view,
+    edit_release,
+    lever_changes,
+    open_pr,
+    refusal,
+)
+from reconciler.optimize.state import StateStore, StudyBusy, shown_storage
+from reconciler.optimize.verify import gain_interval
+from reconciler.spec.overrides import apply_overrides
+from reconciler.spec.recipe import RecipeFile
+from reconciler.spec.result import Metrics, Percentiles, TrafficLine
+from reconciler.spec.yamlio import parse_yaml, plain
+from tests.forge.gitrepo import git, init_repo
+
+AT = dt.datetime(2026, 12, 1, 12, 0, tzinfo=dt.UTC)
+RELEASE = """\
+# the chat release
+release:
+  model: chat-8b
+  weights: hf://meta-llama/Llama-3.1-8B-Instruct@0e9e39f249a16976918f6564b8830bc894c89659
+  recipe: llama-3.1-8b/vllm@1
+  overrides:
+    settings: { max_batch: 8 }   # deliberately small
+  topology: { mode: aggregated, replicas: 1, gpus: 1, parallel: { tp: 1 } }
+stages:
+  - name: canary
+    fleets: [local]
+"""
+
+
+def run(tok: float, ttft: float) -> Run:
+    metrics = Metrics(output_tok_s_per_gpu=tok, ttft_ms=Percentiles(p99=ttft), requests=10)
+    return Run(metrics=metrics, goal=tok)
+
+
+def row(cid: str, status: Status, tok: float, ttft: float, **extra: object) -> Row:
+    return Row(
+        id=cid, change=f"change {cid}", gpus=1, status=status, runs=[run(tok, ttft)], at=AT, **extra
+    )  # type: ignore[arg-type]
+
+
+def state(*rows: Row) -> StudyState:
+    line = TrafficLine(timestamp=0, input_length=900, output_length=32, hash_ids=[1])
+    current = row("current", Status.VERIFIED, 1000.0, 400.0)
+    return StudyState(
+        release="chat-8b",
+        stage="canary",
+        fleet="local",
+        goal="throughput",
+        budget_gpus=4,
+        study="chat-8b.canary.throughput",
+        storage="sqlite:///x.db",
+        traffic="t.jsonl",
+        traffic_digest="d",
+        shape=trace_stats([line]),
+        started=AT,
+        current=current,
+        candidates=list(rows),
+    )
+
+
+def test_table_shows_changes_against_current_and_ranks_verified_first() -> None:
+    rows = table(
+        state(
+            row("c-slow", Status.REJECTED, 1005.0, 390.0, reason="gain +0.5% is not above +3.0%"),
+            row(
+                "c-fp8",
+                Status.REJECTED,
+                1500.0,
+                300.0,
+                reason="parity: 3/20 prompts differ",
+                parity_passed=False,
+            ),
+            row("c-win", Status.VERIFIED, 1300.0, 420.0, parity_passed=True, pr=2),
+        )
+    )
+    assert rows[0][0] == "current"
+    assert [r[0] for r in rows[1:]] == ["c-win", "c-fp8", "c-slow"]
+    win = rows[1]
+    assert win[2:] == ("1,300 (+30%)", "420 (+5%) ms", "pass", "verified (PR #2)")
+    assert rows[2][4:] == ("FAIL", "rejected (parity: 3/20 prompts differ)")
+    assert rows[3][2] == "1,005 (=)"
+
+
+def test_store_round_trip_find_and_lock(tmp_path: Path) -> None:
+    store = StateStore(tmp_path / "state")
+    saved = state(row("c-1", Status.TRIALING, 1.0, 1.0))
+    store.save(saved)
+    assert store.load("chat-8b", "canary") == saved
+    assert store.find_candidate("c-1").key == "chat-8b/canary"
+    assert store.find_candidate("chat-8b/canary:c-1").key == "chat-8b/canary"
+    with pytest.raises(NotFound):
+        store.find_candidate("c-2")
+    assert store.runner_pid("chat-8b", "canary") is None
+    with store.running("chat-8b", "canary"):
+        assert store.runner_pid("chat-8b", "canary") == os.getpid()
+    assert store.runner_pid("chat-8b", "canary") is None
+
+
+def test_a_second_runner_is_refused(tmp_path: Path) -> None:
+    store = StateStore(tmp_path)
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys, time; from pathlib import Path; "
+            "from reconciler.optimize.state import StateStore; "
+            "s = StateStore(Path(sys.argv[1]))\n"
+            "with s.running('chat-8b', 'canary'):\n"
+            "    print('held', flush=True); time.sleep(60)",
+            str(tmp_path),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        with (
+            pytest.raises(StudyBusy, match=f"process {holder.pid}"),
+            store.running("chat-8b", "canary"),
+        ):
+            pass
+        assert store.stop("chat-8b", "canary") == holder.pid
+        assert holder.wait(timeout=30) != 0  # SIGTERM ended it
+        assert store.stop_requested("chat-8b", "canary")
+    finally:
+        holder.kill()
+
+
+def test_storage_urls_hide_passwords() -> None:
+    assert shown_storage("postgresql://bot:s3cret@db:5432/optuna") == (
+        "postgresql://bot:***@db:5432/optuna"
+    )
+    assert shown_storage("sqlite:////tmp/x.db") == "sqlite:////tmp/x.db"
+
+
+def test_release_edit_keeps_comments_and_adds_missing_maps() -> None:
+    doc, _ = parse_yaml("releases/chat-8b/denv.yaml", RELEASE.encode())
+    assert doc is not None
+    edit_release(doc, None, {"settings": {"max_batch": 64}}, None)
+    text = doc.dumps()
+    assert "settings: { max_batch: 64 }   # deliberately small" in text
+    assert text.replace("max_batch: 64", "max_batch: 8") == RELEASE  # a one-line diff
+
+    doc, _ = parse_yaml("releases/chat-8b/denv.yaml", RELEASE.encode())
+    assert doc is not None
+    overrides = {"settings": {"max_batch": 8, "kv_cache": {"dtype": "fp8"}}}
+    topology = {"mode": "aggregated", "replicas": 2, "gpus": 1, "parallel": {"tp": 1}}
+    edit_release(doc, None, overrides, topology)
+    text = doc.dumps()
+    assert "# the chat release" in text and "# deliberately small" in text
+    assert doc.get(["release", "overrides", "settings", "kv_cache", "dtype"]) == "fp8"
+    assert doc.get(["release", "overrides", "settings", "max_batch"]) == 8
+    assert doc.get(["release", "topology", "replicas"]) == 2
+
+
+def test_only_verified_candidates_that_passed_parity_ship() -> None:
+    failed = row("c-fp8", Status.REJECTED, 1.0, 1.0, parity_passed=False, parity="3/20 differ")
+    assert "failed parity" in (refusal(failed) or "")
+    trialing = row("c-t", Status.TRIALING, 1.0, 1.0)
+    assert "only verified" in (refusal(trialing) or "")
+    ok = row("c-ok", Status.VERIFIED, 1.0, 1.0, parity_passed=True)
+    assert refusal(ok) is None
+
+
+def test_a_verified_candidate_becomes_a_local_pull_request(tmp_path: Path) -> None:
+    root = Path(__file__).resolve().parents[2]
+    repo_dir = tmp_path / "repo"
+    (repo_dir / "releases/chat-8b").mkdir(parents=True)
+    (repo_dir / "releases/chat-8b/denv.yaml").write_text(RELEASE)
+    init_repo(repo_dir)
+    recipe = root / "recipes/llama-3.1-8b/vllm@1.yaml"
+    parsed, _ = parse_yaml(str(recipe), recipe.read_bytes())
+    assert parsed is not None
+    current = RecipeFile.model_validate(plain(parsed.data)).recipe
+    before = apply_overrides(current, {"settings": {"max_batch": 8}}, None)
+    after = apply_overrides(current, {"settings": {"max_batch": 64}}, None)
+    changes = lever_changes(before, after)
+    assert [(c.lever, c.current, c.candidate) for c in changes] == [
+        ("settings.max_batch", "8", "64")
+    ]
+    win = row(
+        "c-win",
+        Status.VERIFIED,
+        1300.0,
+        420.0,
+        parity_passed=True,
+        parity="pass (tolerant, 20 of 20 prompts agree)",
+        overrides={"settings": {"max_batch": 64}},
+        gain=gain_interval([1000.0, 1001.0], [1300.0, 1302.0], True),
+    )
+    study = state(win)
+    view = candidate_view(study, win, before, after, simulated=True)
+    forge = LocalForge(repo_dir)
+    number = open_pr(forge, study, win, view, "main")
+    pr = forge.pull_request(number)
+    assert pr.head_branch == "optimize/chat-8b-canary"
+    diff = git(repo_dir, "diff", "main", pr.head_branch)
+    assert "-    settings: { max_batch: 8 }   # deliberately small" in diff
+    assert "+    settings: { max_batch: 64 }   # deliberately small" in diff
+    assert "+30.0% tok/s/GPU" in pr.body and "Measured on simulated GPUs" in pr.body
+    assert [c for c in forge.comments(number) if "denv:candidate" in c.body]
+    # the same winner again: the same pull request, nothing new
+    assert open_pr(forge, study, win, view, "main") == number
+    with pytest.raises(DenvError, match="failed parity"):
+        open_pr(forge, study, win.model_copy(update={"parity_passed": False}), view, "main")
+
+
+def test_status_and_stop_from_the_command_line(tmp_path: Path) -> None:
+    repo_dir = tmp_path / "repo"
+    (repo_dir / "releases/chat-8b").mkdir(parents=True)
+    (repo_dir / "releases/chat-8b/denv.yaml").write_text(RELEASE)
+    init_repo(repo_dir)
+    home = tmp_path / "state"
+    StateStore(home).save(state(row("c-1", Status.VERIFIED, 1.0, 1.0, pr=4)))
+    env = {**os.environ, "DENV_OPTIMIZE_HOME": str(home)}
+
+    def denv(*args: str) -> subprocess.CompletedProcess[str]:
+        argv = [sys.executable, "-m", "reconciler", "optimize", *args, "--repo", str(repo_dir)]
+        return subprocess.run(argv, capture_output=True, text=True, env=env, timeout=60)
+
+    shown = denv("status", "--json")
+    assert shown.returncode == 0, shown.stderr
+    [study] = json.loads(shown.stdout)
+    # saved as running, but no process holds its lock: it died without saying so
+    assert (study["target"], study["state"], study["verified"], study["pull_requests"]) == (
+        "chat-8b/canary",
+        "interrupted",
+        ["c-1"],
+        [4],
+    )
+    stopped = denv("stop", "chat-8b/canary", "--json")
+    assert json.loads(stopped.stdout) == {"target": "chat-8b/canary", "pid": None, "stopped": False}
+    missing = denv("candidates", "chat-8b/prod")
+    assert missing.returncode == 1 and "no study for chat-8b/prod yet" in missing.stderr
+
+
+def test_a_topology_that_drops_a_key_replaces_the_files_topology() -> None:
+    text = RELEASE.replace("parallel: { tp: 1 }", "parallel: { tp: 2 }").replace(
+        "gpus: 1,", "gpus: 2,"
+    )
+    doc, _ = parse_yaml("releases/chat-8b/denv.yaml", text.encode())
+    assert doc is not None
+    # two replicas of one GPU; tp 1 is the default, so the candidate's topology leaves it out
+    two = {"mode": "aggregated", "replicas": 2, "gpus": 1}
+    edit_release(doc, None, {"settings": {"max_batch": 8}}, two)
+    assert plain(doc.get(["release", "topology"])) == two
+    assert "# deliberately small" in doc.dumps()

@@ -1,0 +1,185 @@
+"""`denv optimize` end to end on the local fleet of simulated GPUs: a release with a
+deliberately poor recipe (max_batch 4 under 16 clients), searched over max_batch and the KV
+cache's dtype. The optimizer finds a verified better candidate within its budget, rejects the
+fp8-KV candidate that is faster still but fails parity against the current release, and with
+--auto opens a local pull request editing the release's denv.yaml in place. Merged, the
+reconciler deploys it to the first stage. `denv optimize stop` ends a running study: its
+trials torn down, the study marked stopped.
+
+(The stage flow after the first stage — bake, promotion PRs — is the rollout's; the lead adds
+it to this test when it lands.)"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from reconciler.fleet.hostagent import AgentClient
+from reconciler.fleet.transport import LocalTransport
+from reconciler.forge.local import LocalForge
+from tests.conftest import ROOT
+from tests.fleet.conftest import wait_for
+from tests.reconcile.conftest import GitRepo, git_repo
+
+__all__ = ["git_repo"]
+
+POOR = """\
+# chat-8b with a deliberately poor recipe: the optimizer should find better.
+release:
+  model: chat-8b
+  weights: hf://meta-llama/Llama-3.1-8B-Instruct@0e9e39f249a16976918f6564b8830bc894c89659
+  recipe: llama-3.1-8b/vllm@1
+  overrides:
+    settings: { max_batch: 4 }       # far too small for this traffic
+  topology: { mode: aggregated, replicas: 1, gpus: 1, parallel: { tp: 1 } }
+stages:
+  - name: canary
+    fleets: [local]
+    alarms: [ttft-p99-1.5s, errors-1pct]
+"""
+RULES = """\
+optimizer:
+  max_trials: 5
+  repeats: 3
+  min_gain: 0.03
+  parity: tolerant
+"""
+
+
+def fleet_file() -> str:
+    """The local fleet on a loopback address of its own (all of 127/8 is this machine's), so
+    its engines' ports never meet those of other processes on 127.0.0.1."""
+    address = f"127.{random.randint(1, 254)}.{random.randint(0, 255)}.{random.randint(1, 254)}"
+    return (
+        "fleet:\n  name: local\n  provider: local\n  hardware: h200\n  simulated: true\n"
+        f"  transport: local\n  hosts:\n    - {{ name: localhost, address: {address}, gpus: 8 }}\n"
+        "  trial_gpus: 4\n"
+    )
+
+
+@pytest.fixture
+def lab(git_repo: GitRepo, tmp_path: Path) -> Iterator[tuple[GitRepo, dict[str, str]]]:
+    home = tmp_path / "denv-home"
+    env = {**os.environ, "DENV_HOME": str(home), "DENV_CACHE": str(tmp_path / "cache")}
+    env.pop("DENV_REPO", None)
+    git_repo.write("fleets/local.yaml", fleet_file())
+    git_repo.write("releases/chat-8b/denv.yaml", POOR)
+    git_repo.write("policies/optimizer.yaml", RULES)
+    prompts = (ROOT / "policies/parity/default.jsonl").read_text().splitlines()[:20]
+    git_repo.write("policies/parity/default.jsonl", "\n".join(prompts) + "\n")
+    shape = (
+        json.dumps({"timestamp": 50 * i, "input_length": 600, "output_length": 16,
+                    "hash_ids": [1, 100 + i]})
+        for i in range(48)
+    )  # fmt: skip
+    git_repo.write("releases/chat-8b/traffic/canary.jsonl", "\n".join(shape) + "\n")
+    git_repo.commit("chat-8b with max_batch 4, its recorded traffic shape")
+    yield git_repo, env
+    agent = AgentClient(LocalTransport(env=env), python=sys.executable)
+    for unit in agent.units():  # never leave an engine behind, also when the test failed
+        agent.stop(unit.id, grace=2)
+
+
+def denv(env: dict[str, str], repo: GitRepo, *args: str) -> subprocess.CompletedProcess[str]:
+    argv = [sys.executable, "-m", "reconciler", *args, "--repo", str(repo.path)]
+    return subprocess.run(argv, capture_output=True, text=True, env=env, timeout=240)
+
+
+def ok(done: subprocess.CompletedProcess[str]) -> str:
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    return done.stdout
+
+
+def test_finds_verifies_rejects_fp8_and_opens_a_pr(lab: tuple[GitRepo, dict[str, str]]) -> None:
+    repo, env = lab
+    out = ok(
+        denv(env, repo, "optimize", "start", "chat-8b/canary", "--goal", "throughput",
+             "--budget-gpus", "2", "--levers", "max_batch,kv_dtype", "--concurrency", "16",
+             "--requests", "48", "--seed", "1", "--auto", "--ready-timeout", "60s", "--json")
+    )  # fmt: skip
+    state: dict[str, Any] = json.loads(out)
+    assert state["state"] == "finished" and state["trials"] <= 5
+    assert state["traffic"] == "releases/chat-8b/traffic/canary.jsonl"
+    assert state["target"] == "ttft:p99<1.5s"
+    current = sum(r["goal"] for r in state["current"]["runs"]) / len(state["current"]["runs"])
+    rows = {r["id"]: r for r in state["candidates"]}
+
+    verified = [r for r in rows.values() if r["status"] == "verified"]
+    assert verified, json.dumps(state["candidates"], indent=1)[:4000]
+    winner = verified[0]
+    assert "fp8" not in winner["change"] and winner["parity_passed"] is True
+    assert winner["gain"]["low"] > 0 and winner["gain"]["gain"] > 0.03
+    assert winner["pr"] == 1
+
+    fp8 = [r for r in rows.values() if "fp8" in r["change"] and r["runs"]]
+    assert fp8, "no fp8 KV candidate was trialed"
+    tried = fp8[0]
+    assert tried["status"] == "rejected" and tried["parity_passed"] is False, tried["reason"]
+    assert tried["reason"].startswith("parity: ") and "prompts differ" in tried["reason"]
+    faster = sum(r["goal"] for r in tried["runs"]) / len(tried["runs"])
+    assert faster > current * 1.03  # it IS faster: parity alone rejected it
+    assert tried["pr"] is None
+
+    table = ok(denv(env, repo, "optimize", "candidates", "chat-8b/canary"))
+    for header in ("CANDIDATE", "CHANGE", "TOK/S/GPU", "TTFT-P99", "PARITY", "STATUS"):
+        assert header in table
+    assert "verified (PR #1)" in table and "FAIL" in table
+    refused = denv(env, repo, "optimize", "promote", tried["id"])
+    assert refused.returncode == 1 and "failed parity" in refused.stderr
+
+    # the PR edits the release in place, comment kept, and the merge deploys it
+    diff = subprocess.run(
+        ["git", "-C", str(repo.path), "diff", "main", "optimize/chat-8b-canary"],
+        capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    wanted = winner["overrides"]["settings"]["max_batch"]
+    assert f"+    settings: {{ max_batch: {wanted} }}       # far too small" in diff
+    assert diff.count("\n+") == 1 + diff.count("\n+++")  # one line changed
+    forge = LocalForge(repo.path, user="grace")
+    assert "Optimizer candidate for `chat-8b` on `canary`" in forge.pull_request(1).body
+    kinds = [c.body.split(" -->")[0] for c in forge.comments(1)]
+    assert kinds == ["<!-- denv:candidate", "<!-- denv:plan"]
+    forge.approve(1)
+    assert forge.merge(1).status == "merged"
+    ok(denv(env, repo, "reconcile", "--once", "--ready-timeout", "60s", "--drain", "5s"))
+    agent = AgentClient(LocalTransport(env=env), python=sys.executable)
+    engines = [u for u in agent.units() if u.id.startswith("chat-8b.canary.") and u.alive]
+    assert engines and all(not u.id.startswith("trial-") for u in engines)
+    specs = [json.loads(u.argv[u.argv.index("--spec-json") + 1]) for u in engines
+             if "--spec-json" in u.argv]  # fmt: skip
+    assert specs and all(s["recipe"]["settings"]["max_batch"] == wanted for s in specs)
+
+
+def test_stop_ends_a_running_study_and_its_trial(lab: tuple[GitRepo, dict[str, str]]) -> None:
+    repo, env = lab
+    log = repo.path.parent / "optimize.log"
+    argv = [sys.executable, "-m", "reconciler", "optimize", "start", "chat-8b/canary",
+            "--budget-gpus", "2", "--levers", "max_batch", "--seed", "1", "--json",
+            "--ready-timeout", "60s", "--repo", str(repo.path)]  # fmt: skip
+    with log.open("wb") as out:
+        running = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=env)
+    agent = AgentClient(LocalTransport(env=env), python=sys.executable)
+    try:
+
+        def deployed() -> bool:  # the current release on trial GPUs: the run is under way
+            assert running.poll() is None, log.read_text()[-3000:]
+            return any(u.alive and u.labels.get("trial") for u in agent.units())
+
+        wait_for(deployed, timeout=120, what="the current release's trial deployment")
+        stopped = json.loads(ok(denv(env, repo, "optimize", "stop", "chat-8b/canary", "--json")))
+        assert stopped == {"target": "chat-8b/canary", "pid": running.pid, "stopped": True}
+        assert running.wait(timeout=60) == 0, log.read_text()[-3000:]
+    finally:
+        running.kill()
+    assert not [u.id for u in agent.units() if u.alive]  # every trial torn down
+    state = json.loads(ok(denv(env, repo, "optimize", "candidates", "chat-8b/canary", "--json")))
+    assert (state["state"], state["note"]) == ("stopped", "stopped by `denv optimize stop`")
+    assert all(r["status"] != "trialing" for r in state["candidates"])

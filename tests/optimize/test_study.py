@@ -1,0 +1,164 @@
+"""The study: optuna in RDB storage, the pre-screen's picks first, real trials counted apart
+from suggestions told without one, the latency target as a constraint."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from optuna.trial import TrialState
+
+from reconciler.catalog.latency import parse_latency_target
+from reconciler.engines.sim import traffic
+from reconciler.errors import DenvError
+from reconciler.optimize.outcome import Outcome
+from reconciler.optimize.prescreen import Scored, prescreen, promising
+from reconciler.optimize.space import Candidate, SearchSpace
+from reconciler.optimize.study import SCREEN_MISS, SCREENED, TRIAL, Study
+from reconciler.spec.result import Metrics, Percentiles
+from tests.optimize import spaces
+
+TARGET = parse_latency_target("ttft:p99<400ms")
+REQUESTS = traffic.fixed(512, 128, 60)
+CLIENTS = 32
+
+
+@pytest.fixture(scope="module")
+def space() -> SearchSpace:
+    return spaces.space(levers=["parallel"], budget=4)
+
+
+@pytest.fixture(scope="module")
+def screened(space: SearchSpace) -> list[Scored]:
+    grid = list(space.grid())
+    return prescreen(space, grid, REQUESTS, TARGET, "throughput", concurrency=CLIENTS)
+
+
+def measured(screened: list[Scored], candidate: Candidate) -> Outcome:
+    """'Measuring' a candidate here is its prediction (simulated)."""
+    outcome = next(s.outcome for s in screened if s.candidate.id == candidate.id)
+    assert outcome is not None
+    return outcome
+
+
+def outcome(ttft_p99_ms: float, tok_s_gpu: float = 1000.0, requests: int = 40) -> Outcome:
+    return Outcome(
+        metrics=Metrics(
+            ttft_ms=Percentiles(p99=ttft_p99_ms),
+            output_tok_s=tok_s_gpu * 2,
+            output_tok_s_per_gpu=tok_s_gpu,
+            requests=requests,
+        ),
+        gpus=2,
+    )
+
+
+def test_the_most_promising_predictions_are_trialed_first(
+    space: SearchSpace, screened: list[Scored]
+) -> None:
+    study = Study(None, "first", space, "throughput", TARGET, screened=screened, seed=1)
+    picks = [s.candidate.id for s in promising(screened, "throughput")]
+    first = [study.ask() for _ in range(3)]
+    assert [asked[1].id for asked in first if asked] == picks[:3]
+
+
+def test_each_candidate_once_then_none(space: SearchSpace, screened: list[Scored]) -> None:
+    study = Study(None, "all", space, "throughput", TARGET, screened=screened, max_trials=30)
+    tried: list[str] = []
+    while (asked := study.ask()) is not None:
+        trial, candidate = asked
+        tried.append(candidate.id)
+        study.tell(trial, measured(screened, candidate))
+    trials = study.study.get_trials()
+    skipped = {t.user_attrs["candidate"] for t in trials if t.user_attrs["kind"] == SCREENED}
+    assert skipped, "some layouts are predicted far over the target"
+    assert sorted(tried + sorted(skipped)) == sorted(s.candidate.id for s in screened)
+    for s in screened:
+        assert (s.candidate.id in skipped) == (s.violation > SCREEN_MISS)
+    assert study.trials_used() == len(tried)
+    best = study.best()
+    assert [r.candidate.id for r in best] == [
+        s.candidate.id for s in screened if s.candidate.id not in skipped
+    ]
+    assert best[0].meets and not best[-1].meets
+    assert best[0].predicted == screened[0].value
+
+
+def test_the_budget_counts_real_trials_only(space: SearchSpace) -> None:
+    study = Study(None, "budget", space, "throughput", TARGET, max_trials=3, seed=2)
+    for _ in range(3):
+        asked = study.ask()
+        assert asked is not None
+        study.tell(asked[0], outcome(300))
+    assert study.ask() is None
+    kinds = [t.user_attrs.get("kind") for t in study.study.get_trials()]
+    assert kinds.count(TRIAL) == 3
+
+
+def test_a_missed_target_ranks_after_every_met_one(space: SearchSpace) -> None:
+    study = Study(None, "target", space, "throughput", TARGET, seed=3)
+    fast_but_late, slower = study.ask(), study.ask()
+    assert fast_but_late is not None and slower is not None
+    study.tell(fast_but_late[0], outcome(900, tok_s_gpu=5000))
+    study.tell(slower[0], outcome(300, tok_s_gpu=1000))
+    best = study.best()
+    assert [r.candidate.id for r in best] == [slower[1].id, fast_but_late[1].id]
+    assert best[1].violation == pytest.approx(900 / 400 - 1)
+
+
+def test_a_failed_trial_is_not_ranked(space: SearchSpace) -> None:
+    study = Study(None, "failed", space, "throughput", TARGET, seed=4)
+    asked = study.ask()
+    assert asked is not None
+    study.tell(asked[0], None, reason="the engine never became ready")
+    (trial,) = study.study.get_trials()
+    assert trial.state == TrialState.FAIL
+    assert trial.user_attrs["reason"] == "the engine never became ready"
+    assert study.best() == []
+
+
+@pytest.mark.parametrize(
+    ("ttft_p99_ms", "requests", "stop"),
+    [(1000, 40, True), (450, 40, False), (1000, 5, False), (300, 40, False)],
+    ids=["clearly-missing", "just-over", "too-few-requests", "meeting"],
+)
+def test_stop_early_only_when_clearly_missing(
+    space: SearchSpace, ttft_p99_ms: float, requests: int, stop: bool
+) -> None:
+    study = Study(None, "early", space, "throughput", TARGET)
+    asked = study.ask()
+    assert asked is not None
+    assert study.should_stop_early(asked[0], outcome(ttft_p99_ms, requests=requests)) is stop
+
+
+def test_a_stopped_trial_is_pruned_and_counts(space: SearchSpace) -> None:
+    study = Study(None, "pruned", space, "throughput", TARGET, max_trials=1)
+    asked = study.ask()
+    assert asked is not None
+    study.prune(asked[0], outcome(2000))
+    (trial,) = study.study.get_trials()
+    assert trial.state == TrialState.PRUNED
+    assert study.ask() is None
+
+
+def test_workers_share_one_study_in_sqlite(
+    space: SearchSpace, screened: list[Scored], tmp_path: Path
+) -> None:
+    url = f"sqlite:///{tmp_path / 'optimize.db'}"
+    first = Study(url, "chat-8b/prod", space, "throughput", TARGET, screened=screened)
+    asked = first.ask()
+    assert asked is not None
+    first.tell(asked[0], measured(screened, asked[1]))
+    second = Study(url, "chat-8b/prod", space, "throughput", TARGET, screened=screened)
+    assert [r.candidate.id for r in second.best()] == [asked[1].id]
+    again = second.ask()  # the next promising pick: the first is taken
+    assert again is not None
+    assert again[1].id == promising(screened, "throughput")[1].candidate.id
+    assert second.trials_used() == 2
+
+
+def test_a_storage_error_never_shows_the_password(space: SearchSpace) -> None:
+    with pytest.raises(DenvError) as error:
+        Study("postgresql://denv:s3cret@127.0.0.1:1/optuna", "x", space, "throughput", None)
+    assert "s3cret" not in str(error.value)
+    assert "denv:***@127.0.0.1:1/optuna" in str(error.value)

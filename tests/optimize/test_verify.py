@@ -1,0 +1,60 @@
+"""Verification: the gain over the current release, its 95% interval, and the verdict."""
+
+from __future__ import annotations
+
+import pytest
+
+from reconciler.optimize.verify import gain_interval, gain_refusal, promising, t975
+
+
+def test_t_quantiles_shrink_towards_normal() -> None:
+    assert t975(1) == pytest.approx(12.706)
+    assert t975(4) == pytest.approx(2.776)
+    assert t975(1000) == pytest.approx(1.96)
+    assert t975(2) > t975(10) > t975(100)
+
+
+def test_welch_interval_of_three_runs_each() -> None:
+    gain = gain_interval([100.0, 102.0, 98.0], [120.0, 118.0, 122.0], higher_is_better=True)
+    assert gain.gain == pytest.approx(0.20)
+    # se = sqrt(4/3 + 4/3) = 1.633, df = 4 -> t 2.776: half width 4.53 on a mean of 100
+    assert gain.low == pytest.approx(0.20 - 0.0453, abs=1e-3)
+    assert gain.high == pytest.approx(0.20 + 0.0453, abs=1e-3)
+    assert gain.runs == 3
+
+
+def test_lower_is_better_goals_gain_by_going_down() -> None:
+    gain = gain_interval([500.0, 500.0], [400.0, 400.0], higher_is_better=False)
+    assert gain.gain == pytest.approx(0.20)
+    assert gain.low == gain.high == pytest.approx(0.20)  # no spread: no width
+
+
+def test_one_run_each_has_no_interval() -> None:
+    gain = gain_interval([100.0], [110.0], higher_is_better=True)
+    assert (gain.low, gain.gain, gain.high) == pytest.approx((0.1, 0.1, 0.1))
+
+
+@pytest.mark.parametrize(
+    ("current", "candidate", "refused"),
+    [
+        ([100.0, 101.0, 99.0], [120.0, 121.0, 119.0], None),
+        ([100.0, 101.0, 99.0], [102.0, 103.0, 101.0], "is not above +3.0%"),
+        ([100.0, 130.0, 70.0], [110.0, 140.0, 80.0], "within noise"),
+    ],
+    ids=["clear-win", "below-min-gain", "noisy"],
+)
+def test_refusal(current: list[float], candidate: list[float], refused: str | None) -> None:
+    why = gain_refusal(gain_interval(current, candidate, True), 0.03)
+    assert (why is None) if refused is None else (why is not None and refused in why)
+
+
+def test_promising_after_one_run() -> None:
+    assert promising(100.0, 110.0, True, 0.03)
+    assert not promising(100.0, 102.0, True, 0.03)
+    assert promising(500.0, 400.0, False, 0.03)
+    assert not promising(500.0, 600.0, False, 0.03)
+
+
+def test_no_runs_is_an_error() -> None:
+    with pytest.raises(ValueError, match="at least one run"):
+        gain_interval([], [1.0], True)

@@ -1,0 +1,120 @@
+"""The optimizer's loop with its trial GPUs scripted (deployments and runs are fakes of our
+own; the space, pre-screen, optuna study, verification and state are the real ones): what it
+trials, verifies, rejects and promotes, and what the study learns."""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import json
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+from reconciler.bench.trial import TrialEndpoint
+from reconciler.bench.trial_plan import ProbeInfo
+from reconciler.fleet.observe import Transports
+from reconciler.optimize.candidates import Row, Run, Status, StudyState
+from reconciler.optimize.runner import Effects, Loop, Setup
+from reconciler.optimize.start import StartOptions, resolve
+from reconciler.optimize.state import StateStore
+from reconciler.spec.loader import open_repo
+from reconciler.spec.recipe import Recipe
+from reconciler.spec.result import Metrics, Percentiles
+from tests.conftest import Edit
+
+AT = dt.datetime(2026, 12, 1, tzinfo=dt.UTC)
+
+
+class ScriptedLoop(Loop):
+    """Trial GPUs that answer from a script: max_batch 4 gives 100 tok/s/GPU, anything larger
+    200 (fp8 KV 220, and 3 of 20 parity prompts differ)."""
+
+    def __init__(self, setup: Setup, effects: Effects, state: StudyState) -> None:
+        super().__init__(setup, effects, state)
+        self.deployed: list[Recipe] = []
+        self.runs = 0
+
+    @contextlib.contextmanager
+    def deploy(self, recipe: Recipe) -> Iterator[TrialEndpoint]:
+        self.deployed.append(recipe)
+        yield TrialEndpoint(
+            trial=str(len(self.deployed)), url=f"http://fake/{len(self.deployed) - 1}",
+            model="m", weights="w", engine="sim", units={}, hosts={}, gpus=1, simulated=True,
+            probe=ProbeInfo(), ready_s=0.0,
+        )  # fmt: skip
+
+    def recipe(self, endpoint: TrialEndpoint) -> Recipe:
+        return self.deployed[int(endpoint.url.rsplit("/", 1)[1])]
+
+    def measure(
+        self, endpoint: TrialEndpoint, label: str, stop_early: Callable[[Run], bool] | None = None
+    ) -> Run:
+        settings = self.recipe(endpoint).settings
+        figure = 100.0 if settings.max_batch == 4 else 200.0
+        figure += 20.0 if settings.kv_cache.dtype == "fp8" else 0.0
+        self.runs += 1
+        figure += self.runs % 3 - 1  # a little run-to-run noise
+        metrics = Metrics(output_tok_s_per_gpu=figure, ttft_ms=Percentiles(p99=300.0), requests=32)
+        return Run(metrics=metrics, goal=figure)
+
+    def parity_counts(self, reference: TrialEndpoint, candidate: TrialEndpoint) -> tuple[int, int]:
+        assert self.recipe(reference).settings.max_batch == 4  # always against the current
+        return (17, 20) if self.recipe(candidate).settings.kv_cache.dtype == "fp8" else (20, 20)
+
+
+def test_the_loop_verifies_a_winner_and_keeps_fp8_out(denv_repo: Path, edit: Edit) -> None:
+    edit("releases/chat-8b/denv.yaml", "settings: { max_batch: 128 }", "settings: { max_batch: 4 }")
+    edit("policies/optimizer.yaml", "max_trials: 40", "max_trials: 6")
+    trace = denv_repo / "shape.jsonl"
+    trace.write_text(
+        "\n".join(
+            json.dumps({"timestamp": 0, "input_length": 600, "output_length": 16,
+                        "hash_ids": [1, 100 + i]})
+            for i in range(48)
+        ) + "\n"
+    )  # fmt: skip
+    repo = open_repo(denv_repo)
+    store = StateStore(denv_repo / "state")
+    options = StartOptions(
+        target="chat-8b/canary", goal="throughput", budget_gpus=4, auto=True, traffic=trace,
+        levers=["max_batch", "kv_dtype"], seed=1,
+    )  # fmt: skip
+    setup, state = resolve(denv_repo, repo, options, store, AT)
+    promoted: list[str] = []
+
+    def promote(study: StudyState, row: Row) -> int:
+        promoted.append(row.id)
+        return 7
+
+    effects = Effects(store=store, transports=Transports(), promote=promote, clock=lambda: AT)
+    loop = ScriptedLoop(setup, effects, state)
+    final = loop.run()
+
+    assert store.load("chat-8b", "canary") == final  # every step was saved
+    assert final.trials == setup.study.trials_used() <= 6
+    assert loop.deployed[0] == loop.current_recipe  # the current release, deployed first
+    assert loop.deployed.count(loop.current_recipe) == 1  # and only once
+    rows = {r.id: r for r in final.candidates}
+    verified = [r for r in rows.values() if r.status is Status.VERIFIED]
+    assert len(verified) == 1 and verified[0].pr == 7 and promoted == [verified[0].id]
+    winner = verified[0]
+    assert "fp8" not in winner.change and winner.parity == "pass (tolerant, 20 of 20 prompts agree)"
+    assert winner.gain is not None and winner.gain.low > 0.9  # about +100%, three runs each
+    assert len(winner.runs) == 3
+
+    fp8 = [r for r in rows.values() if "fp8" in r.change]
+    checked = [r for r in fp8 if r.runs]
+    assert len(checked) == 1  # one fp8 candidate ran parity; no other was deployed
+    assert checked[0].reason == "parity: 3/20 prompts differ" and checked[0].pr is None
+    for other in fp8:  # never verified: parity failed, its own or a reused one, or slower
+        assert other.status is Status.REJECTED and other.parity_passed is not True
+        assert other is checked[0] or (other.reason or "").startswith(
+            (f"parity: fails as {checked[0].id}", "not better")
+        )
+    deployed_fp8 = [r for r in loop.deployed if r.settings.kv_cache.dtype == "fp8"]
+    assert len(deployed_fp8) == 1
+    # the baseline, then three runs beside each of the two verified: the winner and that fp8
+    assert len(final.current.runs) == 1 + 3 + 3
+
+    later = [r for r in rows.values() if r.status is Status.REJECTED and "fp8" not in r.change]
+    assert all((r.reason or "").startswith(f"not better than verified {winner.id}") for r in later)
