@@ -82,3 +82,9 @@ step "Tear down: the release leaves git, its units stop"
 git -C "$REPO" rm -q -r releases/chat-8b
 git -C "$REPO" commit -q -m "retire chat-8b"
 "$DENV" reconcile --once --repo "$REPO"
+
+# Stages: the same local fleet, a two-stage release of its own (its own throwaway clone).
+BIN="$BIN" bash scripts/demo_stages.sh
+
+# Last: the optimizer, on the first clone, opens a local pull request for a better recipe.
+REPO="$REPO" DENV="$DENV" PY="$PY" bash scripts/demo_optimize.sh

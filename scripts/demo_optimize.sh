@@ -48,7 +48,7 @@ release:
   weights: hf://meta-llama/Llama-3.1-8B-Instruct@0e9e39f249a16976918f6564b8830bc894c89659
   recipe: llama-3.1-8b/vllm@1
   overrides:
-    settings: { max_batch: 4 }       # far too small for 16 clients
+    settings: { max_batch: 4 }       # the optimizer starts from here
   topology: { mode: aggregated, replicas: 1, gpus: 1, parallel: { tp: 1 } }
 stages:
   - name: canary
