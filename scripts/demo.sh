@@ -13,14 +13,7 @@ unset DENV_REPO
 
 teardown() {
   # Whatever happened above, no simulator or router outlives the demo.
-  "$PY" - "$DENV_HOME" <<'EOF' || true
-import os, sys
-from reconciler.fleet.hostagent import AgentClient
-from reconciler.fleet.transport import LocalTransport
-agent = AgentClient(LocalTransport(env={**os.environ, "DENV_HOME": sys.argv[1]}), python=sys.executable)
-for unit in agent.units():
-    agent.stop(unit.id, grace=2)
-EOF
+  "$PY" scripts/stop_units.py "$DENV_HOME" || true
   rm -rf "$WORK"
 }
 trap teardown EXIT

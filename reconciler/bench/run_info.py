@@ -23,6 +23,23 @@ from reconciler.spec.recipe import Recipe, total_gpus
 OPEN_LOOP_REQUESTS = 100  # a generated workload's length per level in open loop, by default
 
 
+def sweep_levels(
+    traffic: Path | None,
+    workload: str | None,
+    concurrency: str | None,
+    rate: str | None,
+    default: str,
+) -> tuple[Mode, list[float]]:
+    """The load levels of a sweep from its options: closed-loop client counts, or open-loop
+    rates; the traffic comes from a file or a standard workload, never both."""
+    if traffic is not None and workload is not None:
+        raise UsageError("give --traffic or --workload, not both")
+    if concurrency is not None and rate is not None:
+        raise UsageError("give --concurrency or --rate, not both")
+    mode: Mode = "rate" if rate is not None else "concurrency"
+    return mode, parse_levels(rate or concurrency or default, f"--{mode}")
+
+
 def parse_levels(text: str, option: str) -> list[float]:
     """'1,8,32' -> [1.0, 8.0, 32.0]; UsageError naming the bad part."""
     levels = []

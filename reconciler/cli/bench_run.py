@@ -12,16 +12,15 @@ import typer
 from rich.console import Console
 
 from reconciler.bench.bench_run import BenchOutcome, BenchRun, run_bench
-from reconciler.bench.run_info import parse_levels, trial_price, workload_requests
+from reconciler.bench.run_info import sweep_levels, trial_price, workload_requests
 from reconciler.bench.sweep import Mode
 from reconciler.bench.traffic import TraceLine, generate, read_trace
 from reconciler.bench.trial import new_trial_id
 from reconciler.catalog.latency import parse_latency_target
 from reconciler.cli.bench_view import print_levels, sweep_progress
-from reconciler.cli.common import JsonOption, RepoOption, console, load, print_json
-from reconciler.errors import NotFound, UsageError
+from reconciler.cli.common import JsonOption, RepoOption, console, load, print_json, seconds
+from reconciler.errors import NotFound
 from reconciler.fleet.observe import Transports
-from reconciler.spec.base import parse_duration
 from reconciler.spec.repo import Repo
 from reconciler.spec.sources import find_root
 
@@ -75,17 +74,9 @@ def run(
     """Deploy RECIPE on FLEET's trial GPUs (never GPUs that serve a release), sweep the
     levels in that one deployment, tear it down (also on error, Ctrl-C and SIGTERM), and
     write one result file a level with the chart beside them."""
-    if traffic is not None and workload is not None:
-        raise UsageError("give --traffic or --workload, not both")
-    if concurrency is not None and rate is not None:
-        raise UsageError("give --concurrency or --rate, not both")
-    mode: Mode = "rate" if rate is not None else "concurrency"
-    levels = parse_levels(rate or concurrency or DEFAULT_LEVELS, f"--{mode}")
+    mode, levels = sweep_levels(traffic, workload, concurrency, rate, DEFAULT_LEVELS)
     target_latency = parse_latency_target(latency) if latency else None
-    try:
-        timeout = float(parse_duration(ready_timeout))
-    except ValueError as exc:
-        raise UsageError(f"--ready-timeout: {exc}") from None
+    timeout = seconds("--ready-timeout", ready_timeout)
     loaded = load(repo)
     spec = loaded.recipes.get(recipe)
     if spec is None:

@@ -11,7 +11,8 @@ import typer
 from pydantic import BaseModel
 from rich.console import Console
 
-from reconciler.errors import SpecError
+from reconciler.errors import SpecError, UsageError
+from reconciler.spec.base import parse_duration
 from reconciler.spec.loader import open_repo
 from reconciler.spec.repo import Repo
 from reconciler.spec.sources import find_root
@@ -36,6 +37,14 @@ def load(repo: Path, rev: str | None = None) -> Repo:
     if loaded.errors:
         raise SpecError(loaded.problems)
     return loaded
+
+
+def seconds(option: str, text: str) -> float:
+    """A duration option ('90s', '15m') in seconds; UsageError naming the option."""
+    try:
+        return float(parse_duration(text))
+    except ValueError as exc:
+        raise UsageError(f"{option}: {exc}") from None
 
 
 def print_json(value: Any) -> None:

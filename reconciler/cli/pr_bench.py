@@ -25,11 +25,11 @@ from reconciler.bench.traffic import TraceLine, generate
 from reconciler.bench.trial import TrialEndpoint, new_trial_id, trial_deployment
 from reconciler.bench.trial_sweep import Load, fleet_price, sweep_trial
 from reconciler.cli.plan import cache_dir
-from reconciler.errors import DenvError, ForgeError, NotFound
+from reconciler.cli.pr_plan import open_head
+from reconciler.errors import DenvError, NotFound
 from reconciler.fleet.observe import Transports
-from reconciler.forge.localgit import has_commit
 from reconciler.forge.markers import marker, strip_marker
-from reconciler.forge.models import CheckRun, Conclusion, PrState, PullRequest
+from reconciler.forge.models import CheckRun, Conclusion, PullRequest
 from reconciler.forge.prdiff import fork_point
 from reconciler.forge.protocol import Forge
 from reconciler.forge.render import render_bench, render_parity
@@ -366,14 +366,7 @@ def bench_pull_request(
 ) -> PrBench:
     """Bench and parity for every release or recipe the head of pull request `number`
     changes; comment the results and the verdicts, set the `denv bench` check."""
-    pr = forge.pull_request(number)
-    if pr.state != PrState.OPEN:
-        raise ForgeError(f"pull request #{number} is {pr.state}: only open ones are benched")
-    if not has_commit(root, pr.head_sha):
-        raise DenvError(
-            f"#{number}'s head {pr.head_sha[:12]} is not in {root}: fetch it first "
-            f"(git fetch origin pull/{number}/head)"
-        )
+    pr = open_head(forge, root, number, "benched")
     source = GitSource(str(root), cache_dir())
     try:
         head = source.repo_at(pr.head_sha)

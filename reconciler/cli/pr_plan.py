@@ -74,6 +74,19 @@ def _check(problems: list[str], unplaceable: list[str], plan: Plan | None) -> Ch
     return CheckRun(name=CHECK, title=title, summary=text, conclusion=conclusion)
 
 
+def open_head(forge: Forge, root: Path, number: int, verb: str) -> PullRequest:
+    """Pull request `number`, open, with its head commit in the repository at `root`."""
+    pr = forge.pull_request(number)
+    if pr.state != PrState.OPEN:
+        raise ForgeError(f"pull request #{number} is {pr.state}: only open ones are {verb}")
+    if not has_commit(root, pr.head_sha):
+        raise DenvError(
+            f"#{number}'s head {pr.head_sha[:12]} is not in {root}: fetch it first "
+            f"(git fetch origin pull/{number}/head)"
+        )
+    return pr
+
+
 def plan_pull_request(
     forge: Forge,
     root: Path,
@@ -82,14 +95,7 @@ def plan_pull_request(
     status: Callable[[str], None] = lambda message: None,
 ) -> PrPlan:
     """Validate and plan the head of pull request `number`, comment the plan, set the check."""
-    pr = forge.pull_request(number)
-    if pr.state != PrState.OPEN:
-        raise ForgeError(f"pull request #{number} is {pr.state}: only open ones are planned")
-    if not has_commit(root, pr.head_sha):
-        raise DenvError(
-            f"#{number}'s head {pr.head_sha[:12]} is not in {root}: fetch it first "
-            f"(git fetch origin pull/{number}/head)"
-        )
+    pr = open_head(forge, root, number, "planned")
     files = changed_paths(root, pr.base_branch, pr.head_sha)
     source = GitSource(str(root), cache_dir())
     problems: list[str] = []

@@ -12,17 +12,14 @@ from typing import Annotated, Literal, TypeVar
 import typer
 from rich.console import Console
 
-from reconciler.bench.run_info import parse_levels
-from reconciler.bench.sweep import Mode
+from reconciler.bench.run_info import sweep_levels
 from reconciler.bench.traffic import read_trace
-from reconciler.cli.common import JsonOption, RepoOption, console, print_json
+from reconciler.cli.common import JsonOption, RepoOption, console, print_json, seconds
 from reconciler.cli.pr_bench import BenchOptions, bench_pull_request
 from reconciler.cli.pr_commands import run_commands
-from reconciler.errors import UsageError
 from reconciler.fleet.observe import Transports
 from reconciler.forge.config import open_forge
 from reconciler.forge.protocol import Forge
-from reconciler.spec.base import parse_duration
 from reconciler.spec.sources import find_root
 
 DEFAULT_LEVELS = "1,8,32"
@@ -67,16 +64,8 @@ def _options(
     ready_timeout: str,
     out: Path | None = None,
 ) -> BenchOptions:
-    if traffic is not None and workload is not None:
-        raise UsageError("give --traffic or --workload, not both")
-    if concurrency is not None and rate is not None:
-        raise UsageError("give --concurrency or --rate, not both")
-    mode: Mode = "rate" if rate is not None else "concurrency"
-    levels = parse_levels(rate or concurrency or DEFAULT_LEVELS, f"--{mode}")
-    try:
-        timeout = float(parse_duration(ready_timeout))
-    except ValueError as exc:
-        raise UsageError(f"--ready-timeout: {exc}") from None
+    mode, levels = sweep_levels(traffic, workload, concurrency, rate, DEFAULT_LEVELS)
+    timeout = seconds("--ready-timeout", ready_timeout)
     return BenchOptions(
         mode=mode,
         levels=tuple(levels),
