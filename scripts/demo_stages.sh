@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Stages on the local fleet: chat-8b baked on canary, promoted to prod by an approval, then a
 # latency fault injected into the canary during the next bake rolls it back at once.
+# Kept quick: few `denv` calls (each loads the repository), state read from the bot's note.
 # Standalone, or from scripts/demo.sh (which may export DENV_HOME and DENV_CACHE first).
 set -euo pipefail
 
@@ -21,7 +22,7 @@ from reconciler.fleet.transport import LocalTransport
 agent = AgentClient(LocalTransport(env={**os.environ, "DENV_HOME": sys.argv[1]}), python=sys.executable)
 for unit in agent.units():
     if unit.id.startswith("chat-8b."):
-        agent.stop(unit.id, grace=2)
+        agent.stop(unit.id, grace=1)
 agent.lease("reconciler", "demo", 1, note={})
 agent.lease("reconciler", "demo", 0, release=True)
 PYEOF
@@ -30,10 +31,11 @@ PYEOF
 trap teardown EXIT
 
 step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
-# wait_for SECONDS EXPR: EXPR on `s`, the bot's record of each stage (phase, revision,
-# override, promotion, …), read from its lease note on the local host (fast: no git load)
+# wait_for SECONDS EXPR [SHOW]: EXPR on `s`, the bot's record of each stage (phase, revision,
+# override, promotion, …), read from its lease note on the local host (fast: no git load);
+# once true, SHOW is printed, with `units` the host's units (a port, an endpoint).
 wait_for() {
-  "$PY" - "$DENV_HOME" "$1" "$2" <<'PYEOF' || { tail -20 "$WORK/bot.log"; exit 1; }
+  "$PY" - "$DENV_HOME" "$1" "$2" "${3:-}" <<'PYEOF' || { tail -20 "$WORK/bot.log"; exit 1; }
 import os, sys, time
 from reconciler.fleet.hostagent import AgentClient
 from reconciler.fleet.transport import LocalTransport
@@ -45,24 +47,27 @@ while time.monotonic() < deadline:
     s = {k.split("/")[1]: v for k, v in kept.items() if k.startswith("chat-8b/")}
     try:
         if eval(sys.argv[3]):
+            if sys.argv[4]:
+                units = [u for u in agent.units() if u.alive and u.id.startswith("chat-8b.")]
+                print(eval(sys.argv[4]))
             sys.exit(0)
-    except (KeyError, TypeError):
+    except (KeyError, TypeError, IndexError):
         pass
-    time.sleep(0.3)
+    time.sleep(0.2)
 sys.exit(f"timed out waiting for: {sys.argv[3]}")
 PYEOF
 }
 
-step "A two-stage release in a throwaway clone: canary bakes 4s, prod needs one approval"
+step "A two-stage release in a throwaway clone: canary bakes 3s, prod needs one approval"
 git clone -q . "$WORK/repo"
 REPO="$WORK/repo"
 git -C "$REPO" config user.name "denv demo"
 git -C "$REPO" config user.email "demo@denv.invalid"
 cat > "$REPO/policies/alarms.yaml" <<'YAML'
 alarms:
-  ttft-fast: { metric: ttft, stat: p99, max: 500ms, window: 3s, min_requests: 3 }
+  ttft-fast: { metric: ttft, stat: p99, max: 500ms, window: 2s, min_requests: 3 }
 YAML
-release() {
+release() {  # release MAX_BATCH CANARY_BAKE
   cat > "$REPO/releases/chat-8b/denv.yaml" <<YAML
 release:
   model: chat-8b
@@ -74,67 +79,57 @@ release:
 stages:
   - name: canary
     fleets: [local]
-    bake: 4s
+    bake: $2
     alarms: [ttft-fast]
   - name: prod
     fleets: [local]
-    bake: 4s
+    bake: 3s
     alarms: [ttft-fast]
     approvals: 1
 YAML
   git -C "$REPO" commit -q -am "chat-8b: max_batch $1"
 }
-release 128
-"$DENV" reconcile --repo "$REPO" --interval 0.5s --ready-timeout 60s --drain 1s > "$WORK/bot.log" 2>&1 &
+release 128 3s
+"$DENV" reconcile --repo "$REPO" --interval 0.3s --ready-timeout 60s --drain 0.5s > "$WORK/bot.log" 2>&1 &
 BOT=$!
-wait_for 90 "s['canary']['phase'] == 'baking'"
+ENDPOINT=$(wait_for 90 "s['canary']['phase'] == 'baking'" \
+  "[f'http://127.0.0.1:{u.port}' for u in units if u.id.startswith('chat-8b.canary') and u.id.endswith('router')][0]")
 
-step "Traffic on the canary while it bakes; the bot opens the promotion PR"
-ENDPOINT=$("$DENV" status --repo "$REPO" --json | "$PY" -c \
-  'import json,sys; print([d for d in json.load(sys.stdin)["deployments"] if d["stage"]=="canary"][0]["endpoint"])')
+step "Traffic on the canary ($ENDPOINT) while it bakes; the bot opens the promotion PR"
 "$PY" - "$ENDPOINT" > /dev/null 2>&1 <<'PYEOF' &
-import sys, threading, openai
+import sys, threading, time, openai
 client = openai.OpenAI(base_url=sys.argv[1] + "/v1", api_key="unused", max_retries=0, timeout=30)
-def ask():
+def ask():  # a few requests a second each: enough for the alarms, little CPU taken from the rest
     while True:
         try:
             client.chat.completions.create(model="chat-8b", max_tokens=2,
                                            messages=[{"role": "user", "content": "hi"}])
         except openai.OpenAIError:
             pass
+        time.sleep(0.2)
 for _ in range(4):
     threading.Thread(target=ask, daemon=True).start()
 threading.Event().wait()
 PYEOF
 LOAD=$!
-wait_for 60 "s['canary']['promotion']['state'] == 'open'"
+PR=$(wait_for 60 "s['canary']['promotion']['state'] == 'open'" "s['canary']['promotion']['number']")
 "$DENV" rollout status chat-8b --repo "$REPO"
-PR=$("$DENV" pr list --repo "$REPO" --json | "$PY" -c \
-  'import json,sys; print([p["number"] for p in json.load(sys.stdin)["pull_requests"] if p["head_branch"].startswith("denv/promote/")][0])')
 "$DENV" pr show "$PR" --repo "$REPO"
 
-step "An approval by grace: the bot merges the promotion, prod deploys it"
+step "An approval by grace: the bot merges the promotion; while prod deploys it, a new revision (bake 30s) lands on the canary"
 "$DENV" pr approve "$PR" --as grace --repo "$REPO"
-wait_for 60 "s['prod']['phase'] in ('baking', 'green')"
-"$DENV" rollout status chat-8b --repo "$REPO"
-
-step "A new revision on the canary, and a latency fault while it bakes"
-release 64
+wait_for 60 "s['canary']['promotion']['state'] == 'merged'"
+release 64 30s
 NEW=$(git -C "$REPO" rev-parse HEAD)
-wait_for 60 "s['canary']['phase'] == 'baking' and s['canary']['revision'] == '$NEW'"
-PORT=$("$PY" - "$DENV_HOME" <<'PYEOF'
-import os, sys
-from reconciler.fleet.hostagent import AgentClient
-from reconciler.fleet.transport import LocalTransport
-agent = AgentClient(LocalTransport(env={**os.environ, "DENV_HOME": sys.argv[1]}), python=sys.executable)
-print([u.port for u in agent.units() if u.id.startswith("chat-8b.canary") and u.alive and "router" not in u.id][0])
-PYEOF
-)
+PORT=$(wait_for 60 "s['canary']['phase'] == 'baking' and s['canary']['revision'] == '$NEW'" \
+  "[u.port for u in units if u.id.startswith('chat-8b.canary') and 'router' not in u.id][0]")
+
+step "A latency fault in the canary's engine during its bake: the bot rolls it back at once"
 START=$(date +%s.%N)
 curl -fsS -X POST -H 'Content-Type: application/json' -d '{"spike_ms": 800}' \
   "http://127.0.0.1:$PORT/admin/faults" > /dev/null
-wait_for 30 "s['canary']['phase'] == 'rolled back'"
+wait_for 30 "s['canary']['phase'] == 'rolled back' and s['canary'].get('rollback_pr')"
 printf 'rolled back %.1fs after the fault\n' "$(echo "$(date +%s.%N) - $START" | bc)"
+kill "$LOAD" 2>/dev/null || true
 "$DENV" rollout status chat-8b --repo "$REPO"
 "$DENV" pr list --repo "$REPO"
-kill "$LOAD" 2>/dev/null || true

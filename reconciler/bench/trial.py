@@ -177,7 +177,7 @@ def _gpus(unit: TrialUnit) -> str:
 
 
 @contextlib.contextmanager
-def _sigterm_as_interrupt() -> Iterator[None]:
+def sigterm_as_interrupt() -> Iterator[None]:
     """SIGTERM raises KeyboardInterrupt, so it tears down as Ctrl-C does (main thread only:
     elsewhere Python cannot set a handler, and the caller's own handling stands)."""
     if threading.current_thread() is not threading.main_thread():
@@ -260,7 +260,7 @@ def trial_deployment(
     started = time.monotonic()
     failed = True
     try:
-        with _sigterm_as_interrupt():
+        with sigterm_as_interrupt():
             running.prepare(say)
             running.start(plan.engines, ready_timeout, say)
             running.start((plan.router,), ready_timeout, say)

@@ -12,13 +12,13 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from reconciler.cli.common import JsonOption, RepoOption, console, load, print_json
+from reconciler.bench.trial import sigterm_as_interrupt
+from reconciler.cli.common import JsonOption, RepoOption, console, load, print_json, seconds
 from reconciler.cli.optimize_run import (
     keep_running,
     promoter,
     run_once,
     say,
-    sigterm_interrupts,
     store_of,
 )
 from reconciler.errors import DenvError, UsageError
@@ -27,17 +27,10 @@ from reconciler.optimize.candidates import HEADERS, StudyState, table
 from reconciler.optimize.goal import GOALS, Goal
 from reconciler.optimize.start import StartOptions, split_target
 from reconciler.optimize.state import StateStore
-from reconciler.spec.base import Spec, parse_duration
+from reconciler.spec.base import Spec
 from reconciler.spec.sources import find_root
 
 app = typer.Typer(help="Search for a faster recipe on the release's own traffic.")
-
-
-def _seconds(option: str, text: str) -> float:
-    try:
-        return float(parse_duration(text))
-    except ValueError as exc:
-        raise UsageError(f"{option}: {exc}") from None
 
 
 @app.command("start")
@@ -105,12 +98,13 @@ def start(
         levers=[p.strip() for p in levers.split(",") if p.strip()] if levers else None,
         storage=storage,
         max_trials=max_trials,
-        ready_timeout=_seconds("--ready-timeout", ready_timeout),
+        ready_timeout=seconds("--ready-timeout", ready_timeout),
         seed=seed,
         parity_suite=parity_suite,
     )
-    every = _seconds("--watch", watch) if watch else None
-    with store.running(release, stage), sigterm_interrupts():
+    every = seconds("--watch", watch) if watch else None
+    # SIGTERM (`denv optimize stop`) ends the run as Ctrl-C does: trials tear down
+    with store.running(release, stage), sigterm_as_interrupt():
         store.clear_stop(release, stage)
         final = run_once(root, options, store, show_progress=not as_json)
         if every is not None and final.state == "finished":
@@ -206,7 +200,7 @@ def stop(
     store = store_of(find_root(repo))
     pid = store.stop(release, stage)
     ended = pid is None
-    deadline = time.monotonic() + _seconds("--timeout", timeout)
+    deadline = time.monotonic() + seconds("--timeout", timeout)
     while pid is not None and time.monotonic() < deadline:
         if store.runner_pid(release, stage) is None:
             ended = True

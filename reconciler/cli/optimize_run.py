@@ -8,11 +8,9 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import os
-import signal
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from types import FrameType
 
 from rich.console import Console
 from rich.progress import (
@@ -62,20 +60,6 @@ def _progress(enabled: bool) -> Iterator[Progress | None]:
     )
     with Progress(*columns, console=messages, transient=True) as bars:
         yield bars
-
-
-@contextlib.contextmanager
-def sigterm_interrupts() -> Iterator[None]:
-    """SIGTERM (`denv optimize stop`) ends the run as Ctrl-C does: trials tear down."""
-
-    def interrupt(signum: int, frame: FrameType | None) -> None:
-        raise KeyboardInterrupt(f"signal {signum}")
-
-    previous = signal.signal(signal.SIGTERM, interrupt)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
 
 def _ended(state: StudyState, how: str, note: str | None, now: dt.datetime) -> StudyState:

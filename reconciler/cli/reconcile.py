@@ -1,5 +1,6 @@
 """CLI: `denv reconcile` (the bot: make the fleets match git, once or in a loop) and `denv
-status` (per release, stage and fleet: what should run, what runs, ready, drift)."""
+status` (per release, stage and fleet: what should run, what runs, ready, drift — planned as
+the bot plans, with the rollback overrides it keeps)."""
 
 from __future__ import annotations
 
@@ -28,9 +29,14 @@ from reconciler.reconcile import probes
 from reconciler.reconcile.apply import ApplyOptions
 from reconciler.reconcile.loop import LEASE, BotMetrics, PassResult, Reconciler, planned_fleets
 from reconciler.reconcile.plan import ActionKind
+from reconciler.reconcile.revisions import Stages
 from reconciler.reconcile.snapshot import Snapshot, snapshot
 from reconciler.reconcile.source import GitSource
 from reconciler.rollout.hooks import bot_hooks
+from reconciler.rollout.kept import bot_checks, release_fleets
+from reconciler.rollout.revisions import Revisions, adjust_stages
+from reconciler.rollout.state import RolloutState
+from reconciler.rollout.status import Override, overrides
 from reconciler.spec.base import parse_duration
 
 
@@ -116,16 +122,39 @@ def status(repo: LocationOption = ".", as_json: JsonOption = False) -> None:
     """Per release, stage and fleet: desired and running revision, replicas ready/desired,
     endpoint, drift and the bot's last error."""
     transports = Transports(warn=lambda m: print(f"warning: {m}", file=sys.stderr))
+    source = GitSource(repo, cache_dir(), branch="main")
+    rolled: list[Override] = []
+
+    def as_the_bot_runs(stages: Stages) -> Stages:
+        """The bot's `adjust` hook with the state it keeps: a rollback override in force
+        shows as what runs, not as drift."""
+        loaded = source.repo_at(stages.head)
+        checks, _ = bot_checks(loaded, release_fleets(loaded), transports)
+        if not checks:
+            return stages
+        adjusted = adjust_stages(Revisions(source), stages, checks)
+        state = RolloutState.model_validate(checks.get("rollout") or {})
+        rolled.extend(overrides(stages, adjusted, state))
+        return adjusted
+
     try:
         with Console(stderr=True).status("observing"):
-            snap = snapshot(GitSource(repo, cache_dir(), branch="main"), transports)
+            snap = snapshot(source, transports, adjust=as_the_bot_runs)
             rows = _rows(snap)
             notes = _notes(snap, transports)
     finally:
         transports.close()
     if as_json:
         checks = {k: v for n in notes.values() for k, v in parity_of(n).items()}
-        print_json({"head": snap.head, "deployments": rows, "bot": notes, "parity": checks})
+        print_json(
+            {
+                "head": snap.head,
+                "deployments": rows,
+                "bot": notes,
+                "parity": checks,
+                "overrides": [o.model_dump(mode="json") for o in rolled],
+            }
+        )
         return
     table = Table(
         "RELEASE", "STAGE", "FLEET", "DESIRED", "RUNNING", "READY", "ENDPOINT", "DRIFT", box=None
@@ -145,6 +174,8 @@ def status(repo: LocationOption = ".", as_json: JsonOption = False) -> None:
     for row in rows:
         if row["error"]:
             console.print(f"{row['release']}/{row['stage']} on {row['fleet']}: {row['error']}")
+    for override in rolled:
+        console.print(override.text(), markup=False)
     shown: set[str] = set()
     for note in notes.values():
         for key, found in sorted(parity_of(note).items()):

@@ -16,13 +16,11 @@ from rich.table import Table
 
 from reconciler.cli.common import JsonOption, console, print_json
 from reconciler.cli.plan import LocationOption, cache_dir
-from reconciler.errors import DenvError, UsageError
-from reconciler.fleet.hostagent import AgentClient
+from reconciler.errors import UsageError
 from reconciler.fleet.observe import Transports
-from reconciler.fleet.transport import host_python
 from reconciler.forge.config import open_forge
-from reconciler.reconcile.loop import LEASE
 from reconciler.reconcile.source import GitSource
+from reconciler.rollout.kept import bot_checks, release_fleets
 from reconciler.rollout.manual import manual_rollback
 from reconciler.rollout.revisions import Revisions
 from reconciler.rollout.state import RolloutState
@@ -33,27 +31,13 @@ app = typer.Typer(help="Stages of a release: bake, alarms, promotion and rollbac
 
 
 def _kept(repo: Repo, fleets: list[str]) -> tuple[RolloutState | None, str]:
-    """The rollout state the bot keeps with its lease note (the first fleet that answers)."""
+    """The rollout state the bot keeps with its lease note (the first fleet that has it)."""
     transports = Transports(warn=lambda m: print(f"warning: {m}", file=sys.stderr))
-    why = "no fleet of the release answered"
     try:
-        for name in fleets:
-            spec = repo.fleets.get(name)
-            if spec is None:
-                continue
-            agent = AgentClient(transports.get(spec, spec.hosts[0]), python=host_python(spec))
-            try:
-                note = agent.lease(LEASE, "status", 0, peek=True).get("note")
-            except DenvError as exc:
-                why = f"fleet {name}: {exc}"
-                continue
-            kept = ((note or {}).get("checks") or {}).get("rollout")
-            if kept:
-                return RolloutState.model_validate(kept), ""
-            why = "no bot has run the stages yet"
+        checks, why = bot_checks(repo, fleets, transports)
     finally:
         transports.close()
-    return None, why
+    return (RolloutState.model_validate(checks["rollout"]) if checks else None), why
 
 
 @app.command("status")
@@ -75,8 +59,7 @@ def status(
                 f"no release '{release}' (known: {', '.join(sorted(loaded.releases))})"
             )
         revisions = Revisions(source)
-        fleets = sorted({f for s in spec.stages for f in s.fleets})
-        kept, why = _kept(loaded, fleets)
+        kept, why = _kept(loaded, release_fleets(loaded, release))
         first = revisions.of_stage(head, release, 0, None)
         rows = rollout_status(
             release, spec, loaded.promotions.get(release), kept, time.time(), first

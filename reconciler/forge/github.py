@@ -37,7 +37,7 @@ from reconciler.forge.models import (
     Review,
     ReviewState,
 )
-from reconciler.forge.protocol import DENV_BOT, BotChange, BotIdentity
+from reconciler.forge.protocol import CLOSED_KIND, DENV_BOT, BotChange, BotIdentity
 from reconciler.forge.retry import RetryPolicy, wait_before_retry
 
 log = logging.getLogger(__name__)
@@ -234,6 +234,20 @@ class GitHubForge:
             return [c.id for c in self._mine(pr) if (read_marker(c.body) or ("",))[0] == kind]
 
         return self._call(f"post the {kind} comment on #{pr}", upsert)
+
+    def close_pr(self, pr: int, comment: str) -> PullRequest:
+        current = self.pull_request(pr)
+        if current.state != PrState.OPEN:
+            return current
+        self.upsert_comment(pr, CLOSED_KIND, comment)
+
+        def close() -> PullRequest:
+            pull = self._pull(pr)
+            if pull.state == "open":
+                pull.edit(state="closed")
+            return self._view(pull)
+
+        return self._call(f"close #{pr}", close)
 
     def comment_commands(self, pr: int) -> list[CommentCommand]:
         def read() -> list[CommentCommand]:

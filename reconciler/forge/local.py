@@ -36,7 +36,7 @@ from reconciler.forge.models import (
     Review,
     ReviewState,
 )
-from reconciler.forge.protocol import DENV_BOT, BotChange, BotIdentity
+from reconciler.forge.protocol import CLOSED_KIND, DENV_BOT, BotChange, BotIdentity
 
 _SHA = re.compile(r"^[0-9a-f]{40}$")
 
@@ -176,6 +176,19 @@ class LocalForge:
             for c in record.comments
             if c.author == self.bot.name and (read_marker(c.body) or ("",))[0] == kind
         ]
+
+    def close_pr(self, pr: int, comment: str) -> PullRequest:
+        if self.store.load(pr).state != PrState.OPEN:
+            return self.pull_request(pr)
+        self.upsert_comment(pr, CLOSED_KIND, comment)
+        with self.store.locked():
+            record = self.store.load(pr)
+            if record.state == PrState.OPEN:
+                tip = self._tip(record.head_branch)
+                record.head_sha = str(tip) if tip is not None else record.head_sha
+                record.state = PrState.CLOSED
+                self.store.save(record)
+        return self._view(record)
 
     def comment_commands(self, pr: int) -> list[CommentCommand]:
         # everyone who can write to this repository has write permission on its local forge

@@ -61,6 +61,7 @@ class BotIdentity:
 
 
 DENV_BOT = BotIdentity()
+CLOSED_KIND = "closed"  # the marker of the comment a pull request is closed with
 
 
 class Forge(Protocol):
@@ -90,6 +91,11 @@ class Forge(Protocol):
     def merge(self, pr: int, head_sha: str | None = None, auto: bool = False) -> MergeOutcome:
         """Merge now (only if the head is still `head_sha`), or with `auto` let the forge
         merge once its required checks pass."""
+        ...
+
+    def close_pr(self, pr: int, comment: str) -> PullRequest:
+        """Close an open pull request without merging, with a comment saying why (marked
+        `<!-- denv:closed -->`, so a repeat edits it); a closed or merged one is left as is."""
         ...
 
     def comment_commands(self, pr: int) -> list[CommentCommand]: ...

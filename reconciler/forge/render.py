@@ -16,6 +16,7 @@ from string import Template
 
 from reconciler.forge.views import (
     AlarmRow,
+    BenchFigure,
     BenchRow,
     BenchView,
     CandidateView,
@@ -216,8 +217,18 @@ def render_parity(view: ParityView) -> str:
     )
 
 
+def _counted(count: int, noun: str) -> str:
+    """`1 trial`, `24 trials`."""
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
+
+
 def render_candidate(view: CandidateView) -> str:
     gain = (view.candidate_value - view.current_value) / view.current_value
+    interval, runs = "", _counted(view.repeats, "run") + " each"
+    if view.repeats >= 2:
+        interval = f" (95% interval {percent(view.ci_low)} to {percent(view.ci_high)})"
+    else:  # one run each has no interval (the optimizer's verify.gain_interval)
+        runs += " (no interval)"
     rows = [(c.lever, c.current, c.candidate) for c in view.changes]
     return _fill(
         "candidate",
@@ -233,10 +244,9 @@ def render_candidate(view: CandidateView) -> str:
         changes=table(("lever", "current", "candidate"), rows),
         current_value=number(view.current_value),
         candidate_value=number(view.candidate_value),
-        ci_low=percent(view.ci_low),
-        ci_high=percent(view.ci_high),
-        repeats=str(view.repeats),
-        trials=str(view.trials),
+        interval=interval,
+        runs=runs,
+        trials=_counted(view.trials, "trial"),
         parity=view.parity,
     )
 
@@ -259,8 +269,39 @@ def render_rollback(view: RollbackView) -> str:
 def _alarm_table(rows: Sequence[AlarmRow]) -> str:
     if not rows:
         return "No alarms are set for this stage."
-    lines = [(r.name, r.observed, r.limit, "ok" if r.ok else "FIRING") for r in rows]
+    lines = [(r.name, r.observed, r.limit, _verdict(r)) for r in rows]
     return table(("alarm", "observed", "limit", "verdict"), lines)
+
+
+def _verdict(row: AlarmRow) -> str:
+    if not row.judged:
+        return "not judged"
+    return "ok" if row.ok else "FIRING"
+
+
+def _ms(value: float | None) -> str:
+    return "—" if value is None else f"{number(value)} ms"
+
+
+def _bench_figures(rows: Sequence[BenchFigure], none: str) -> str:
+    if not rows:
+        return none
+    lines = [
+        (
+            f"`{r.fleet}`",
+            r.hardware,
+            r.load,
+            "—" if r.tok_s_gpu is None else number(r.tok_s_gpu),
+            _ms(r.ttft_p99_ms),
+            _ms(r.itl_p99_ms),
+            r.source,
+            f"`{r.result_id}`",
+        )
+        for r in rows
+    ]
+    headers = ("fleet", "hardware", "load", "tok/s/GPU", "TTFT p99", "ITL p99", "source", "result")
+    intro = "the newest result per fleet and load of the recipe this revision runs:"
+    return intro + "\n\n" + table(headers, lines, right=(3, 4, 5))
 
 
 def render_promotion(view: PromotionView) -> str:
@@ -277,6 +318,6 @@ def render_promotion(view: PromotionView) -> str:
         baked_until=view.baked_until.astimezone(UTC).strftime(stamp),
         alarms=_alarm_table(view.alarms),
         parity=view.parity,
-        bench="; ".join(view.bench) if view.bench else "no results recorded for this revision.",
+        bench=_bench_figures(view.bench, view.bench_none),
         approvals=view.approvals,
     )

@@ -119,6 +119,20 @@ class AlarmRow(Record):
     observed: str  # e.g. "TTFT p99 0.21 s over 1,204 requests", or "not enough requests"
     limit: str  # e.g. "≤ 1.5 s over 5 m"
     ok: bool
+    judged: bool = True  # False: too few requests (or no data) to say; never shown as ok
+
+
+class BenchFigure(Record):
+    """The newest result at one load of the recipe a promotion moves, on one fleet."""
+
+    fleet: str
+    hardware: str
+    load: str  # e.g. "c64" (concurrency 64), "2 req/s"
+    tok_s_gpu: float | None  # output tok/s per GPU, every GPU counted
+    ttft_p99_ms: float | None
+    itl_p99_ms: float | None
+    source: str  # measured, simulated or published
+    result_id: str
 
 
 class PromotionView(Record):
@@ -132,5 +146,6 @@ class PromotionView(Record):
     bake: str  # e.g. "30m"
     alarms: list[AlarmRow] = []
     parity: str  # the deploy-time parity verdict in a line
-    bench: list[str] = []  # result lines for this revision, if any
+    bench: list[BenchFigure] = []  # newest result per fleet and load; none: `bench_none`
+    bench_none: str = "none yet"  # what to say when there are no results
     approvals: str  # e.g. "1 approval from a user with write permission", "none: auto"

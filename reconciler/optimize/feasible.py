@@ -80,8 +80,8 @@ def change_text(old: Recipe, new: Recipe) -> str:
             f"{old.engine.name} {old.engine.version}→{new.engine.name} {new.engine.version}"
         )
     parts += _topology_change(old, new)
-    before = _flat(old.settings.model_dump(exclude={"speculative"}))
-    after = _flat(new.settings.model_dump(exclude={"speculative"}))
+    before = flatten(old.settings.model_dump(exclude={"speculative"}))
+    after = flatten(new.settings.model_dump(exclude={"speculative"}))
     for key in after:
         if before.get(key) != after[key]:
             parts.append(f"{key} {_shown(before.get(key))}→{_shown(after[key])}")
@@ -107,11 +107,12 @@ def _topology_change(old: Recipe, new: Recipe) -> list[str]:
     return [f"{describe_topology(a)} → {describe_topology(b)}"]
 
 
-def _flat(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+def flatten(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """Nested maps as dotted names: {"kv_cache": {"dtype": "fp8"}} → {"kv_cache.dtype": "fp8"}."""
     out: dict[str, Any] = {}
     for key, value in data.items():
         if isinstance(value, dict):
-            out.update(_flat(value, f"{prefix}{key}."))
+            out.update(flatten(value, f"{prefix}{key}."))
         else:
             out[f"{prefix}{key}"] = value
     return out

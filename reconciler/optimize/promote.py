@@ -20,6 +20,7 @@ from reconciler.forge.protocol import BotChange, BotFiles, Forge
 from reconciler.forge.render import render_candidate
 from reconciler.forge.views import CandidateView, LeverChange
 from reconciler.optimize.candidates import Row, Status, StudyState
+from reconciler.optimize.feasible import flatten
 from reconciler.optimize.workload import GOAL_LABEL
 from reconciler.spec.overrides import apply_overrides
 from reconciler.spec.recipe import AggregatedTopology, DisaggregatedTopology, Recipe, Topology
@@ -96,21 +97,20 @@ def edit_release(
     _replace_if_differs(doc, ["release", "topology"], dict(topology), same)
 
 
-def _flat(data: Any, at: str = "") -> dict[str, str]:
-    if isinstance(data, Mapping):
-        out: dict[str, str] = {}
-        for key, value in data.items():
-            out.update(_flat(value, f"{at}.{key}" if at else str(key)))
-        return out
-    return {
-        at: "none" if data is None else str(data).lower() if isinstance(data, bool) else str(data)
-    }
+def _text(value: Any) -> str:
+    if value is None:
+        return "none"
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def _levers(recipe: Recipe) -> dict[str, str]:
+    dumped = recipe.model_dump(include={"engine", "settings", "topology", "args"})
+    return {name: _text(value) for name, value in flatten(dumped).items()}
 
 
 def lever_changes(current: Recipe, candidate: Recipe) -> list[LeverChange]:
     """Every setting, engine and topology value that differs, by dotted name."""
-    before = _flat(current.model_dump(include={"engine", "settings", "topology", "args"}))
-    after = _flat(candidate.model_dump(include={"engine", "settings", "topology", "args"}))
+    before, after = _levers(current), _levers(candidate)
     return [
         LeverChange(lever=name, current=before.get(name, "…"), candidate=after.get(name, "…"))
         for name in sorted(set(before) | set(after))

@@ -13,8 +13,9 @@
    `rules.repeats` times, interleaved, the gain's interval decides (verify.py), then the
    parity suite runs against the current release. A parity failure rejects it however fast,
    and rejects without a trial every later candidate with the same answer levers.
-5. The study is told each outcome (a parity failure as infeasible). With `auto`, each
-   verified winner better than the last one promoted becomes (or updates) the pull request.
+5. The study is told each outcome; a parity failure, its own or a shared one, is a rejection
+   (`Study.reject`: infeasible for TPE, the reason kept). With `auto`, each verified winner
+   better than the last one promoted becomes (or updates) the pull request.
 
 Every step writes the candidates file (state.py) at once, so `denv optimize candidates` shows
 the study as it goes. The caller hands in transports, the promote hook and the messages.
@@ -223,13 +224,11 @@ class Loop:
         study = self.setup.study
         failed = self.known_failure(row.answers or "")
         if failed is not None:  # it would fail parity too: no trial GPU spent on it
-            # told with the failed one's figures, as infeasible: the study learns the region
-            # is closed and never asks for this candidate again
-            stand_in = self.outcome(failed.runs[0], candidate.gpus) if failed.runs else None
-            study.tell(trial, _infeasible(stand_in) if stand_in else None, "parity fails")
-            row = self._rejected(
-                row, f"parity: fails as {failed.id} ({row.answers})", parity=False
-            ).model_copy(update={"parity": failed.parity})
+            why = f"parity: fails as {failed.id} ({row.answers})"
+            study.reject(trial, why)  # the study turns away from it; it costs no trial
+            row = self._rejected(row, why, parity=False).model_copy(
+                update={"parity": failed.parity}
+            )
             self.save(row)
             self.fx.say(f"  {row.id} {row.change}: {status_text(row)}")
             return
@@ -276,8 +275,10 @@ class Loop:
                 return self._rejected(row, why)
             self.save(row)
             row = self.verify(row, endpoint, reference)
-        # parity decides what the study learns: a failure is never a good region
-        study.tell(trial, _infeasible(outcome) if row.parity_passed is False else outcome)
+        if row.parity_passed is False:  # never a good region, however fast
+            study.reject(trial, row.reason or "parity failed", outcome)
+        else:
+            study.tell(trial, outcome)
         return row
 
     def best_verified(self) -> Row | None:
@@ -377,11 +378,3 @@ class Loop:
         number = self.fx.promote(self.state, row)
         self.save(row.model_copy(update={"pr": number}))
         self.fx.say(f"  {row.id}: pull request #{number}")
-
-
-def _infeasible(outcome: Outcome) -> Outcome:
-    """A measured outcome told as missing every constraint (a parity failure): every
-    request counted failed, so the study's constraint reads it as far outside the target."""
-    requests = outcome.metrics.requests or 1
-    metrics = outcome.metrics.model_copy(update={"errors": requests})
-    return outcome.model_copy(update={"metrics": metrics})

@@ -5,8 +5,10 @@ workers share one study. The only module that imports optuna.
 Which suggestions become real trials: the pre-screen's most promising predictions go first,
 then every other trial; TPE suggests the rest, and a suggestion is told to optuna without a
 trial when the space refuses it (infeasible), when it was measured already (its figures are
-repeated), when it is being trialed, or when the pre-screen predicts it clearly bad. Only real
-trials count against max_trials.
+repeated), when it is being trialed, when it was rejected already, or when the pre-screen
+predicts it clearly bad. Only real trials count against max_trials. A candidate ruled out
+whatever its figures (a parity failure) is told with `reject`: infeasible for TPE's constraint,
+its reason kept with the trial.
 """
 
 from __future__ import annotations
@@ -32,6 +34,10 @@ optuna.logging.set_verbosity(optuna.logging.WARNING)
 # Real trials and the rest, as each optuna trial's user attribute "kind" says.
 TRIAL, INFEASIBLE, REPEAT, SCREENED = "trial", "infeasible", "repeat", "screened"
 RUNNING = "running"  # being trialed elsewhere: told failed, which TPE leaves out
+REJECTED = "rejected"  # ruled out without a trial (it shares a parity failure): no GPU used
+# A rejected candidate lies as far outside the constraint as a suggestion the space refuses:
+# TPE turns away from its region, however good its figures.
+REJECTED_MISS = 2 * MISSED
 # A suggestion the pre-screen predicts this far outside the latency target (0.5: 50% over
 # a limit), or below this share of the best prediction's goal figure, gets no trial.
 SCREEN_MISS = 0.5
@@ -130,6 +136,10 @@ class Study:
             if isinstance(built, Infeasible):
                 self._skip(trial, INFEASIBLE, built.reason, 2 * MISSED)
                 continue
+            rejected = self._rejected().get(built.id)
+            if rejected is not None:  # told again, without a trial
+                self._skip(trial, REJECTED, rejected, REJECTED_MISS, candidate=built)
+                continue
             done = self._measured().get(built.id)
             if done is not None:
                 self._repeat(trial, built, done)
@@ -216,6 +226,8 @@ class Study:
 
     def _repeat(self, trial: optuna.Trial, candidate: Candidate, done: FrozenTrial) -> None:
         self._mark(trial, candidate, REPEAT)
+        if "reason" in done.user_attrs:
+            trial.set_user_attr("reason", done.user_attrs["reason"])
         _constrain(trial, float(done.user_attrs.get("constraint", MISSED)))
         self.study.tell(trial, done.value)
 
@@ -230,6 +242,25 @@ class Study:
             return
         self._record(trial, outcome)
         self.study.tell(trial, value)
+
+    def reject(self, trial: optuna.Trial, reason: str, outcome: Outcome | None = None) -> None:
+        """Rule the trial's candidate out whatever its figures (a parity failure): told as
+        infeasible for TPE's constraint, `reason` kept in its user attributes, and never
+        trialed again. `outcome`: what its trial measured (kept as its value); None when it
+        is rejected without a trial, which then does not count against max_trials."""
+        trial.set_user_attr("reason", reason)
+        trial.set_user_attr("rejected", True)
+        if outcome is None:
+            trial.set_user_attr("kind", REJECTED)
+            _constrain(trial, REJECTED_MISS)
+            self.study.tell(trial, state=TrialState.PRUNED)
+            return
+        self._record(trial, outcome, miss=REJECTED_MISS)
+        value = outcome.value(self.goal)
+        if value is None:
+            self.study.tell(trial, state=TrialState.FAIL)
+        else:
+            self.study.tell(trial, value)
 
     def should_stop_early(self, trial: optuna.Trial, partial: Outcome) -> bool:
         """Whether the figures so far clearly miss the latency target (prune the trial)."""
@@ -248,9 +279,11 @@ class Study:
         trial.set_user_attr("reason", "stopped early: clearly missing the latency target")
         self.study.tell(trial, state=TrialState.PRUNED)
 
-    def _record(self, trial: optuna.Trial, outcome: Outcome) -> None:
+    def _record(self, trial: optuna.Trial, outcome: Outcome, miss: float | None = None) -> None:
+        """The outcome's figures, and its constraint: `miss`, else how far it lies outside
+        the target (optuna keeps a trial's first constraint: it is set here once)."""
         metrics = outcome.metrics
-        _constrain(trial, violation(outcome, self.target))
+        _constrain(trial, violation(outcome, self.target) if miss is None else miss)
         trial.set_user_attr("tok_s_gpu", metrics.output_tok_s_per_gpu)
         trial.set_user_attr("ttft_p99_ms", metrics.ttft_ms.p99)
         trial.set_user_attr("itl_p99_ms", metrics.itl_ms.p99)
@@ -305,6 +338,14 @@ class Study:
             if t.state == TrialState.RUNNING
             and t.user_attrs.get("kind") == TRIAL
             and "candidate" in t.user_attrs
+        }
+
+    def _rejected(self) -> dict[str, str]:
+        """Candidates ruled out by `reject`, with the reason."""
+        return {
+            str(t.user_attrs["candidate"]): str(t.user_attrs.get("reason", "rejected"))
+            for t in self._trials()
+            if t.user_attrs.get("rejected") and "candidate" in t.user_attrs
         }
 
     def _measured(self) -> dict[str, FrozenTrial]:

@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
-from reconciler.rollout.samples import Point, Track, minus, window
+from reconciler.rollout.samples import Point, Track, minus, since_start, window
 from reconciler.rollout.series import GAUGE_METRICS, HISTOGRAM_METRICS, Histogram
 from reconciler.spec.policy import FRACTION_METRICS, LATENCY_METRICS, Alarm
 
@@ -38,14 +38,16 @@ class Reading:
     covered: float = 0.0  # seconds the window spans; less than alarm.window: short history
     missing: tuple[str, ...] = ()  # engines (metrics URLs) whose latest scrape failed
     note: str = ""  # why value is None
+    over: str = ""  # what the window was, when not the alarm's own (e.g. "4s bake")
 
     def describe(self) -> str:
         """e.g. 'ttft p99 2.31 s > 1.5 s (812 requests, 5m)'."""
         a = self.alarm
         what = a.metric if a.stat == "value" else f"{a.metric} {a.stat}"
-        span = _duration(a.window)
+        span = duration_text(a.window)
         if self.covered + 1e-9 < a.window:
-            span = f"{_duration(self.covered)} of {span}"
+            span = f"{duration_text(self.covered)} of {span}"
+        span = self.over or span
         tail = f" (not answering: {', '.join(self.missing)})" if self.missing else ""
         if self.value is None:
             return f"{what}: not judged, {self.note} ({span}){tail}"
@@ -73,6 +75,21 @@ class Reading:
 def evaluate(alarms: Mapping[str, Alarm], tracks: Mapping[str, Track], now: float) -> list[Reading]:
     """Every alarm's reading at `now` (Unix seconds) from the engines' tracks, by URL."""
     return [read(name, alarm, tracks, now) for name, alarm in alarms.items()]
+
+
+def over_bake(
+    alarms: Mapping[str, Alarm], tracks: Mapping[str, Track], since: float, now: float
+) -> list[Reading]:
+    """Every alarm read over the whole bake (`since` to `now`) rather than its own window:
+    the evidence of a bake that turned green. Requests and histograms come from each
+    engine's first point of the bake and its newest; gauges from the points kept."""
+    whole = {url: since_start(t) for url, t in tracks.items()}
+    found = []
+    for name, alarm in alarms.items():
+        longer = alarm.model_copy(update={"window": max(now - since, alarm.window)})
+        reading = read(name, longer, whole, now)
+        found.append(replace(reading, over=f"{duration_text(now - since)} bake"))
+    return found
 
 
 def read(name: str, alarm: Alarm, tracks: Mapping[str, Track], now: float) -> Reading:
@@ -184,7 +201,7 @@ def _format(metric: str, value: float) -> str:
     return f"{value:g}"
 
 
-def _duration(seconds: float) -> str:
+def duration_text(seconds: float) -> str:
     for unit, size in (("h", 3600), ("m", 60)):
         if seconds >= size and seconds % size == 0:
             return f"{seconds / size:g}{unit}"

@@ -62,8 +62,9 @@ def promotion_view(
             observed=a.text,
             limit=limit(alarms[a.name]) if a.name in alarms else "",
             ok=not a.firing,
+            judged=a.value is not None,
         )
-        for a in record.alarms
+        for a in record.evidence or record.alarms
     ]
     return PromotionView(
         release=release,

@@ -12,6 +12,8 @@ from reconciler.rollout.stages import last_good
 from reconciler.rollout.state import RolloutState
 from reconciler.spec.repo import Repo
 
+NEWER_WALK = 32  # release revisions looked back to order two of them
+
 
 class Revisions:
     """Release revisions of one source's releases, per head (history is cached)."""
@@ -29,6 +31,11 @@ class Revisions:
 
     def digest(self, release: str, revision: str | None) -> str | None:
         return self.history.digest_at(revision, release) if revision else None
+
+    def newer(self, head: str, release: str, a: str, b: str) -> bool:
+        """Whether revision `a` came after `b` in the release's history up to `head`."""
+        found = [r.revision for r in self.history.revisions(head, release, count=NEWER_WALK)]
+        return a in found and b in found and found.index(a) < found.index(b)
 
     def fallback(
         self, head: str, release: str, stage: str, index: int, bad: str, rejected: frozenset[str]

@@ -39,6 +39,7 @@ class Track:
     offset: Point | None = None  # values before the last restart, added to every scrape since
     created: float | None = None
     error: str | None = None
+    start: Point | None = None  # the first point, never thinned: readings over the whole bake
 
 
 @dataclass(frozen=True)
@@ -72,13 +73,13 @@ def record(track: Track, scrape: Scrape, at: float, keep: Keep) -> Track:
         return replace(track, error=None)
     if newest is None or not _same_bounds(newest, scrape):
         point = Point(at, scrape.histograms, scrape.counters, scrape.gauges)
-        return Track(track.engine, (point,), None, scrape.created)
+        return Track(track.engine, (point,), None, scrape.created, start=point)
     offset = track.offset
     if _restarted(track, newest, scrape):
         offset = newest
     point = _add(Point(at, scrape.histograms, scrape.counters, scrape.gauges), offset)
     points = thin((*track.points, point), at, keep)
-    return Track(track.engine, points, offset, scrape.created)
+    return Track(track.engine, points, offset, scrape.created, start=track.start)
 
 
 def failed(track: Track, error: str) -> Track:
@@ -93,6 +94,15 @@ def window(track: Track, now: float, seconds: float) -> tuple[Point, Point] | No
     start = now - seconds
     before = [p for p in track.points[:-1] if p.at <= start]
     return (before[-1] if before else track.points[0]), track.points[-1]
+
+
+def since_start(track: Track) -> Track:
+    """The track with its first point back before the points kept: a window from it spans
+    everything the track saw (gauges: the points kept)."""
+    if track.start is None or not track.points or track.start.at >= track.points[-1].at:
+        return track
+    later = tuple(p for p in track.points if p.at > track.start.at)
+    return replace(track, points=(track.start, *later))
 
 
 def thin(points: tuple[Point, ...], now: float, keep: Keep) -> tuple[Point, ...]:
@@ -164,11 +174,14 @@ def _plus(a: Histogram, b: Histogram) -> Histogram:
 
 
 def track_json(track: Track) -> dict[str, Any]:
-    bounds = {m: list(h.bounds) for p in track.points for m, h in p.histograms.items()}
+    every = (*track.points, *((track.start,) if track.start is not None else ()))
+    bounds = {m: list(h.bounds) for p in every for m, h in p.histograms.items()}
     out: dict[str, Any] = {"engine": track.engine, "bounds": bounds}
     out["points"] = [_point_json(p) for p in track.points]
     if track.offset is not None:
         out["offset"] = _point_json(track.offset)
+    if track.start is not None:
+        out["start"] = _point_json(track.start)
     if track.created is not None:
         out["created"] = track.created
     if track.error is not None:
@@ -183,7 +196,8 @@ def track_from_json(data: Mapping[str, Any]) -> Track:
     offset = _point_from(data["offset"], bounds) if "offset" in data else None
     created = float(data["created"]) if "created" in data else None
     error = str(data["error"]) if "error" in data else None
-    return Track(str(data["engine"]), points, offset, created, error)
+    start = _point_from(data["start"], bounds) if "start" in data else None
+    return Track(str(data["engine"]), points, offset, created, error, start)
 
 
 def _num(value: float) -> float | int:

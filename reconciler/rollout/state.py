@@ -38,8 +38,8 @@ class PromotionPr(Kept):
     url: str
     revision: str  # the release revision it pins for the next stage
     stage: str  # the stage whose pin it moves
-    state: str = "open"  # open, merged, closed, stale (pins a rejected revision)
-    blockers: list[str] = []  # why it is not merged yet
+    state: str = "open"  # open, merged, closed (by a person, or by the bot when stale)
+    blockers: list[str] = []  # why it is not merged yet (or why the bot closed it)
 
 
 class StageRecord(Kept):
@@ -55,6 +55,7 @@ class StageRecord(Kept):
     rolled_back: str | None = None  # the revision the override replaces
     reason: str = ""  # why it was rolled back, or what blocks it
     alarms: list[AlarmValue] = []
+    evidence: list[AlarmValue] = []  # the alarms over the whole bake, read when it turned green
     promotion: PromotionPr | None = None  # the PR moving the next stage's pin
     rollback_pr: int | None = None
     rollback_url: str | None = None

@@ -1,11 +1,13 @@
 """Pure logic: `denv rollout status` — per stage, the revision git names and the one running,
 its state in words (deploying, baking 12m/30m, green, waiting for approval, rolled back,
-rejected) and its alarms, from the release, its pins and the bot's kept state."""
+rejected) and its alarms, from the release, its pins and the bot's kept state; and, for `denv
+status`, the stages a rollback override makes run other than what git names."""
 
 from __future__ import annotations
 
 from pydantic import BaseModel
 
+from reconciler.reconcile.revisions import Stages
 from reconciler.rollout.evidence import duration
 from reconciler.rollout.state import AlarmValue, Phase, RolloutState, StageRecord
 from reconciler.spec.release import Promotions, Release
@@ -25,6 +27,8 @@ class StageStatus(BaseModel):
 
 def _state(record: StageRecord, bake: float, now: float) -> str:
     if record.phase == Phase.BAKING and record.ready_at is not None:
+        if now - record.ready_at >= bake:  # the bot's next pass judges it
+            return f"baked {duration(bake)}, judged at the bot's next pass"
         return f"baking {duration(round(now - record.ready_at))}/{duration(bake)}"
     if record.phase == Phase.ROLLED_BACK and record.override:
         bad = (record.rolled_back or "")[:12]
@@ -83,3 +87,34 @@ def rollout_status(
             )
         )
     return rows
+
+
+class Override(BaseModel):
+    """A stage that runs another revision than git names: a rollback git has not recorded."""
+
+    release: str
+    stage: str
+    named: str  # what git names (rejected)
+    runs: str  # what the bot runs instead
+    pr: int | None  # the rollback PR that records it
+
+    def text(self) -> str:
+        until = f"PR #{self.pr} merges" if self.pr else f"git stops naming {self.named[:12]}"
+        where = f"{self.release}/{self.stage}"
+        return f"rolled back: {where} runs {self.runs[:12]} (override until {until})"
+
+
+def overrides(named: Stages, running: Stages, state: RolloutState) -> list[Override]:
+    """Stages whose revision the bot's `adjust` hook changed (git's `named`, the bot's
+    `running`), with the rollback PR the bot's state records for each."""
+    wanted = {(s.release, s.stage): s.revision for s in named.running}
+    found: list[Override] = []
+    for stage in running.running:
+        before = wanted.get((stage.release, stage.stage))
+        if before is None or before == stage.revision:
+            continue
+        record = state.stages.get(f"{stage.release}/{stage.stage}")
+        pr = record.rollback_pr if record is not None else None
+        found.append(Override(release=stage.release, stage=stage.stage, named=before,
+                              runs=stage.revision, pr=pr))  # fmt: skip
+    return found

@@ -15,11 +15,12 @@ import urllib.parse
 import urllib.request
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from typing import Any
 
 from reconciler.engines.base import url as base_url
 from reconciler.engines.units import Unit
-from reconciler.rollout.alarms import Reading, evaluate
+from reconciler.rollout.alarms import Reading, duration_text, evaluate, over_bake
 from reconciler.rollout.promql import AlarmQueries, Answer, instance, queries, reading
 from reconciler.rollout.samples import Keep, Track, failed, record, track_from_json, track_json
 from reconciler.rollout.series import ENGINES, ParseError, parse
@@ -57,10 +58,12 @@ class AlarmWatch:
         self._timeout = timeout
         self._tracks = _load(state)
         self._queried: dict[str, list[Reading]] = {}
+        self._targets: dict[str, list[tuple[str, str]]] = {}  # the last scrape's, per key
 
     def scrape(self, key: str, targets: Sequence[tuple[str, str]], now: float) -> None:
         """One sample of each (engine, metrics URL); an engine that does not answer gets no
         sample, only an error its readings name. Engines no longer listed are dropped."""
+        self._targets[key] = list(targets)
         if self._prometheus is not None:
             self._queried[key] = self._query(self._prometheus, targets, now)
             return
@@ -80,6 +83,18 @@ class AlarmWatch:
             return self._queried[key]
         note = "Prometheus not asked yet"
         return [Reading(n, a, None, 0, False, note=note) for n, a in self.alarms.items()]
+
+    def over_bake(self, key: str, since: float, now: float) -> list[Reading]:
+        """The alarms read over the whole bake, from `since` (when every replica was ready:
+        the stage's first scrape) to the last scrape."""
+        if self._prometheus is None:
+            return over_bake(self.alarms, self._tracks.get(key, {}), since, now)
+        bake = {
+            name: alarm.model_copy(update={"window": max(now - since, alarm.window)})
+            for name, alarm in self.alarms.items()
+        }
+        found = self._query(self._prometheus, self._targets.get(key, []), now, bake)
+        return [replace(r, over=f"{duration_text(now - since)} bake") for r in found]
 
     def forget(self, key: str) -> None:
         """The stage's revision changed: start a fresh window."""
@@ -104,13 +119,19 @@ class AlarmWatch:
         except ParseError as exc:
             return failed(track, str(exc))
 
-    def _query(self, server: str, targets: Sequence[tuple[str, str]], now: float) -> list[Reading]:
+    def _query(
+        self,
+        server: str,
+        targets: Sequence[tuple[str, str]],
+        now: float,
+        alarms: Mapping[str, Alarm] | None = None,
+    ) -> list[Reading]:
         by_engine: dict[str, list[str]] = {}
         for engine, url in targets:
             if engine in ENGINES:
                 by_engine.setdefault(engine, []).append(instance(url))
         found: list[Reading] = []
-        for name, alarm in self.alarms.items():
+        for name, alarm in (alarms or self.alarms).items():
             try:
                 answers = [
                     self._answer(server, queries(alarm, ENGINES[engine], instances), now)

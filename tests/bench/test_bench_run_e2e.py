@@ -267,8 +267,8 @@ def test_an_engine_that_exits_at_start_is_reported_and_torn_down(lab: Lab) -> No
         timeout=240,
     )
     assert done.returncode == 1, done.stdout + done.stderr
-    assert "aggregated-0 on lab-h0 exited (exit 1)" in done.stderr
-    assert "needs 16.0 GB of weights per GPU" in done.stderr
+    assert "aggregated-0 on lab-h0 exited (exit 1)" in done.stderr, done.stderr
+    assert "needs 16.0 GB of weights per GPU" in done.stderr, done.stderr
     assert trial_units(lab) == []
     assert not (lab.repo.path / "results").exists()
 

@@ -375,6 +375,8 @@ class FakeGitHub:
     def _patch_pull(self, r: Request) -> Answer:
         pull = self.pulls[int(r.match[1])]
         pull.update({k: v for k, v in r.payload.items() if k in ("title", "body")})
+        if r.payload.get("state") in ("open", "closed") and not pull["merged"]:
+            pull["state"] = r.payload["state"]  # closing (or reopening) without a merge
         return 200, self._pull_json(pull), {}
 
     def _put_merge(self, r: Request) -> Answer:

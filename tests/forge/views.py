@@ -6,6 +6,7 @@ from datetime import UTC, datetime
 
 from reconciler.forge.views import (
     AlarmRow,
+    BenchFigure,
     BenchRow,
     BenchView,
     CandidateView,
@@ -181,11 +182,34 @@ PROMOTION = PromotionView(
         ),
         AlarmRow(
             name="errors-1pct",
-            observed="not enough requests (38 of 100)",
+            observed="error_rate: not judged, 38 requests < 100 (30m bake)",
             limit="≤ 1% over 5m",
             ok=True,
+            judged=False,
         ),
     ],
     parity="one recipe on every fleet: no deploy-time parity check needed",
+    bench=[
+        BenchFigure(
+            fleet="prod-h200",
+            hardware="h200",
+            load="c8",
+            tok_s_gpu=1480.5,
+            ttft_p99_ms=212.0,
+            itl_p99_ms=11.4,
+            source="measured",
+            result_id="llama-3.1-8b-vllm-1-h200-c8-20250313t120000",
+        ),
+        BenchFigure(
+            fleet="prod-h200",
+            hardware="h200",
+            load="c64",
+            tok_s_gpu=5210.0,
+            ttft_p99_ms=1320.0,
+            itl_p99_ms=None,
+            source="simulated",
+            result_id="llama-3.1-8b-vllm-1-h200-c64-20250313t121500",
+        ),
+    ],
     approvals="1 approval of the head commit by a user with write permission",
 )

@@ -2,12 +2,11 @@
 deliberately poor recipe (max_batch 4 under 16 clients), searched over max_batch and the KV
 cache's dtype. The optimizer finds a verified better candidate within its budget, rejects the
 fp8-KV candidate that is faster still but fails parity against the current release, and with
---auto opens a local pull request editing the release's denv.yaml in place. Merged, the
-reconciler deploys it to the first stage. `denv optimize stop` ends a running study: its
-trials torn down, the study marked stopped.
-
-(The stage flow after the first stage — bake, promotion PRs — is the rollout's; the lead adds
-it to this test when it lands.)"""
+--auto opens a local pull request editing the release's denv.yaml in place. Merged, the PR
+flows through the stages as any change does: the bot (`denv reconcile` in a loop) deploys it
+to the canary, bakes it, promotes it to prod by an auto-merged promotion PR and deploys it
+there. `denv optimize stop` ends a running study: its trials torn down, the study marked
+stopped."""
 
 from __future__ import annotations
 
@@ -16,15 +15,19 @@ import os
 import random
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pygit2
 import pytest
+import yaml
 
 from reconciler.fleet.hostagent import AgentClient
 from reconciler.fleet.transport import LocalTransport
 from reconciler.forge.local import LocalForge
+from reconciler.forge.models import PrState
 from tests.conftest import ROOT
 from tests.fleet.conftest import wait_for
 from tests.reconcile.conftest import GitRepo, git_repo
@@ -43,11 +46,15 @@ release:
 stages:
   - name: canary
     fleets: [local]
-    alarms: [ttft-p99-1.5s, errors-1pct]
+    bake: 2s
+    alarms: [ttft-p99-1.5s, errors-1pct]   # quiet during the test: not judged, never firing
+  - name: prod
+    fleets: [local]
+    promotion: auto                         # the bot merges the promotion PR into prod
 """
 RULES = """\
 optimizer:
-  max_trials: 5
+  max_trials: 3
   repeats: 3
   min_gain: 0.03
   parity: tolerant
@@ -100,17 +107,20 @@ def ok(done: subprocess.CompletedProcess[str]) -> str:
 
 def test_finds_verifies_rejects_fp8_and_opens_a_pr(lab: tuple[GitRepo, dict[str, str]]) -> None:
     repo, env = lab
+    started = time.monotonic()
     out = ok(
         denv(env, repo, "optimize", "start", "chat-8b/canary", "--goal", "throughput",
              "--budget-gpus", "2", "--levers", "max_batch,kv_dtype", "--concurrency", "16",
              "--requests", "48", "--seed", "1", "--auto", "--ready-timeout", "60s", "--json")
     )  # fmt: skip
     state: dict[str, Any] = json.loads(out)
-    assert state["state"] == "finished" and state["trials"] <= 5
+    assert state["state"] == "finished" and state["trials"] <= 3
     assert state["traffic"] == "releases/chat-8b/traffic/canary.jsonl"
     assert state["target"] == "ttft:p99<1.5s"
     current = sum(r["goal"] for r in state["current"]["runs"]) / len(state["current"]["runs"])
     rows = {r["id"]: r for r in state["candidates"]}
+    print(f"optimize start: {time.monotonic() - started:.1f}s, {state['trials']} trials, "
+          f"{len(rows)} candidates")  # fmt: skip
 
     verified = [r for r in rows.values() if r["status"] == "verified"]
     assert verified, json.dumps(state["candidates"], indent=1)[:4000]
@@ -127,6 +137,11 @@ def test_finds_verifies_rejects_fp8_and_opens_a_pr(lab: tuple[GitRepo, dict[str,
     faster = sum(r["goal"] for r in tried["runs"]) / len(tried["runs"])
     assert faster > current * 1.03  # it IS faster: parity alone rejected it
     assert tried["pr"] is None
+    # fp8 candidates after it are rejected without a trial: no GPU time, no trial counted
+    reused = f"parity: fails as {tried['id']}"
+    shared = [r for r in rows.values() if (r["reason"] or "").startswith(reused)]
+    assert shared and all(not r["runs"] and r["parity_passed"] is False for r in shared)
+    assert sum(1 for r in rows.values() if r["runs"]) == state["trials"]
 
     table = ok(denv(env, repo, "optimize", "candidates", "chat-8b/canary"))
     for header in ("CANDIDATE", "CHANGE", "TOK/S/GPU", "TTFT-P99", "PARITY", "STATUS"):
@@ -148,14 +163,63 @@ def test_finds_verifies_rejects_fp8_and_opens_a_pr(lab: tuple[GitRepo, dict[str,
     kinds = [c.body.split(" -->")[0] for c in forge.comments(1)]
     assert kinds == ["<!-- denv:candidate", "<!-- denv:plan"]
     forge.approve(1)
-    assert forge.merge(1).status == "merged"
-    ok(denv(env, repo, "reconcile", "--once", "--ready-timeout", "60s", "--drain", "5s"))
+    merged = forge.merge(1)
+    assert merged.status == "merged" and merged.sha
+    flows_through_the_stages(repo, env, merged.sha, wanted)
+
+
+def flows_through_the_stages(repo: GitRepo, env: dict[str, str], merged: str, batch: int) -> None:
+    """The bot deploys the merged revision to the canary, bakes it, merges the promotion PR
+    into prod (`promotion: auto`) and deploys it there: prod's pin names the merge."""
+    log = repo.path.parent / "bot.log"
+    argv = [sys.executable, "-m", "reconciler", "reconcile", "--repo", str(repo.path),
+            "--interval", "0.5s", "--ready-timeout", "60s", "--drain", "1s"]  # fmt: skip
     agent = AgentClient(LocalTransport(env=env), python=sys.executable)
-    engines = [u for u in agent.units() if u.id.startswith("chat-8b.canary.") and u.alive]
-    assert engines and all(not u.id.startswith("trial-") for u in engines)
-    specs = [json.loads(u.argv[u.argv.index("--spec-json") + 1]) for u in engines
-             if "--spec-json" in u.argv]  # fmt: skip
-    assert specs and all(s["recipe"]["settings"]["max_batch"] == wanted for s in specs)
+
+    def prod_pin() -> str | None:
+        """Prod's pin on main, read in this process (the agent's answers cost a process)."""
+        tree = repo.git.references["refs/heads/main"].peel(pygit2.Commit).tree
+        path = "releases/chat-8b/promotions.yaml"
+        if path not in tree:
+            return None
+        blob = repo.git[tree[path].id]
+        assert isinstance(blob, pygit2.Blob)
+        pins = yaml.safe_load(blob.data) or {}
+        found: str | None = (pins.get("promotions") or {}).get("prod", {}).get("revision")
+        return found
+
+    def batches(stage: str) -> set[int]:
+        """max_batch of each engine of the stage running the merged revision."""
+        engines = [u for u in agent.units() if u.id.startswith(f"chat-8b.{stage}.") and u.alive]
+        return {
+            json.loads(u.argv[u.argv.index("--spec-json") + 1])["recipe"]["settings"]["max_batch"]
+            for u in engines
+            if "--spec-json" in u.argv and u.labels.get("revision") == merged
+        }
+
+    started = time.monotonic()
+    with log.open("wb") as out:
+        bot = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=env)
+    try:
+
+        def alive() -> None:
+            assert bot.poll() is None, log.read_text()[-3000:]
+
+        # the canary bakes the merge before prod's pin can move to it
+        wait_for(lambda: alive() or prod_pin() == merged, timeout=120, what="prod's pin")
+        wait_for(lambda: alive() or batches("prod") == {batch}, timeout=90, what="prod at it")
+        assert batches("canary") == {batch}
+        print(f"merge to prod: {time.monotonic() - started:.1f}s")
+    finally:
+        bot.terminate()
+        try:
+            bot.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            bot.kill()
+    promotions = [p for p in LocalForge(repo.path).pull_requests(PrState.MERGED)
+                  if p.head_branch.startswith("denv/promote/")]  # fmt: skip
+    assert [p.author for p in promotions] == ["denv-bot"], log.read_text()[-3000:]
+    assert all(not u.id.startswith("trial-") for u in agent.units() if u.alive)
 
 
 def test_stop_ends_a_running_study_and_its_trial(lab: tuple[GitRepo, dict[str, str]]) -> None:

@@ -1,5 +1,6 @@
 """The study: optuna in RDB storage, the pre-screen's picks first, real trials counted apart
-from suggestions told without one, the latency target as a constraint."""
+from suggestions told without one, the latency target as a constraint, rejections (a parity
+failure) as infeasible."""
 
 from __future__ import annotations
 
@@ -14,7 +15,14 @@ from reconciler.errors import DenvError
 from reconciler.optimize.outcome import Outcome
 from reconciler.optimize.prescreen import Scored, prescreen, promising
 from reconciler.optimize.space import Candidate, SearchSpace
-from reconciler.optimize.study import SCREEN_MISS, SCREENED, TRIAL, Study
+from reconciler.optimize.study import (
+    REJECTED,
+    REJECTED_MISS,
+    SCREEN_MISS,
+    SCREENED,
+    TRIAL,
+    Study,
+)
 from reconciler.spec.result import Metrics, Percentiles
 from tests.optimize import spaces
 
@@ -115,6 +123,44 @@ def test_a_failed_trial_is_not_ranked(space: SearchSpace) -> None:
     assert trial.state == TrialState.FAIL
     assert trial.user_attrs["reason"] == "the engine never became ready"
     assert study.best() == []
+
+
+def test_a_rejected_candidate_is_infeasible_and_never_trialed_again(
+    space: SearchSpace, screened: list[Scored]
+) -> None:
+    study = Study(None, "rejected", space, "throughput", TARGET, screened=screened, seed=5)
+    asked = study.ask()
+    assert asked is not None
+    fast = outcome(300, tok_s_gpu=5000)  # meets the target and is the fastest: parity alone
+    study.reject(asked[0], "parity: 3/20 prompts differ", fast)
+    (trial,) = study.study.get_trials()
+    assert (trial.state, trial.value) == (TrialState.COMPLETE, 5000)
+    assert trial.constraints == {
+        "latency_target": REJECTED_MISS
+    }  # what TPE reads: far outside the target
+    assert trial.user_attrs["reason"] == "parity: 3/20 prompts differ"
+    assert trial.user_attrs["kind"] == TRIAL and study.trials_used() == 1  # it had its trial
+    assert [(r.candidate.id, r.meets) for r in study.best()] == [(asked[1].id, False)]
+    later: list[str] = []
+    while (again := study.ask()) is not None:
+        later.append(again[1].id)
+        study.tell(again[0], measured(screened, again[1]))
+    assert later and asked[1].id not in later
+    told_again = [t for t in study.study.get_trials() if t.user_attrs.get("kind") == REJECTED]
+    assert all(t.user_attrs["candidate"] == asked[1].id for t in told_again)
+
+
+def test_a_rejection_without_a_trial_costs_no_trial(space: SearchSpace) -> None:
+    study = Study(None, "shared-failure", space, "throughput", TARGET, max_trials=1, seed=6)
+    asked = study.ask()
+    assert asked is not None
+    study.reject(asked[0], "parity: fails as c-123456")
+    (trial,) = study.study.get_trials()
+    assert (trial.state, trial.user_attrs["kind"]) == (TrialState.PRUNED, REJECTED)
+    assert trial.constraints == {"latency_target": REJECTED_MISS}
+    assert study.trials_used() == 0 and study.best() == []
+    following = study.ask()  # the budget is intact
+    assert following is not None and following[1].id != asked[1].id
 
 
 @pytest.mark.parametrize(

@@ -113,6 +113,15 @@ def test_the_loop_verifies_a_winner_and_keeps_fp8_out(denv_repo: Path, edit: Edi
         )
     deployed_fp8 = [r for r in loop.deployed if r.settings.kv_cache.dtype == "fp8"]
     assert len(deployed_fp8) == 1
+    # the study learnt each parity failure as a rejection, with its reason; those without
+    # a trial cost none
+    told = {
+        t.user_attrs["candidate"]: t.user_attrs["reason"]
+        for t in setup.study.study.get_trials()
+        if t.user_attrs.get("rejected")
+    }
+    assert told == {r.id: r.reason for r in fp8 if r.parity_passed is False}
+    assert sum(1 for r in rows.values() if r.runs) == final.trials
     # the baseline, then three runs beside each of the two verified: the winner and that fp8
     assert len(final.current.runs) == 1 + 3 + 3
 

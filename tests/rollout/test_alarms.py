@@ -8,8 +8,8 @@ import random
 
 import pytest
 
-from reconciler.rollout.alarms import Reading, evaluate, merge, percentile, quantile
-from reconciler.rollout.samples import Keep, Track, failed, record
+from reconciler.rollout.alarms import Reading, evaluate, merge, over_bake, percentile, quantile
+from reconciler.rollout.samples import Keep, Track, failed, record, track_from_json, track_json
 from reconciler.rollout.series import Histogram, Scrape
 from reconciler.spec.policy import Alarm
 
@@ -269,3 +269,46 @@ def test_no_engine_answering_is_never_an_alarm() -> None:
 def test_a_scrape_not_newer_than_the_last_one_is_ignored() -> None:
     t = track((100, scrape(10)), (100, scrape(20)), (50, scrape(30)))
     assert [(p.at, p.counters["requests"]) for p in t.points] == [(100, 10)]
+
+
+# -- over the whole bake --------------------------------------------------------------------
+
+
+def test_the_bake_reading_counts_every_request_since_the_bake_began() -> None:
+    """Traffic early in a 600 s bake, none in the last window: the window alone saw no
+    request, the bake saw them all (the first point survives thinning)."""
+    alarm = TTFT_P99.model_copy(update={"window": 60.0, "min_requests": 50})
+    keep = Keep.for_alarms([alarm])
+    busy = scrape(requests=80, ttft=hist(0, 80, 0, 0))
+    t = track((0, scrape(ttft=hist(0, 0, 0, 0))), (100, busy), (300, busy), (600, busy), keep=keep)
+    assert len(t.points) < 4 and t.start is not None and t.start.at == 0
+    [last] = evaluate({"a": alarm}, {"u": t}, 600)
+    assert (last.value, last.requests) == (None, 0)
+    [bake] = over_bake({"a": alarm}, {"u": t}, since=0, now=600)
+    assert bake.requests == 80 and bake.value == pytest.approx(0.1 + 0.4 * 0.99)
+    assert bake.describe() == "ttft p99 496 ms ≤ 800 ms (80 requests, 10m bake)"
+
+
+def test_a_quiet_bake_says_it_was_not_judged() -> None:
+    t = track((0, scrape()), (4, scrape(requests=2, ttft=hist(2, 0, 0, 0))))
+    [bake] = over_bake({"a": TTFT_P99}, {"u": t}, since=0, now=4)
+    assert (bake.value, bake.firing) == (None, False)
+    assert bake.describe() == "ttft p99: not judged, 2 requests < 50 (4s bake)"
+
+
+def test_the_first_point_round_trips_through_json() -> None:
+    t = track((0, scrape(ttft=hist(1, 0, 0, 0))), (10, scrape(requests=3)))
+    assert track_from_json(track_json(t)) == t
+
+
+def test_a_gauge_over_the_bake_takes_the_points_kept() -> None:
+    alarm = Alarm(metric="kv_usage", stat="p99", max=0.95, window=60.0, min_requests=1)
+    keep = Keep.for_alarms([alarm])
+    t = track(
+        (0, scrape(kv_usage=0.1)), (100, scrape(requests=5, kv_usage=0.97)),
+        (140, scrape(requests=9, kv_usage=0.5)), (150, scrape(requests=9, kv_usage=0.4)),
+        keep=keep,
+    )  # fmt: skip
+    [bake] = over_bake({"a": alarm}, {"u": t}, since=0, now=150)
+    kept = [p.gauges["kv_usage"] for p in t.points if p.at > 0]
+    assert bake.requests == 9 and bake.value == pytest.approx(percentile(0.99, kept))

@@ -14,7 +14,7 @@ import sys
 import threading
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -48,7 +48,7 @@ release:
 stages:
   - name: canary
     fleets: [lab]
-    bake: 4s
+    bake: {{bake}}
     alarms: [ttft-fast]
   - name: prod
     fleets: [lab2]
@@ -108,13 +108,14 @@ class Stages:
     load_stop: threading.Event = field(default_factory=threading.Event)
     answered: list[int] = field(default_factory=lambda: [0])
 
-    def release(self, batch: int, promotion: str = "manual") -> str:
+    def release(self, batch: int, promotion: str = "manual", bake: str = "4s") -> str:
+        """Commit the release (max_batch `batch`; the canary's `bake`) on main."""
         path = self.lab.repo.path
         if self.remote is not None:  # what was merged on GitHub first
             git(path, "fetch", "-q", str(self.remote), "main")
             git(path, "reset", "-q", "--hard", "FETCH_HEAD")
         sync(self.lab.repo)
-        text = RELEASE.format(batch=batch, promotion=promotion)
+        text = RELEASE.format(batch=batch, promotion=promotion, bake=bake)
         self.lab.repo.write("releases/chat-8b/denv.yaml", text)
         commit = self.lab.repo.commit(f"chat-8b: max_batch {batch}")
         if self.remote is not None:
@@ -229,10 +230,17 @@ def rollback_prs(forge: Any) -> list[Any]:
     return [p for p in forge.pull_requests() if p.head_branch.startswith("denv/rollback/")]
 
 
-def roll_back_on_fault(stages: Stages, forge: Any, good: str) -> dict[str, float]:
-    """A new revision on the canary, a latency fault during its bake: the bot returns the
-    canary to `good` and opens a rollback PR. The seconds each step took after the fault."""
-    bad = stages.release(batch=64)
+# A bad revision's canary bakes long: a slow pass under load never lets it turn green before
+# the fault's alarm fires (a rollback ends the bake anyway: it costs no time).
+BAD_BAKE = "60s"
+
+
+def roll_back_on_fault(
+    stages: Stages, bot: Bot, rollback_titles: Callable[[], list[str]], good: str, bad: str
+) -> dict[str, Any]:
+    """The canary baking `bad`, a latency fault: the bot returns the canary to `good` and
+    opens a rollback PR (`rollback_titles` lists the forge's). The seconds each step took
+    after the fault, and the bot's passes by the rollback."""
     stages.wait(
         lambda: (
             stages.stage("canary").get("revision") == bad
@@ -244,18 +252,32 @@ def roll_back_on_fault(stages: Stages, forge: Any, good: str) -> dict[str, float
     stages.fault("lab", spike_ms=800)
     stages.wait(lambda: stages.stage("canary").get("phase") == "rolled back", "the rollback")
     decided = time.monotonic() - faulted
+    seen = passes(bot)
     record = stages.stage("canary")
     assert (record["rolled_back"], record["override"]) == (bad, good), record
     assert "ttft p99" in record["reason"]
-    [pr] = stages.wait(lambda: rollback_prs(forge), "the rollback PR")
-    opened = time.monotonic() - faulted
-    assert good[:12] in pr.title
+    [title] = stages.wait(rollback_titles, "the rollback PR")
+    assert good[:12] in title
+    figures = {"decided": decided, "pr": time.monotonic() - faulted, "passes": seen}
+    print(f"rollback after the fault: {figures}")
+    assert decided < 3.0 + 2.0  # one alarm window, and a pass either side
+    return figures
+
+
+def after_rollback(stages: Stages, bot: Bot, figures: dict[str, Any], good: str, bad: str) -> None:
+    """The canary serves the good revision again; the passes after the rollback (the roll
+    back is one) promote nothing, and prod keeps the good revision."""
     stages.wait(
         lambda: any(u.labels.get("revision") == good for u in stages.engines("lab")),
         "the canary's engine at the last good revision",
     )
-    serving = time.monotonic() - faulted
-    return {"decided": decided, "pr": opened, "serving": serving, "bad": bad}  # type: ignore[dict-item]
+    stages.wait(lambda: passes(bot) >= figures["passes"] + 2, "two passes after the rollback")
+    assert stages.state()["rejected"].get(bad)
+    assert all(u.labels.get("revision") == good for u in stages.engines("lab2"))
+
+
+def rollback_titles(fake: FakeGitHub) -> list[str]:
+    return [p["title"] for p in fake.pulls.values() if p["head"].startswith("denv/rollback/")]
 
 
 def passes(bot: Bot) -> int:
@@ -270,24 +292,22 @@ def test_local_forge_auto_promotion_then_rollback(stages: Stages) -> None:
     forge = LocalForge(stages.lab.repo.path)
     [merged] = stages.wait(lambda: promote_prs(forge, PrState.MERGED), "the auto promotion")
     assert merged.author == "denv-bot" and "prod" in merged.title
+    bad = stages.release(batch=64, promotion="auto", bake=BAD_BAKE)  # while prod deploys
     stages.wait(
         lambda: any(u.labels.get("revision") == good for u in stages.engines("lab2")),
         "prod at the promoted revision",
     )
-    figures = roll_back_on_fault(stages, forge, good)
-    print(f"rollback after the fault (local forge): {figures}")
-    assert figures["decided"] < 3.0 + 2.0  # one alarm window, and a pass either side
-    seen = passes(bot)
-    stages.wait(lambda: passes(bot) >= seen + 2, "two more passes")
+    figures = roll_back_on_fault(
+        stages, bot, lambda: [p.title for p in rollback_prs(forge)], good, bad
+    )
+    after_rollback(stages, bot, figures, good, bad)
     assert promote_prs(forge) == []  # the rejected revision is never promoted
-    assert stages.state()["rejected"].get(figures["bad"])
-    assert all(u.labels.get("revision") == good for u in stages.engines("lab2"))
 
 
 TOKEN = "ghp_DenvRolloutToken0123456789abcNEVERLOG"
 
 
-def test_github_promotion_counts_only_approvals_with_permission(
+def test_github_promotion_counts_only_approvals_with_permission_then_rollback(
     stages: Stages, tmp_path: Path
 ) -> None:
     stages.remote = tmp_path / "gh" / "acme" / "fleet.git"
@@ -318,19 +338,32 @@ def test_github_promotion_counts_only_approvals_with_permission(
             "the promotion PR on GitHub",
         )
         assert fake.pulls[number]["user"] == "denv-bot"
-        assert good[:12] in fake.pulls[number]["body"] and "ttft-fast" in fake.pulls[number]["body"]
+        body = fake.pulls[number]["body"]
+        assert good[:12] in body and "ttft-fast" in body
+        assert "bake) |" in body and "**Bench:** none yet" in body  # read over the whole bake
         fake.review(number, "mallory")  # read permission only
-        seen = passes(bot)
-        stages.wait(lambda: passes(bot) >= seen + 2, "two passes after mallory's approval")
-        promotion = stages.stage("canary")["promotion"]
-        assert promotion["state"] == "open" and not fake.pulls[number]["merged"]
-        assert any("mallory" in b and "does not count" in b for b in promotion["blockers"])
+        stages.wait(
+            lambda: any(
+                "mallory" in b and "does not count" in b
+                for b in (stages.stage("canary").get("promotion") or {}).get("blockers", [])
+            ),
+            "the bot's gate seeing mallory's approval",
+        )
+        assert stages.stage("canary")["promotion"]["state"] == "open"
+        assert not fake.pulls[number]["merged"]
         fake.review(number, "grace")
         stages.wait(lambda: fake.pulls[number]["merged"], "the merge after grace's approval")
+        bad = stages.release(batch=64, bake=BAD_BAKE)  # while prod deploys
         stages.wait(
             lambda: any(u.labels.get("revision") == good for u in stages.engines("lab2")),
             "prod at the promoted revision",
         )
+        roll_back_on_fault(stages, bot, lambda: rollback_titles(fake), good, bad)
+        [rollback] = [p for p in fake.pulls.values() if p["head"].startswith("denv/rollback/")]
+        assert (rollback["user"], rollback["state"]) == ("denv-bot", "open")
+        assert bad[:12] in rollback["body"] and "ttft-fast" in rollback["body"]
+        promotions = [p for p in fake.pulls.values() if p["head"].startswith("denv/promote/")]
+        assert [p["merged"] for p in promotions] == [True]
     finally:
         for running in stages.bots:
             running.stop()

@@ -190,3 +190,15 @@ def test_rollout_status_in_words() -> None:
     ]
     assert rows[1].promotion == "PR #3 waiting for approval: 0 of 1 approvals"
     assert (rows[1].revision, rows[1].running) == (A, C)
+
+
+def test_a_bake_past_its_time_waits_for_the_bots_next_pass() -> None:
+    release = Release.model_validate(
+        {
+            "release": {"model": "chat-8b", "weights": "file:///w", "recipe": "m/vllm@1"},
+            "stages": [{"name": "canary", "fleets": ["a"], "bake": "3s"}],
+        }
+    )
+    state = RolloutState(stages={"chat-8b/canary": record(ready_at=100.0)})
+    [row] = rollout_status("chat-8b", release, None, state, now=104.0, head_revision=B)
+    assert row.state == "baked 3s, judged at the bot's next pass"

@@ -231,6 +231,19 @@ def test_prometheus_mode_sends_promql_and_reads_its_answers(prometheus: str) -> 
     assert watch.state() == {"version": 1, "tracks": {}}  # Prometheus keeps the history
 
 
+def test_prometheus_over_the_bake_asks_with_the_bake_as_range(prometheus: str) -> None:
+    alarm = {"ttft-p99-1.5s": Alarm(metric="ttft", stat="p99", max="1.5s", window="5m")}
+    FakePrometheus.answers = {
+        q.replace("[300s]", "[1800s]"): v for q, v in {REQUESTS: "4000", TTFT_P99: "0.42"}.items()
+    } | {REQUESTS: "3", TTFT_P99: "0.2"}
+    watch = AlarmWatch(alarm, prometheus=prometheus)
+    watch.scrape(KEY, TWO, T0)
+    (last,) = watch.readings(KEY, T0)
+    assert last.value is None  # 3 requests in the last 5m: not judged
+    (bake,) = watch.over_bake(KEY, T0 - 1800, T0)
+    assert bake.describe() == "ttft p99 420 ms ≤ 1.5 s (4000 requests, 30m bake)"
+
+
 def test_prometheus_without_data_or_answer_never_fires(prometheus: str) -> None:
     alarm = {"ttft": Alarm(metric="ttft", stat="p99", max="1.5s", window="5m", min_requests=1)}
     FakePrometheus.answers = {REQUESTS: "40", TTFT_P99: "NaN"}

@@ -1,0 +1,43 @@
+"""Adapter: what the bot keeps with its lease note (the `checks` of its last pass: parity's
+verdicts and the rollout's state), read without taking the lease — for `denv status` and
+`denv rollout status`, which show what the bot runs."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from reconciler.errors import DenvError
+from reconciler.fleet.hostagent import AgentClient
+from reconciler.fleet.observe import Transports
+from reconciler.fleet.transport import host_python
+from reconciler.reconcile.loop import LEASE
+from reconciler.spec.repo import Repo
+
+
+def release_fleets(repo: Repo, release: str | None = None) -> list[str]:
+    """The fleets of every stage of a release (of every release when None)."""
+    chosen = [r for n, r in repo.releases.items() if release in (None, n)]
+    return sorted({f for r in chosen for s in r.stages for f in s.fleets})
+
+
+def bot_checks(
+    repo: Repo, fleets: Iterable[str], transports: Transports
+) -> tuple[dict[str, Any] | None, str]:
+    """(the checks of the first fleet whose note has the rollout's state, or None and why)."""
+    why = "no fleet of the release answered"
+    for name in fleets:
+        spec = repo.fleets.get(name)
+        if spec is None or not spec.hosts:
+            continue
+        agent = AgentClient(transports.get(spec, spec.hosts[0]), python=host_python(spec))
+        try:
+            note = agent.lease(LEASE, "status", 0, peek=True).get("note")
+        except DenvError as exc:
+            why = f"fleet {name}: {exc}"
+            continue
+        checks = (note or {}).get("checks") or {}
+        if checks.get("rollout"):
+            return dict(checks), ""
+        why = "no bot has run the stages yet"
+    return None, why

@@ -1,0 +1,97 @@
+"""`denv rollout status` and `denv status` (the real CLI) on the bot's state as it keeps it in
+its lease note on the local fleet's host — a canary rolled back, an override in force until
+its rollback PR merges, a promotion waiting for approval. No engine runs: the state is
+written as a bot would leave it."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from reconciler.fleet.hostagent import AgentClient
+from reconciler.fleet.transport import LocalTransport
+from reconciler.reconcile.loop import LEASE
+from reconciler.rollout.state import AlarmValue, Phase, PromotionPr, RolloutState, StageRecord
+from tests.reconcile.conftest import GitRepo, git_repo
+
+__all__ = ["git_repo"]  # the fixture
+
+RELEASE = "releases/chat-8b/denv.yaml"
+SLOW = AlarmValue(
+    name="ttft-p99-1.5s", value=2.4, requests=60, firing=True, text="ttft p99 2.4 s > 1.5 s"
+)
+
+
+def bot_state(good: str, bad: str) -> RolloutState:
+    """The canary rolled back from `bad` to `good` (PR #2 records it); prod at `good`, its
+    promotion merged."""
+    canary = StageRecord(
+        revision=bad, phase=Phase.ROLLED_BACK, good=good, previous=good, override=good,
+        rolled_back=bad, reason="ttft p99 2.4 s > 1.5 s", alarms=[SLOW], rollback_pr=2,
+        promotion=PromotionPr(number=1, url="u", revision=good, stage="prod", state="merged"),
+    )  # fmt: skip
+    prod = StageRecord(revision=good, phase=Phase.BAKING, ready_at=time.time() - 60, good=None)
+    return RolloutState(
+        stages={"chat-8b/canary": canary, "chat-8b/prod": prod}, rejected={bad: canary.reason}
+    )
+
+
+@pytest.fixture
+def rolled_back(
+    git_repo: GitRepo, tmp_path: Path
+) -> Iterator[tuple[GitRepo, dict[str, str], str, str]]:
+    good = str(git_repo.git.head.target)
+    git_repo.pin("chat-8b", "prod", good)
+    git_repo.commit("prod at the first revision")
+    git_repo.replace(RELEASE, "max_batch: 128", "max_batch: 64")
+    bad = git_repo.commit("max_batch 64")
+    env = {**os.environ, "DENV_HOME": str(tmp_path / "home"), "DENV_CACHE": str(git_repo.cache)}
+    env.pop("DENV_REPO", None)
+    agent = AgentClient(LocalTransport(env=env), python=sys.executable)
+    state = bot_state(good, bad).model_dump(mode="json")
+    note = {"checks": {"rollout": state}, "at": time.time(), "summary": "planned +0 (a bot pass)"}
+    agent.lease(LEASE, "a-bot", 600, note=note)
+    agent.lease(LEASE, "a-bot", 0, release=True, note=note)
+    yield git_repo, env, good, bad
+
+
+def denv(repo: GitRepo, env: dict[str, str], *args: str) -> str:
+    done = subprocess.run(
+        [sys.executable, "-m", "reconciler", *args, "--repo", str(repo.path)],
+        capture_output=True, text=True, env=env, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_rollout_status_json_and_text(
+    rolled_back: tuple[GitRepo, dict[str, str], str, str],
+) -> None:
+    repo, env, good, bad = rolled_back
+    answer = json.loads(denv(repo, env, "rollout", "status", "chat-8b", "--json"))
+    assert answer["bot"] == "ok"
+    canary, prod = answer["stages"]
+    assert (canary["revision"], canary["running"], canary["rollback_pr"]) == (bad, good, 2)
+    assert canary["state"].startswith(f"rolled back to {good[:12]} ({bad[:12]} rejected")
+    assert canary["alarms"][0]["firing"] and canary["alarms"][0]["value"] == 2.4
+    assert (prod["revision"], prod["running"]) == (good, good)
+    assert prod["state"].startswith("baking ") and prod["state"].endswith("/30m")
+    text = denv(repo, env, "rollout", "status", "chat-8b")
+    assert "FIRING ttft-p99-1.5s: ttft p99 2.4 s > 1.5 s" in text
+    assert "canary: rollback recorded in PR #2" in text
+
+
+def test_status_plans_with_the_override_the_bot_runs(
+    rolled_back: tuple[GitRepo, dict[str, str], str, str],
+) -> None:
+    repo, env, good, bad = rolled_back
+    text = denv(repo, env, "status")
+    assert f"rolled back: chat-8b/canary runs {good[:12]} (override until PR #2 merges)" in text
+    assert bad[:12] not in text  # the rejected revision is not what the canary should run
