@@ -36,7 +36,7 @@ system-deps:
 # Two workers, a test file each at a time (a module's lab fixture is built once); then the
 # tests that compare wall-clock timings with a model, alone.
 test: lint workflows system-deps
-	$(BIN)/pytest -q -n 2 --dist loadfile -m "not serial"
+	$(BIN)/pytest -q -n 2 --dist loadfile -m "not serial" --durations=25
 	$(BIN)/pytest -q -m serial
 
 # Regenerate the JSON Schemas the repository's YAML files point their editors to.

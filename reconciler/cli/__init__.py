@@ -6,59 +6,67 @@ traceback, exit 3.
 
 from __future__ import annotations
 
+import importlib
 import sys
 import traceback
 
 import typer
 from typer.exceptions import Abort, TyperException
 
-from reconciler.cli import (
-    bench,
-    deploy,
-    fleet,
-    offers,
-    optimize,
-    parity,
-    plan,
-    pr,
-    recipe,
-    reconcile,
-    rollout,
-    sim,
-    traffic,
-    validate,
-)
 from reconciler.errors import DenvError
 
-app = typer.Typer(
-    name="denv",
-    help="Run LLM inference fleets from git.",
-    no_args_is_help=True,
-    pretty_exceptions_enable=False,
-    add_completion=False,
-)
-app.command("validate")(validate.validate)
-app.command("schema")(validate.schema)
-app.command("offers")(offers.offers)
-app.command("plan")(plan.plan)
-app.command("reconcile")(reconcile.reconcile)
-app.command("status")(reconcile.status)
-app.command("deploy")(deploy.deploy)
-app.command("rollback")(rollout.rollback)
-app.add_typer(bench.app, name="bench")
-app.add_typer(fleet.app, name="fleet")
-app.add_typer(optimize.app, name="optimize")
-app.add_typer(parity.app, name="parity")
-app.add_typer(pr.app, name="pr")
-app.add_typer(recipe.app, name="recipe")
-app.add_typer(rollout.app, name="rollout")
-app.add_typer(sim.app, name="sim")
-app.add_typer(traffic.app, name="traffic")
+# `denv NAME` -> (module of reconciler.cli, attribute, is it a group). Only the module the
+# command given needs is imported: an engine simulator (`denv sim serve`, one per unit)
+# starts without loading the optimizer, the forge and the bench; `denv --help` loads all.
+COMMANDS: dict[str, tuple[str, str, bool]] = {
+    "validate": ("validate", "validate", False),
+    "schema": ("validate", "schema", False),
+    "offers": ("offers", "offers", False),
+    "plan": ("plan", "plan", False),
+    "reconcile": ("reconcile", "reconcile", False),
+    "status": ("reconcile", "status", False),
+    "deploy": ("deploy", "deploy", False),
+    "rollback": ("rollout", "rollback", False),
+    "bench": ("bench", "app", True),
+    "fleet": ("fleet", "app", True),
+    "optimize": ("optimize", "app", True),
+    "parity": ("parity", "app", True),
+    "pr": ("pr", "app", True),
+    "recipe": ("recipe", "app", True),
+    "rollout": ("rollout", "app", True),
+    "sim": ("sim", "app", True),
+    "traffic": ("traffic", "app", True),
+}
+
+
+def build_app(names: list[str] | None = None) -> typer.Typer:
+    """The typer app with the commands `names` (default: every one)."""
+    app = typer.Typer(
+        name="denv",
+        no_args_is_help=True,
+        pretty_exceptions_enable=False,
+        add_completion=False,
+    )
+
+    @app.callback()
+    def denv() -> None:  # a group even with one command: `denv NAME …` keeps its NAME
+        """Run LLM inference fleets from git."""
+
+    for name in names or list(COMMANDS):
+        module, attribute, group = COMMANDS[name]
+        target = getattr(importlib.import_module(f"reconciler.cli.{module}"), attribute)
+        if group:
+            app.add_typer(target, name=name)
+        else:
+            app.command(name)(target)
+    return app
 
 
 def main() -> None:
     try:
         # standalone_mode=False: click hands exit codes back instead of exiting itself
+        given = sys.argv[1] if len(sys.argv) > 1 else ""
+        app = build_app([given] if given in COMMANDS else None)
         code = app(standalone_mode=False)
     except DenvError as exc:
         print(str(exc), file=sys.stderr)

@@ -215,8 +215,15 @@ class Scripted:
     release: threading.Event = field(default_factory=threading.Event)
     held_until_released: bool = False
     cut_off: bool = False  # the proxy closed the upstream request before the answer ended
+    request: web.Request | None = None
+
+    def connection_closed(self) -> bool:
+        """The proxy has closed its connection to this upstream (read from the test's thread)."""
+        request = self.request
+        return request is not None and (request.transport is None or request.transport.is_closing())
 
     async def completions(self, request: web.Request) -> web.StreamResponse:
+        self.request = request
         body = await request.read()
         self.requests.append((dict(request.headers), body))
         asked = json.loads(body)
@@ -316,8 +323,11 @@ def test_a_client_leaving_mid_stream_ends_the_upstream_request_unrecorded(tmp_pa
     script = Scripted()
     with scripted_upstream(script) as upstream, recording(upstream, tmp_path) as rec:
         asyncio.run(leave_after_first_event(rec.url))
+        # the proxy notices the client left and closes the upstream request before the
+        # upstream has anything more to send (not only when its next chunk fails to pass)
+        wait_until(script.connection_closed, 30, "the proxy to close the upstream request")
         script.release.set()
-        wait_until(lambda: script.cut_off, 30, "the upstream request to be closed")
+        wait_until(lambda: script.cut_off, 30, "the upstream's next write to fail")
         rec.stop()
     assert rec.out.read_text() == ""
     assert "not recorded: 1 × client left" in rec.log_text()

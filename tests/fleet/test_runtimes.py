@@ -21,14 +21,19 @@ from reconciler.fleet.prepare import JobState, follow, prepare_hosts, prepare_pa
 from reconciler.fleet.ssh import SshTransport
 from reconciler.spec.fleet import Host
 from tests.fleet.conftest import answers, free_port, ssh_settings, wait_for
-from tests.fleet.sshd import SshLab
+from tests.fleet.sshd import SshLab, SshServer
 
 SIX = Need(kind="venv", name="six-1.16.0", packages=("six==1.16.0",))
 
 
 @pytest.fixture
-def host(ssh_lab: SshLab) -> Iterator[tuple[AgentClient, Path]]:
-    server = ssh_lab.start("n0")  # loopback: pip reaches the registry from here
+def n0(ssh_lab: SshLab) -> SshServer:
+    return ssh_lab.start("n0")  # loopback: pip reaches the registry from here
+
+
+@pytest.fixture
+def host(ssh_lab: SshLab, n0: SshServer) -> Iterator[tuple[AgentClient, Path]]:
+    server = n0
     transport = SshTransport(
         Host(name="n0", address=server.address, port=server.port, gpus=0), ssh_settings(ssh_lab)
     )
@@ -64,7 +69,17 @@ def run_on(agent: AgentClient, *argv: str) -> str:
     return done.stdout.strip()
 
 
-def test_venv_is_built_once_and_runs_a_unit(host: tuple[AgentClient, Path]) -> None:
+def test_venv_is_built_once_and_runs_a_unit(
+    host: tuple[AgentClient, Path], n0: SshServer, ssh_lab: SshLab, tmp_path: Path
+) -> None:
+    from tests.fleet.test_cli import _lab_repo, denv
+
+    repo = _lab_repo(tmp_path, ssh_lab, [n0.address])
+    fleet = repo / "fleets" / "lab.yaml"
+    fleet.write_text(fleet.read_text().replace("connect_timeout: 2", f"port: {n0.port}"))
+    empty = denv("fleet", "runtimes", "lab", home=tmp_path / "home", cwd=repo)
+    assert empty.returncode == 0, empty.stderr
+    assert "nothing prepared yet" in empty.stdout
     agent, home = host
     runtime = HostRuntime(kind="venv", home=agent.probe().home or "")
     runnable = in_runtime(web_unit(free_port()), "rel.canary.web", "1.16.0", runtime)
@@ -82,6 +97,12 @@ def test_venv_is_built_once_and_runs_a_unit(host: tuple[AgentClient, Path]) -> N
     wait_for(lambda: answers(unit.port or 0), what="the unit from the venv")
     [ready] = agent.runtimes()["runtimes"]
     assert (ready["name"], ready["in_use"]) == ("six-1.16.0", True) and ready["bytes"] > 10**6
+    # `denv fleet runtimes` lists it, as JSON and as a table
+    listed = denv("fleet", "runtimes", "lab", "--json", home=tmp_path / "home", cwd=repo)
+    [row] = json.loads(listed.stdout)["hosts"]["n0"]["runtimes"]
+    assert (row["kind"], row["name"], row["in_use"]) == ("venv", "six-1.16.0", True)
+    table = denv("fleet", "runtimes", "lab", home=tmp_path / "home", cwd=repo).stdout
+    assert "six-1.16.0" in table and "GB" in table
 
 
 def test_an_interrupted_build_is_never_used_and_is_rebuilt(
@@ -128,27 +149,3 @@ def test_prune_keeps_what_units_use(host: tuple[AgentClient, Path]) -> None:
     assert agent.prune(keep_hours=0)["removed"] == ["six-1.16.0"]
     assert [r["name"] for r in agent.runtimes()["runtimes"]] == ["six-1.17.0"]
     assert agent.prune(keep_hours=0)["removed"] == []  # in use: kept
-
-
-def test_fleet_runtimes_lists_what_is_ready(tmp_path: Path, ssh_lab: SshLab) -> None:
-    from tests.fleet.test_cli import _lab_repo, denv
-
-    server = ssh_lab.start("n0")
-    repo = _lab_repo(tmp_path, ssh_lab, [server.address])
-    fleet = repo / "fleets" / "lab.yaml"
-    fleet.write_text(fleet.read_text().replace("connect_timeout: 2", f"port: {server.port}"))
-    empty = denv("fleet", "runtimes", "lab", home=tmp_path / "home", cwd=repo)
-    assert empty.returncode == 0, empty.stderr
-    assert "nothing prepared yet" in empty.stdout
-    transport = SshTransport(
-        Host(name="n0", address=server.address, port=server.port, gpus=0), ssh_settings(ssh_lab)
-    )
-    agent = AgentClient(transport, python=sys.executable)
-    _, errors = prepare_hosts({"n0": agent}, {"n0": prepare_payload([SIX], None, "n0")}, 1)
-    transport.close()
-    assert errors == {}
-    listed = denv("fleet", "runtimes", "lab", "--json", home=tmp_path / "home", cwd=repo)
-    [ready] = json.loads(listed.stdout)["hosts"]["n0"]["runtimes"]
-    assert (ready["kind"], ready["name"], ready["in_use"]) == ("venv", "six-1.16.0", False)
-    table = denv("fleet", "runtimes", "lab", home=tmp_path / "home", cwd=repo).stdout
-    assert "six-1.16.0" in table and "GB" in table
