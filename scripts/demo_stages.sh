@@ -15,14 +15,13 @@ BOT=""
 
 teardown() {
   [ -n "$BOT" ] && kill -TERM "$BOT" 2>/dev/null && wait "$BOT" 2>/dev/null || true
+  "$PY" scripts/stop_units.py "$DENV_HOME" chat-8b. || true
+  # the bot's note (its rollout state) goes with the demo's release
   "$PY" - "$DENV_HOME" <<'PYEOF' || true
 import os, sys
 from reconciler.fleet.hostagent import AgentClient
 from reconciler.fleet.transport import LocalTransport
 agent = AgentClient(LocalTransport(env={**os.environ, "DENV_HOME": sys.argv[1]}), python=sys.executable)
-for unit in agent.units():
-    if unit.id.startswith("chat-8b."):
-        agent.stop(unit.id, grace=1)
 agent.lease("reconciler", "demo", 1, note={})
 agent.lease("reconciler", "demo", 0, release=True)
 PYEOF

@@ -128,7 +128,7 @@ def goal_of(text: str) -> Goal:
 def _print_table(state: StudyState) -> None:
     shown = Table(
         title=f"{state.key}: goal {state.goal}, study {state.study} ({state.state}, "
-        f"{state.trials} trials)",
+        f"{state.trials} trial{'' if state.trials == 1 else 's'})",
         title_justify="left",
     )
     for header in HEADERS:

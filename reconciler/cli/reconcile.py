@@ -18,9 +18,9 @@ from prometheus_client import start_http_server
 from rich.console import Console
 from rich.table import Table
 
-from reconciler.cli.common import JsonOption, console, print_json
+from reconciler.cli.common import JsonOption, console, print_json, seconds
 from reconciler.cli.plan import LocationOption, cache_dir
-from reconciler.errors import DenvError, UsageError
+from reconciler.errors import DenvError
 from reconciler.fleet.hostagent import AgentClient
 from reconciler.fleet.observe import Transports
 from reconciler.fleet.transport import host_python
@@ -37,14 +37,6 @@ from reconciler.rollout.kept import bot_checks, release_fleets
 from reconciler.rollout.revisions import Revisions, adjust_stages
 from reconciler.rollout.state import RolloutState
 from reconciler.rollout.status import Override, overrides
-from reconciler.spec.base import parse_duration
-
-
-def _seconds(text: str, option: str) -> float:
-    try:
-        return float(parse_duration(text))
-    except ValueError as exc:
-        raise UsageError(f"{option}: {exc}") from None
 
 
 def reconcile(
@@ -63,10 +55,10 @@ def reconcile(
     """Make the fleets run what git says: read, observe, plan, apply — level-triggered. On
     SIGTERM the current action finishes and the bot exits 0."""
     options = ApplyOptions(
-        ready_timeout=_seconds(ready_timeout, "--ready-timeout"),
-        drain_grace=_seconds(drain, "--drain"),
+        ready_timeout=seconds("--ready-timeout", ready_timeout),
+        drain_grace=seconds("--drain", drain),
     )
-    every = _seconds(interval, "--interval")
+    every = seconds("--interval", interval)
     out = Console(stderr=True)
     metrics = BotMetrics()
     if metrics_port is not None:

@@ -7,6 +7,7 @@ closed with a comment saying why."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -29,13 +30,11 @@ from reconciler.spec.release import Release, Stage
 PROMOTION_CHECK = "denv promotion"
 
 
+@dataclass
 class Promoter:
-    def __init__(
-        self, revisions: Revisions, forge: Callable[[], Forge], say: Callable[[str], None]
-    ) -> None:
-        self.revisions = revisions
-        self.forge = forge
-        self.say = say
+    revisions: Revisions
+    forge: Callable[[], Forge]
+    say: Callable[[str], None]
 
     def promotions(
         self,

@@ -9,6 +9,7 @@ under `rejected` in promotions.yaml, so nothing promotes it again.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from reconciler.errors import DenvError
@@ -67,13 +68,11 @@ def rollback_pr(
     return forge.open_or_update_bot_pr(change)
 
 
+@dataclass
 class Rollbacks:
-    def __init__(
-        self, revisions: Revisions, forge: Callable[[], Forge], say: Callable[[str], None]
-    ) -> None:
-        self.revisions = revisions
-        self.forge = forge
-        self.say = say
+    revisions: Revisions
+    forge: Callable[[], Forge]
+    say: Callable[[str], None]
 
     def open(
         self,
