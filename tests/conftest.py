@@ -34,3 +34,23 @@ def edit(denv_repo: Path) -> Edit:
         file.write_text(text.replace(old, new))
 
     return _edit
+
+
+# The longest test files (minutes each: engines over sshd), collected first so that under
+# `pytest -n 2 --dist loadfile` they start first and the two workers finish together.
+LONGEST_FIRST = (
+    "tests/reconcile/test_reconcile_e2e.py",
+    "tests/rollout/test_rollout_e2e.py",
+    "tests/optimize/test_optimize_e2e.py",
+    "tests/parity/test_targets.py",
+    "tests/reconcile/test_deploy_parity.py",
+    "tests/bench/test_bench_run_e2e.py",
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    def rank(item: pytest.Item) -> int:
+        path = item.nodeid.split("::", 1)[0]
+        return LONGEST_FIRST.index(path) if path in LONGEST_FIRST else len(LONGEST_FIRST)
+
+    items.sort(key=rank)  # stable: the order within a file and among the rest is kept
