@@ -61,9 +61,11 @@ def agent(denv_home: Path) -> Iterator[AgentClient]:
 
 
 @pytest.fixture
-def ssh_lab(tmp_path: Path) -> Iterator[SshLab]:
-    """Real sshd servers; every one is stopped and every namespace removed afterwards."""
-    lab = SshLab(tmp_path / "ssh")
+def ssh_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SshLab]:
+    """Real sshd servers; every one is stopped and every namespace removed afterwards. Their
+    folder is not under the test's tmp_path, which is often a git work tree the test commits
+    (its sshd logs, growing as they are read, must not be in it)."""
+    lab = SshLab(tmp_path_factory.mktemp("ssh"))
     try:
         yield lab
     finally:
