@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from reconciler.bench.trial import TrialEndpoint, UnitExited, check_running
+from reconciler.bench.trial import TrialEndpoint, check_running
 from reconciler.errors import DenvError, ParityError
 from reconciler.fleet.observe import Transports
 from reconciler.optimize.candidates import Row, Run, Status, StudyState, status_text
@@ -57,9 +57,6 @@ from reconciler.spec.repo import Repo
 Say = Callable[[str], None]
 Progress = Callable[[str, int, int], None]  # (what, done, total): trials, a run's requests
 Promote = Callable[[StudyState, Row], int]  # opens or updates the PR; its number
-
-
-DEPLOY_ATTEMPTS = 2
 
 
 class StudyStopped(DenvError):
@@ -116,33 +113,19 @@ class Loop:
     # -- measuring --------------------------------------------------------------------------
     @contextlib.contextmanager
     def deploy(self, recipe: Recipe) -> Iterator[TrialEndpoint]:
-        """`recipe` on trial GPUs for the `with` block. An engine or router that exits while
-        starting (a port another process took meanwhile) is deployed once more."""
-        for attempt in range(1, DEPLOY_ATTEMPTS + 1):
-            stack = contextlib.ExitStack()
-            try:
-                endpoint = stack.enter_context(
-                    deployed(
-                        self.setup.repo,
-                        recipe,
-                        self.setup.fleet,
-                        transports=self.fx.transports,
-                        weights=self.setup.weights,
-                        ready_timeout=self.setup.ready_timeout,
-                        say=self.fx.say,
-                    )
-                )
-                # ready by its probe; but an address another process held answers probes too
-                check_running(endpoint, self.setup.fleet, self.fx.transports)
-            except UnitExited as exc:
-                stack.close()
-                if attempt == DEPLOY_ATTEMPTS:
-                    raise
-                self.fx.say(f"  {exc}; deploying {recipe.id} again")
-                continue
-            with stack:
-                yield endpoint
-            return
+        """`recipe` on trial GPUs for the `with` block."""
+        with deployed(
+            self.setup.repo,
+            recipe,
+            self.setup.fleet,
+            transports=self.fx.transports,
+            weights=self.setup.weights,
+            ready_timeout=self.setup.ready_timeout,
+            say=self.fx.say,
+        ) as endpoint:
+            # ready by its probe; but an address another process held answers probes too
+            check_running(endpoint, self.setup.fleet, self.fx.transports)
+            yield endpoint
 
     def measure(
         self, endpoint: TrialEndpoint, label: str, stop_early: Callable[[Run], bool] | None = None
