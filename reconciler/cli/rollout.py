@@ -20,6 +20,7 @@ from reconciler.errors import UsageError
 from reconciler.fleet.observe import Transports
 from reconciler.forge.config import open_forge
 from reconciler.reconcile.source import GitSource
+from reconciler.rollout.alarms import duration_text
 from reconciler.rollout.kept import bot_checks, release_fleets
 from reconciler.rollout.manual import manual_rollback
 from reconciler.rollout.revisions import Revisions
@@ -61,15 +62,16 @@ def status(
         revisions = Revisions(source)
         kept, why = _kept(loaded, release_fleets(loaded, release))
         first = revisions.of_stage(head, release, 0, None)
-        rows = rollout_status(
-            release, spec, loaded.promotions.get(release), kept, time.time(), first
-        )
+        now = time.time()
+        rows = rollout_status(release, spec, loaded.promotions.get(release), kept, now, first)
+    checked_at = kept.checked_at if kept is not None else None
     if as_json:
         print_json(
             {
                 "release": release,
                 "head": head,
                 "bot": why or "ok",
+                "checked_at": checked_at,
                 "stages": [r.model_dump(mode="json") for r in rows],
             }
         )
@@ -77,6 +79,8 @@ def status(
     _print(rows)
     if why:
         console.print(f"bot: {why}", markup=False)
+    elif checked_at is not None:  # a bot that stopped passing shows here
+        console.print(f"bot: last pass {duration_text(max(0.0, now - checked_at))} ago")
 
 
 def _print(rows: list[StageStatus]) -> None:

@@ -94,6 +94,7 @@ class RolloutBot:
                 kept.stages[key] = record
             promoter.promotions(snap, name, release, kept, parity, now)
         kept.alarms = watch.state()
+        kept.checked_at = now
         self._forget_merged(snap, kept)
         return kept.model_dump(mode="json")
 

@@ -92,6 +92,7 @@ def _roll_back(
             "phase": phase,
             "override": target,
             "rolled_back": bad,
+            "rolled_back_at": facts.now,
             "reason": reason,
             "ready_at": None,
         }

@@ -53,6 +53,7 @@ class StageRecord(Kept):
     previous: str | None = None  # the revision this stage ran before this one
     override: str | None = None  # run instead of `revision` (a rollback), until git moves
     rolled_back: str | None = None  # the revision the override replaces
+    rolled_back_at: float | None = None  # the pass (its scrape) that decided the rollback
     reason: str = ""  # why it was rolled back, or what blocks it
     alarms: list[AlarmValue] = []
     evidence: list[AlarmValue] = []  # the alarms over the whole bake, read when it turned green
@@ -66,6 +67,7 @@ class RolloutState(Kept):
     stages: dict[str, StageRecord] = {}  # 'release/stage' -> record
     rejected: dict[str, str] = {}  # revision -> why, until git's promotions.yaml says so
     alarms: dict[str, Any] = {}  # the alarm watch's own state
+    checked_at: float | None = None  # the last pass (and its scrape): a stale bot shows
 
 
 class StageFacts(BaseModel):

@@ -97,6 +97,7 @@ def test_step(
     assert (rollback.target if rollback else None) == target
     if rollback is not None:
         assert (rollback.bad, after.override, after.rolled_back) == (B, A, B)
+        assert after.rolled_back_at == seen.now  # the pass whose scrape decided it
         assert "ttft" in rollback.reason
 
 

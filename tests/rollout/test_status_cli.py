@@ -39,7 +39,9 @@ def bot_state(good: str, bad: str) -> RolloutState:
     )  # fmt: skip
     prod = StageRecord(revision=good, phase=Phase.BAKING, ready_at=time.time() - 60, good=None)
     return RolloutState(
-        stages={"chat-8b/canary": canary, "chat-8b/prod": prod}, rejected={bad: canary.reason}
+        stages={"chat-8b/canary": canary, "chat-8b/prod": prod},
+        rejected={bad: canary.reason},
+        checked_at=time.time() - 125,  # the bot's last pass
     )
 
 
@@ -77,6 +79,7 @@ def test_rollout_status_json_and_text(
     repo, env, good, bad = rolled_back
     answer = json.loads(denv(repo, env, "rollout", "status", "chat-8b", "--json"))
     assert answer["bot"] == "ok"
+    assert 125 <= time.time() - answer["checked_at"] < 125 + 120
     canary, prod = answer["stages"]
     assert (canary["revision"], canary["running"], canary["rollback_pr"]) == (bad, good, 2)
     assert canary["state"].startswith(f"rolled back to {good[:12]} ({bad[:12]} rejected")
@@ -86,6 +89,7 @@ def test_rollout_status_json_and_text(
     text = denv(repo, env, "rollout", "status", "chat-8b")
     assert "FIRING ttft-p99-1.5s: ttft p99 2.4 s > 1.5 s" in text
     assert "canary: rollback recorded in PR #2" in text
+    assert "bot: last pass 2.1m ago" in text or "bot: last pass 2.2m ago" in text
 
 
 def test_status_plans_with_the_override_the_bot_runs(
