@@ -28,7 +28,7 @@ from reconciler.cli.pr_plan import plan_pull_request
 from reconciler.errors import DenvError
 from reconciler.fleet.observe import Transports
 from reconciler.forge.config import open_forge
-from reconciler.optimize.candidates import Row, Status, StudyState
+from reconciler.optimize.candidates import Row, StudyState
 from reconciler.optimize.promote import promote_row
 from reconciler.optimize.runner import Effects, Loop, Promote, StudyStopped
 from reconciler.optimize.start import StartOptions, resolve, traffic_lines
@@ -64,14 +64,8 @@ def _progress(enabled: bool) -> Iterator[Progress | None]:
 
 def _ended(state: StudyState, how: str, note: str | None, now: dt.datetime) -> StudyState:
     """The state as the run leaves it; a candidate still trialing did not finish its trial."""
-    rows = [
-        r.model_copy(update={"status": Status.REJECTED, "reason": f"{how} before its trial ended"})
-        if r.status is Status.TRIALING
-        else r
-        for r in state.candidates
-    ]
-    return state.model_copy(
-        update={"state": how, "note": note, "finished": now, "candidates": rows}
+    return state.unfinished(f"{how} before its trial ended").model_copy(
+        update={"state": how, "note": note, "finished": now}
     )
 
 

@@ -103,6 +103,17 @@ class StudyState(Spec):
     def row(self, candidate: str) -> Row | None:
         return next((r for r in self.candidates if r.id == candidate), None)
 
+    def unfinished(self, why: str) -> StudyState:
+        """This state with the rows still trialing rejected for `why`: the run ended (or its
+        process died) before their trials did."""
+        rows = [
+            r.model_copy(update={"status": Status.REJECTED, "reason": why})
+            if r.status is Status.TRIALING
+            else r
+            for r in self.candidates
+        ]
+        return self.model_copy(update={"candidates": rows})
+
     def with_row(self, row: Row) -> StudyState:
         """This state with `row` added, or replacing the row of the same id in place."""
         rows = list(self.candidates)

@@ -20,7 +20,7 @@ from reconciler.bench.traffic_stats import trace_stats
 from reconciler.bench.trial_plan import recipe_digest
 from reconciler.engines.sim.traffic import traced
 from reconciler.errors import DenvError, NotFound, UsageError
-from reconciler.optimize.candidates import Row, StudyState
+from reconciler.optimize.candidates import Row, Status, StudyState
 from reconciler.optimize.goal import Goal
 from reconciler.optimize.prescreen import prescreen
 from reconciler.optimize.runner import Setup
@@ -199,7 +199,13 @@ def resolve(
     )
     previous = store.load(release, stage_name)
     if previous is not None and previous.study == name:
-        state = previous.model_copy(update={"state": "running", "finished": None, "note": None})
+        # This process holds the study's lock: a row still trialing belongs to a run that died.
+        held = [r.trial for r in previous.candidates if r.status is Status.TRIALING]
+        failed = study.abandon(t for t in held if t is not None)
+        if held:
+            say(f"{len(held)} trial(s) of a run that died marked failed (optuna trials {failed})")
+        state = previous.unfinished("interrupted before its trial ended (its run died)")
+        state = state.model_copy(update={"state": "running", "finished": None, "note": None})
     else:
         state = StudyState(
             release=release,

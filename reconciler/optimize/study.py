@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import optuna
@@ -261,6 +261,19 @@ class Study:
             self.study.tell(trial, state=TrialState.FAIL)
         else:
             self.study.tell(trial, value)
+
+    def abandon(self, numbers: Iterable[int]) -> list[int]:
+        """Fail the trials `numbers` still running: a run of this study that held them died
+        (SIGKILL, a lost machine). Until then they read as being trialed, and their
+        candidates would never be suggested again. The trials stay counted: their GPU time
+        was spent. The numbers failed now."""
+        wanted = set(numbers)
+        failed = [
+            t.number for t in self._trials() if t.number in wanted and t.state == TrialState.RUNNING
+        ]
+        for number in failed:
+            self.study.tell(number, state=TrialState.FAIL)
+        return failed
 
     def should_stop_early(self, trial: optuna.Trial, partial: Outcome) -> bool:
         """Whether the figures so far clearly miss the latency target (prune the trial)."""

@@ -100,6 +100,16 @@ def test_table_shows_changes_against_current_and_ranks_verified_first() -> None:
     assert rows[3][2] == "1,005 (=)"
 
 
+def test_rows_still_trialing_are_rejected_when_the_run_ended() -> None:
+    ended = state(
+        row("c-1", Status.VERIFIED, 1.0, 1.0), row("c-2", Status.TRIALING, 1.0, 1.0)
+    ).unfinished("interrupted before its trial ended")
+    assert [(r.id, r.status, r.reason) for r in ended.candidates] == [
+        ("c-1", Status.VERIFIED, None),
+        ("c-2", Status.REJECTED, "interrupted before its trial ended"),
+    ]
+
+
 def test_store_round_trip_find_and_lock(tmp_path: Path) -> None:
     store = StateStore(tmp_path / "state")
     saved = state(row("c-1", Status.TRIALING, 1.0, 1.0))

@@ -208,3 +208,25 @@ def test_a_storage_error_never_shows_the_password(space: SearchSpace) -> None:
         Study("postgresql://denv:s3cret@127.0.0.1:1/optuna", "x", space, "throughput", None)
     assert "s3cret" not in str(error.value)
     assert "denv:***@127.0.0.1:1/optuna" in str(error.value)
+
+
+def test_a_trial_whose_run_died_is_failed_and_frees_its_candidate(
+    space: SearchSpace, screened: list[Scored], tmp_path: Path
+) -> None:
+    url = f"sqlite:///{tmp_path / 'optimize.db'}"
+    died = Study(url, "chat-8b/prod", space, "throughput", TARGET, screened=screened)
+    asked = died.ask()  # then the process is killed: the trial is never told
+    assert asked is not None
+    trial, held = asked
+    later = Study(url, "chat-8b/prod", space, "throughput", TARGET, screened=screened, seed=1)
+    assert later.abandon([trial.number, 999]) == [trial.number]
+    assert later.abandon([trial.number]) == []  # failed once
+    assert later.study.trials[trial.number].state == TrialState.FAIL
+    assert later.trials_used() == 1  # its GPU time was spent
+    # no longer "being trialed": once suggested again it gets a trial (seeded picks skip it)
+    got = later.ask()
+    while got is not None and got[1].id != held.id:
+        later.tell(got[0], measured(screened, got[1]))
+        got = later.ask()
+    assert got is not None and got[1].id == held.id
+    assert not any(t.user_attrs.get("kind") == "running" for t in later.study.trials)
