@@ -6,8 +6,9 @@ knows nothing of the CLI.
 
 On a fleet of real GPUs the hosts first make the engine's runtime and the weights ready
 (reconciler.fleet.prepare), as for a release. A process killed with SIGKILL cannot tear down:
-its units keep their trial GPUs until they are stopped (their ids start with `trial-<id>.`;
-the reconciler leaves them alone).
+its units keep their trial GPUs, and the reconciler leaves them alone. Each unit names its
+owning process (reconciler.bench.trial_owner); the next trial placed on the fleet from this
+machine stops those whose owner is gone first, and `denv fleet trials` stops any by hand.
 """
 
 from __future__ import annotations
@@ -19,9 +20,16 @@ import secrets
 import signal
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from types import FrameType
 
+from reconciler.bench.trial_owner import (
+    FoundTrial,
+    TrialState,
+    found_trials,
+    owner_state,
+    this_process,
+)
 from reconciler.bench.trial_plan import (
     ProbeInfo,
     TrialPlan,
@@ -34,7 +42,7 @@ from reconciler.bench.trial_plan import (
 from reconciler.engines.units import EngineContext
 from reconciler.errors import DenvError, NotFound, UsageError
 from reconciler.fleet.hostagent import AgentClient
-from reconciler.fleet.observe import Transports, observe
+from reconciler.fleet.observe import FleetObservation, Transports, observe
 from reconciler.fleet.prepare import (
     JobState,
     PrepareFailed,
@@ -162,14 +170,49 @@ class _Trial:
     def stop_all(self, grace: float, say: Say) -> list[str]:
         """Stop every unit of the trial, router first; what could not be stopped, and why.
         Units never launched are asked too: the agent answers 'no such unit'."""
-        left = []
-        for unit in reversed(self.plan.units):
-            try:
-                self.agent(unit.host).stop(unit.id, grace=grace)
-            except DenvError as exc:
-                left.append(f"{unit.id} on {unit.host}: {exc}")
-        say(f"- stopped trial {self.plan.trial} ({len(self.plan.units) - len(left)} units)")
+        units = [(u.id, u.host) for u in self.plan.units]
+        left = stop_units(self.fleet, self.transports, units, grace)
+        say(f"- stopped trial {self.plan.trial} ({len(units) - len(left)} units)")
         return left
+
+
+def stop_units(
+    fleet: Fleet, transports: Transports, units: Iterable[tuple[str, str]], grace: float
+) -> list[str]:
+    """Stop a trial's units — (id, host) pairs, router last — router first, so no request
+    reaches an engine that is going; what could not be stopped, and why."""
+    left = []
+    for unit_id, host in reversed(list(units)):
+        try:
+            _agent(fleet, transports, host).stop(unit_id, grace=grace)
+        except DenvError as exc:
+            left.append(f"{unit_id} on {host}: {exc}")
+    return left
+
+
+def stop_trial(fleet: Fleet, transports: Transports, trial: FoundTrial, grace: float) -> list[str]:
+    """Stop every unit of a trial the agents report, in the teardown's order; what is left."""
+    return stop_units(fleet, transports, [(u.id, u.host) for u in trial.units], grace)
+
+
+def reclaim_abandoned(
+    fleet: Fleet, transports: Transports, observation: FleetObservation, grace: float, say: Say
+) -> list[FoundTrial]:
+    """Stop the trials whose owning process on this machine is gone (killed with SIGKILL,
+    or its machine restarted), so their GPUs are free again; the ones stopped. A trial
+    whose owner runs, is on another machine or is unknown is never touched."""
+    abandoned = [
+        t for t in found_trials(observation, owner_state) if t.state == TrialState.ABANDONED
+    ]
+    for trial in abandoned:
+        left = stop_trial(fleet, transports, trial, grace)
+        say(
+            f"- reclaimed abandoned trial {trial.trial} ({trial.purpose or 'purpose unknown'}; "
+            f"its owner {trial.owner} is gone): GPUs freed: {trial.gpus_text()}"
+        )
+        for why in left:
+            say(f"warning: not stopped: {why}")
+    return abandoned
 
 
 def _gpus(unit: TrialUnit) -> str:
@@ -249,13 +292,15 @@ def trial_deployment(
         )
     deployment = trial_spec(recipe, fleet.name, trial, weights)
     observation = observe(fleet, transports, hardware, python)
+    if reclaim_abandoned(fleet, transports, observation, stop_grace, say):
+        observation = observe(fleet, transports, hardware, python)  # their GPUs are free now
     for host, why in sorted(observation.errors.items()):
         say(f"warning: {host} did not answer; its trial GPUs are left out: {why}")
     if not observation.hosts:
         raise DenvError(f"no host of fleet {fleet.name} answered")
     context = EngineContext(hardware=hardware, model=arch, python=python, engine_python=python)
     size = domain_size(repo, fleet.name) or 1
-    plan = plan_trial(deployment, fleet, observation, context, size, purpose)
+    plan = plan_trial(deployment, fleet, observation, context, size, purpose, this_process())
     running = _Trial(plan, fleet, transports)
     started = time.monotonic()
     failed = True

@@ -4,7 +4,8 @@
 Its units are named `trial-<id>.<unit>`, so they never collide with a release's
 (`<release>.<stage>.<fleet>.<unit>`), and carry labels without `release`, `stage` and `fleet`,
 so the reconciler never counts them as its own and never touches them
-(reconciler.reconcile.labels). They take only trial GPUs that no unit holds, and a block of
+(reconciler.reconcile.labels), and an `owner` label naming the process that tears them down
+(reconciler.bench.trial_owner). They take only trial GPUs that no unit holds, and a block of
 ports no unit on those hosts uses. They run as a release's units would: in the host's runtime
 (container or venv; the simulator on a simulated fleet), loading the weights that the prepare
 step caches on the host.
@@ -110,9 +111,12 @@ class TrialPlan(Spec):
         return {host: sorted(gpus) for host, gpus in found.items()}
 
 
-def trial_labels(trial: str, purpose: str, recipe: str, unit: Unit) -> dict[str, str]:
-    """Labels that say what a trial unit is; never `release`, `stage` or `fleet`."""
-    return {
+def trial_labels(
+    trial: str, purpose: str, recipe: str, unit: Unit, owner: str | None = None
+) -> dict[str, str]:
+    """Labels that say what a trial unit is and which process owns it
+    (reconciler.bench.trial_owner); never `release`, `stage` or `fleet`."""
+    labels = {
         "trial": trial,
         "purpose": purpose,
         "recipe": recipe,
@@ -120,6 +124,7 @@ def trial_labels(trial: str, purpose: str, recipe: str, unit: Unit) -> dict[str,
         "replica": str(unit.replica),
         "node": str(unit.node),
     }
+    return labels | ({"owner": owner} if owner else {})
 
 
 def plan_trial(
@@ -129,9 +134,11 @@ def plan_trial(
     context: EngineContext,
     domain_size: int,
     purpose: str,
+    owner: str | None = None,
 ) -> TrialPlan:
     """Every unit of the trial, placed on free trial GPUs of the observed hosts, on ports no
-    unit there holds. PlacementError or EngineError when it cannot run."""
+    unit there holds, labelled with its `owner` (the deploying process's label).
+    PlacementError or EngineError when it cannot run."""
     trial = deployment.stage
     # Every unit the agents report holds its GPUs, a release's even when it has exited (the
     # reconciler restarts it in place); only exited units of no release free theirs.
@@ -163,14 +170,19 @@ def plan_trial(
         engine=engine_name(deployment, fleet),
         deployment=deployment,
         units=tuple(
-            _trial_unit(deployment, unit, runtimes[unit.host], fleet.simulated, purpose)
+            _trial_unit(deployment, unit, runtimes[unit.host], fleet.simulated, purpose, owner)
             for unit in units
         ),
     )
 
 
 def _trial_unit(
-    deployment: Deployment, unit: Unit, runtime: HostRuntime, simulated: bool, purpose: str
+    deployment: Deployment,
+    unit: Unit,
+    runtime: HostRuntime,
+    simulated: bool,
+    purpose: str,
+    owner: str | None,
 ) -> TrialUnit:
     trial = deployment.stage
     engine = deployment.recipe.engine
@@ -181,7 +193,7 @@ def _trial_unit(
     return TrialUnit(
         id=unit_id,
         host=unit.host,
-        labels=trial_labels(trial, purpose, deployment.recipe.id, unit),
+        labels=trial_labels(trial, purpose, deployment.recipe.id, unit, owner),
         unit=runs.unit,
         need=runs.need,
         weights=weights,

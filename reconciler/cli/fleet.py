@@ -10,6 +10,7 @@ import typer
 from rich.table import Table
 
 from reconciler.catalog.deployments import declared_free_gpus
+from reconciler.cli import fleet_trials
 from reconciler.cli.common import JsonOption, RepoOption, console, load, print_json
 from reconciler.errors import DenvError, NotFound
 from reconciler.fleet.hostagent import AgentClient
@@ -20,6 +21,8 @@ from reconciler.spec.fleet import Fleet
 from reconciler.spec.repo import Repo
 
 app = typer.Typer(help="Fleets: hosts, GPUs and what runs there.", no_args_is_help=True)
+
+app.command("trials")(fleet_trials.trials)
 
 FleetArg = Annotated[str, typer.Argument(help="Fleet name (fleets/<name>.yaml).")]
 
