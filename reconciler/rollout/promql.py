@@ -48,11 +48,23 @@ def selector(series: Series, instances: Sequence[str], suffix: str = "") -> str:
 
 def queries(alarm: Alarm, engine: EngineSeries, instances: Sequence[str]) -> AlarmQueries:
     w = _range(alarm.window)
-    requests = f"sum(increase({selector(engine.requests, instances)}[{w}]))"
+    requests = _counted(selector(engine.requests, instances), w)
     if alarm.metric == "error_rate":
-        errors = f"sum(increase({selector(engine.errors, instances)}[{w}]))"
+        errors = _counted(selector(engine.errors, instances), w)
         return AlarmQueries(requests, errors, None)
     return AlarmQueries(requests, None, _value(alarm, engine, instances, w))
+
+
+def _counted(selected: str, w: str) -> str:
+    """The counters' increase over the window, a series born inside it counted from zero.
+    increase() alone starts a series at its first scraped value, so a label set created by
+    its first request (an engine's first 5xx, say) loses whatever came before its first
+    scrape: a burst of errors shorter than a scrape interval would read as none
+    (prometheus/prometheus#1673)."""
+    before = f"{selected} offset {w}"
+    known = f"sum(increase({selected}[{w}]) and {before}) or vector(0)"
+    born = f"sum({selected} unless {before}) or vector(0)"
+    return f"({known}) + ({born})"
 
 
 def _value(alarm: Alarm, engine: EngineSeries, instances: Sequence[str], w: str) -> str | None:

@@ -1,15 +1,12 @@
 """Watching alarms for real: a `denv sim serve` process scraped on loopback while the openai
-client sends traffic, faults injected through /admin/faults; and Prometheus mode against a
-loopback server of the test's own that answers the PromQL it is sent."""
+client sends traffic, faults injected through /admin/faults. Prometheus mode, against a real
+Prometheus, is in test_prometheus.py."""
 
 from __future__ import annotations
 
 import json
-import threading
-import urllib.parse
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import openai
@@ -156,106 +153,7 @@ def test_metrics_targets_are_the_engines_not_the_router() -> None:
     assert metrics_targets(units) == [("vllm", "http://10.0.0.5:8000/metrics")]
 
 
-# -- Prometheus mode ------------------------------------------------------------------------
-
-
-class FakePrometheus(BaseHTTPRequestHandler):
-    """Answers /api/v1/query from `answers` (query text -> value); records what it was sent."""
-
-    answers: dict[str, str] = {}
-    asked: list[dict[str, list[str]]] = []
-
-    def do_GET(self) -> None:
-        url = urllib.parse.urlsplit(self.path)
-        params = urllib.parse.parse_qs(url.query)
-        self.asked.append(params)
-        query = params["query"][0]
-        if url.path != "/api/v1/query" or query not in self.answers:
-            body = {"status": "error", "errorType": "bad_data", "error": f"unexpected {query}"}
-            self._send(400, body)
-            return
-        value = self.answers[query]
-        result = [{"metric": {}, "value": [float(params["time"][0]), value]}] if value else []
-        self._send(200, {"status": "success", "data": {"resultType": "vector", "result": result}})
-
-    def _send(self, status: int, body: dict[str, Any]) -> None:
-        data = json.dumps(body).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, *_: Any) -> None:
-        pass
-
-
-@pytest.fixture
-def prometheus() -> Iterator[str]:
-    FakePrometheus.answers, FakePrometheus.asked = {}, []
-    server = ThreadingHTTPServer(("127.0.0.1", 0), FakePrometheus)
-    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(10)
-
-
-INSTANCES = r'instance=~"10\\.0\\.0\\.5:8000|10\\.0\\.0\\.6:8000"'
-ROUTES = 'handler=~"/v1/(chat/)?completions"'
-REQUESTS = f"sum(increase(http_requests_total{{{ROUTES},{INSTANCES}}}[300s]))"
-ERRORS = f'sum(increase(http_requests_total{{{ROUTES},{INSTANCES},status=~"5xx"}}[300s]))'
-TTFT_P99 = (
-    "histogram_quantile(0.99, sum by (le) "
-    f"(rate(vllm:time_to_first_token_seconds_bucket{{{INSTANCES}}}[300s])))"
-)
-TWO = [("vllm", "http://10.0.0.5:8000/metrics"), ("vllm", "http://10.0.0.6:8000/metrics")]
-
-
-def test_prometheus_mode_sends_promql_and_reads_its_answers(prometheus: str) -> None:
-    alarms = {
-        "ttft-p99-1.5s": Alarm(metric="ttft", stat="p99", max="1.5s", window="5m"),
-        "errors-1pct": Alarm(metric="error_rate", max="1%", window="5m", min_requests=100),
-    }
-    FakePrometheus.answers = {REQUESTS: "812", TTFT_P99: "2.31", ERRORS: "30"}
-    targets = TWO
-    watch = AlarmWatch(alarms, prometheus=prometheus + "/")
-    watch.scrape(KEY, targets, T0)
-    got = by_name(watch.readings(KEY, T0))
-    assert got["ttft-p99-1.5s"].describe() == "ttft p99 2.31 s > 1.5 s (812 requests, 5m)"
-    assert got["errors-1pct"].value == pytest.approx(30 / 812) and got["errors-1pct"].firing
-    assert {a["time"][0] for a in FakePrometheus.asked} == {f"{T0:.3f}"}
-    assert watch.state() == {"version": 1, "tracks": {}}  # Prometheus keeps the history
-
-
-def test_prometheus_over_the_bake_asks_with_the_bake_as_range(prometheus: str) -> None:
-    alarm = {"ttft-p99-1.5s": Alarm(metric="ttft", stat="p99", max="1.5s", window="5m")}
-    FakePrometheus.answers = {
-        q.replace("[300s]", "[1800s]"): v for q, v in {REQUESTS: "4000", TTFT_P99: "0.42"}.items()
-    } | {REQUESTS: "3", TTFT_P99: "0.2"}
-    watch = AlarmWatch(alarm, prometheus=prometheus)
-    watch.scrape(KEY, TWO, T0)
-    (last,) = watch.readings(KEY, T0)
-    assert last.value is None  # 3 requests in the last 5m: not judged
-    (bake,) = watch.over_bake(KEY, T0 - 1800, T0)
-    assert bake.describe() == "ttft p99 420 ms ≤ 1.5 s (4000 requests, 30m bake)"
-
-
-def test_prometheus_without_data_or_answer_never_fires(prometheus: str) -> None:
-    alarm = {"ttft": Alarm(metric="ttft", stat="p99", max="1.5s", window="5m", min_requests=1)}
-    FakePrometheus.answers = {REQUESTS: "40", TTFT_P99: "NaN"}
-    watch = AlarmWatch(alarm, prometheus=prometheus)
-    watch.scrape(KEY, TWO, T0)
-    (reading,) = watch.readings(KEY, T0)
-    assert reading.value is None and not reading.firing and reading.requests == 40
-    FakePrometheus.answers = {}  # every query is now an error (HTTP 400)
-    watch.scrape(KEY, TWO, T0)
-    (reading,) = watch.readings(KEY, T0)
-    assert reading.value is None and not reading.firing
-    assert reading.note == "Prometheus did not answer: HTTP 400"
+# -- Prometheus mode (against a real Prometheus: test_prometheus.py) -----------------------
 
 
 def test_alarms_file_names_its_prometheus_server() -> None:

@@ -1,0 +1,191 @@
+"""Prometheus mode for real: two `denv sim serve` engines (vLLM's series) scraped every second
+by a real Prometheus on loopback while the openai client sends traffic, faults injected
+through /admin/faults. The PromQL denv writes runs on Prometheus itself, and its answers are
+compared with what denv reads scraping the same engines directly."""
+
+from __future__ import annotations
+
+import bisect
+import json
+import time
+import urllib.parse
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+import openai
+import pytest
+
+from reconciler.engines.sim.metrics import TTFT_BUCKETS
+from reconciler.rollout.alarms import Reading
+from reconciler.rollout.promql import instance, queries
+from reconciler.rollout.series import ENGINES
+from reconciler.rollout.watch import AlarmWatch
+from reconciler.spec.policy import Alarm
+from tests.engines.sim.sims import (
+    Sim,
+    free_port,
+    http_get,
+    http_post,
+    sim_process,
+    sim_spec,
+    wait_until,
+)
+from tests.rollout.prometheus import SCRAPE_S, prometheus_process
+
+MODEL = "llama-3.1-8b"
+KEY = "chat/canary"
+TTFT = Alarm(metric="ttft", stat="p99", max="250ms", window="1m", min_requests=20)
+ERRORS = Alarm(metric="error_rate", max="1%", window="1m", min_requests=20)
+
+
+@dataclass
+class Lab:
+    sims: tuple[Sim, Sim]
+    prometheus: str
+    started: float  # Unix time when Prometheus first saw both engines
+
+    @property
+    def targets(self) -> list[tuple[str, str]]:
+        return [("vllm", s.url + "/metrics") for s in self.sims]
+
+
+def ask(prometheus: str, promql: str) -> list[dict[str, Any]]:
+    query = urllib.parse.urlencode({"query": promql})
+    status, body = http_get(f"{prometheus}/api/v1/query?{query}")
+    assert status == 200, body
+    result: list[dict[str, Any]] = json.loads(body)["data"]["result"]
+    return result
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
+    logs = tmp_path_factory.mktemp("prometheus-lab")
+    spec = sim_spec(time_scale=10.0)
+    with sim_process(spec, logs) as one, sim_process(spec, logs) as two:
+        for sim in (one, two):
+            wait_until(lambda s=sim: http_get(s.url + "/health")[0] == 200, 20, "warm-up")
+        targets = [instance(s.url) for s in (one, two)]
+        with prometheus_process(targets, logs / "prometheus") as url:
+            wait_until(
+                lambda: {r["metric"]["instance"] for r in ask(url, "up == 1")} == set(targets),
+                60,
+                "Prometheus scraping both engines",
+            )
+            yield Lab((one, two), url, time.time())
+
+
+def traffic(sims: tuple[Sim, ...], each: int) -> list[int]:
+    """`each` short completions to every engine, 12 at a time; the status of each."""
+
+    def one(job: tuple[Sim, int]) -> int:
+        sim, i = job
+        client = openai.OpenAI(base_url=sim.url + "/v1", api_key="none", max_retries=0)
+        try:
+            client.completions.create(model=MODEL, prompt=f"hello {i}", max_tokens=2)
+            return 200
+        except openai.APIStatusError as exc:
+            return exc.status_code
+
+    with ThreadPoolExecutor(12) as pool:
+        return list(pool.map(one, [(s, i) for s in sims for i in range(each)]))
+
+
+def faults(sims: tuple[Sim, ...], **patch: Any) -> None:
+    for sim in sims:
+        status, body = http_post(sim.url + "/admin/faults", patch)
+        assert status == 200, body
+
+
+def prometheus_reading(lab: Lab, alarm: Alarm, targets: list[tuple[str, str]]) -> Reading:
+    watch = AlarmWatch({"alarm": alarm}, prometheus=lab.prometheus)
+    now = time.time()
+    watch.scrape(KEY, targets, now)
+    [reading] = watch.readings(KEY, now)
+    return reading
+
+
+def seen_after(lab: Lab, alarm: Alarm, done: float) -> Reading:
+    """The Prometheus-mode reading once Prometheus has scraped the engines after `done`."""
+    wait_until(lambda: time.time() > done + 2 * SCRAPE_S, 10, "a scrape after the traffic")
+    return prometheus_reading(lab, alarm, lab.targets)
+
+
+def bucket(value: float) -> int:
+    return bisect.bisect_left(TTFT_BUCKETS, value)
+
+
+def test_prometheus_answers_what_scraping_the_engines_reads(lab: Lab) -> None:
+    direct = AlarmWatch({"alarm": TTFT})
+    direct.scrape(KEY, lab.targets, 0.0)
+    assert traffic(lab.sims, 30) == [200] * 60
+    direct.scrape(KEY, lab.targets, 60.0)
+    [engines] = direct.readings(KEY, 60.0)
+    served = seen_after(lab, TTFT, time.time())
+    print(f"engines: {engines.describe()}; Prometheus: {served.describe()}")
+    assert engines.requests == 60 and engines.value is not None
+    # increase() extrapolates towards the window's ends: a few more than were answered
+    assert 60 <= served.requests <= 60 * 1.25, served.describe()
+    # both interpolate inside the same buckets: the same bucket, whatever the extrapolation
+    assert served.value is not None and bucket(served.value) == bucket(engines.value)
+    # 250 ms is a bucket bound: decided exactly, so both fire or neither does
+    assert served.covered == 60 and served.firing == engines.firing
+    # over the bake: every request since Prometheus first saw the engines
+    watch = AlarmWatch({"alarm": TTFT}, prometheus=lab.prometheus)
+    now = time.time()
+    watch.scrape(KEY, lab.targets, now)
+    [bake] = watch.over_bake(KEY, lab.started - SCRAPE_S, now)
+    assert bake.requests >= 60 and bake.over.endswith(" bake")
+
+
+def test_a_latency_spike_fires_in_prometheus_mode(lab: Lab) -> None:
+    faults(lab.sims, spike_ms=5000)  # +0.5 s a step at time scale 10
+    try:
+        assert traffic(lab.sims, 12) == [200] * 24
+    finally:
+        faults(lab.sims, spike_ms=0)
+    reading = seen_after(lab, TTFT, time.time())
+    assert reading.firing and reading.value is not None and reading.value > 0.5
+    assert reading.describe().startswith("ttft p99 ") and "> 250 ms" in reading.describe()
+
+
+def test_errors_counted_by_prometheus_fire_the_error_alarm(lab: Lab) -> None:
+    faults(lab.sims, error_rate=0.5, seed=3)
+    try:
+        statuses = traffic(lab.sims, 20)
+    finally:
+        faults(lab.sims, error_rate=0.0)
+    failed = statuses.count(500)
+    assert 0 < failed < 40 and statuses.count(200) == 40 - failed
+    reading = seen_after(lab, ERRORS, time.time())
+    assert reading.firing and reading.value is not None
+    counted = reading.value * reading.requests  # the window's errors, as Prometheus has them
+    assert failed <= counted <= failed * 1.25 + 1, (failed, reading.describe())
+
+
+def test_no_data_and_no_answer_never_fire(lab: Lab) -> None:
+    elsewhere = [("vllm", f"http://127.0.0.1:{free_port()}/metrics")]  # nothing scrapes it
+    quiet = prometheus_reading(lab, TTFT, elsewhere)
+    assert quiet.value is None and not quiet.firing and quiet.requests == 0
+    down = f"http://127.0.0.1:{free_port()}"
+    watch = AlarmWatch({"alarm": TTFT}, prometheus=down)
+    watch.scrape(KEY, lab.targets, time.time())
+    [reading] = watch.readings(KEY, time.time())
+    assert reading.value is None and not reading.firing
+    assert reading.note.startswith("Prometheus did not answer: "), reading.note
+
+
+def test_the_promql_picks_the_stage_engines_by_instance() -> None:
+    two = ["10.0.0.5:8000", "10.0.0.6:8000"]
+    sent = queries(TTFT, ENGINES["vllm"], two)
+    picked = r'instance=~"10\\.0\\.0\\.5:8000|10\\.0\\.0\\.6:8000"'
+    served = f'http_requests_total{{handler=~"/v1/(chat/)?completions",{picked}}}'
+    assert sent.requests == (
+        f"(sum(increase({served}[60s]) and {served} offset 60s) or vector(0))"
+        f" + (sum({served} unless {served} offset 60s) or vector(0))"
+    )
+    assert sent.value == (
+        "histogram_quantile(0.99, sum by (le) "
+        f"(rate(vllm:time_to_first_token_seconds_bucket{{{picked}}}[60s])))"
+    )
