@@ -36,10 +36,11 @@ system-deps:
 	@command -v prometheus >/dev/null 2>&1 || { apt-get update -q && \
 		apt-get install -y -q --no-install-recommends prometheus; }
 
-# Two workers, a test file each at a time (a module's lab fixture is built once); then the
-# tests that compare wall-clock timings with a model, alone.
+# Two workers, a test file each at a time (a module's lab fixture is built once), in the
+# order tests/conftest.py collects them (longest first; xdist would reorder by test count);
+# then the tests that compare wall-clock timings with a model, alone.
 test: lint workflows system-deps
-	$(BIN)/pytest -q -n 2 --dist loadfile -m "not serial" --durations=25
+	$(BIN)/pytest -q -n 2 --dist loadfile --no-loadscope-reorder -m "not serial" --durations=25
 	$(BIN)/pytest -q -m serial
 
 # Regenerate the JSON Schemas the repository's YAML files point their editors to.

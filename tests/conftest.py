@@ -37,7 +37,8 @@ def edit(denv_repo: Path) -> Edit:
 
 
 # The longest test files (minutes each: engines over sshd), collected first so that under
-# `pytest -n 2 --dist loadfile` they start first and the two workers finish together.
+# `pytest -n 2 --dist loadfile --no-loadscope-reorder` they start first and the two workers
+# finish together (by default xdist orders files by their number of tests instead).
 LONGEST_FIRST = (
     "tests/reconcile/test_reconcile_e2e.py",
     "tests/rollout/test_rollout_e2e.py",
@@ -45,6 +46,8 @@ LONGEST_FIRST = (
     "tests/parity/test_targets.py",
     "tests/reconcile/test_deploy_parity.py",
     "tests/bench/test_bench_run_e2e.py",
+    "tests/bench/test_trial_reclaim_e2e.py",
+    "tests/forge/test_walkthrough.py",
 )
 
 
