@@ -27,14 +27,17 @@ workflows: $(STAMP)
 	$(BIN)/check-jsonschema --builtin-schema vendor.github-workflows .github/workflows/*.yml
 	$(BIN)/zizmor --offline --persona pedantic .github/workflows
 
-# What the tests start for real: OpenSSH servers (in network namespaces, with iproute2), and
-# Prometheus for the alarms' Prometheus mode (its service is not started: tests run their own).
+# What the tests start for real: OpenSSH servers (in network namespaces, with iproute2),
+# Prometheus for the alarms' Prometheus mode, and PostgreSQL for optimizer workers sharing a
+# study (their services are not started: tests run their own).
 system-deps:
 	@command -v sshd >/dev/null 2>&1 || test -x /usr/sbin/sshd || \
 		{ apt-get update -q && apt-get install -y -q openssh-server; }
 	@command -v ip >/dev/null 2>&1 || { apt-get update -q && apt-get install -y -q iproute2; }
 	@command -v prometheus >/dev/null 2>&1 || { apt-get update -q && \
 		apt-get install -y -q --no-install-recommends prometheus; }
+	@ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || { apt-get update -q && \
+		apt-get install -y -q --no-install-recommends postgresql; }
 
 # Two workers, a test file each at a time (a module's lab fixture is built once), in the
 # order tests/conftest.py collects them (longest first; xdist would reorder by test count);

@@ -19,7 +19,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import optuna
+import sqlalchemy.exc
 from optuna.trial import FrozenTrial, TrialState
+from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_random
 
 from reconciler.catalog.latency import LatencyTarget
 from reconciler.errors import DenvError
@@ -152,8 +154,8 @@ class Study:
             if screened_out is not None:
                 self._skip(trial, SCREENED, *screened_out, candidate=built)
                 continue
-            self._mark(trial, built, TRIAL)
-            return trial, built
+            if self._claimed(trial, built):
+                return trial, built
         # TPE keeps suggesting what is known: the best prediction not yet tried, else any.
         predicted = [s.candidate for s in self.screened.values() if s.outcome is not None]
         drawn = self.space.sample(UNTRIED_DRAWS, seed=used)
@@ -163,7 +165,7 @@ class Study:
         self, candidates: Sequence[Candidate]
     ) -> tuple[optuna.Trial, Candidate] | None:
         """The first candidate no trial has had, asked of optuna with its values."""
-        tried = {t.user_attrs.get("candidate") for t in self._trials()}
+        tried = {t.user_attrs.get("candidate") for t in self._trials() if _holds(t)}
         for candidate in candidates:
             if candidate.id in tried:
                 continue
@@ -171,10 +173,32 @@ class Study:
             trial = self.study.ask()  # takes the enqueued values
             built = self.space.build(self.space.suggest_values(trial))
             if isinstance(built, Candidate) and built.id not in tried:
-                self._mark(trial, built, TRIAL)
-                return trial, built
+                if self._claimed(trial, built):
+                    return trial, built
+                continue
             self.study.tell(trial, state=TrialState.FAIL)
         return None
+
+    def _claimed(self, trial: optuna.Trial, candidate: Candidate) -> bool:
+        """Mark `trial` as trialing `candidate`, then look for another trial holding it
+        (`_holds`), running or done since this worker last looked: then let it go (told
+        failed, as trialed elsewhere) and say False.
+        Each worker marks before it looks, so of workers picking one candidate at once at
+        most one keeps it; all may let it go, and it is picked again later."""
+        self._mark(trial, candidate, TRIAL)
+        rivals = [
+            t.number
+            for t in self._trials()
+            if t.number != trial.number
+            and t.user_attrs.get("kind") == TRIAL
+            and t.user_attrs.get("candidate") == candidate.id
+            and _holds(t)
+        ]
+        if not rivals:
+            return True
+        trial.set_user_attr("kind", RUNNING)
+        self.study.tell(trial, state=TrialState.FAIL)
+        return False
 
     def _screened_out(self, candidate: Candidate) -> tuple[str, float] | None:
         scored = self.screened.get(candidate.id)
@@ -371,6 +395,16 @@ class Study:
         }
 
 
+def _holds(trial: FrozenTrial) -> bool:
+    """Whether the trial keeps its candidate from being picked again: it runs, it was
+    measured or told without a trial, or it failed for a reason of the candidate's (its
+    engine crashed; a parity failure). Not when it let the candidate go: marked as trialed
+    elsewhere, or failed with no reason, as `abandon` leaves the trial of a run that died."""
+    if trial.state != TrialState.FAIL:
+        return True
+    return trial.user_attrs.get("kind") != RUNNING and "reason" in trial.user_attrs
+
+
 def _constrain(trial: optuna.Trial, miss: float) -> None:
     """The latency target as optuna's constraint (<= 0 met), which TPE samples around; kept
     as a user attribute too, for `best()`."""
@@ -381,10 +415,26 @@ def _constrain(trial: optuna.Trial, miss: float) -> None:
 def _storage(url: str | None) -> optuna.storages.BaseStorage | None:
     if url is None:
         return None
+    if url.startswith(("postgresql://", "postgres://")):
+        # SQLAlchemy's default PostgreSQL driver is psycopg2; denv's extra installs psycopg 3
+        url = "postgresql+psycopg://" + url.split("://", 1)[1]
     if url.startswith("sqlite"):
         # Workers on one SQLite file wait for each other's writes instead of failing.
         return optuna.storages.RDBStorage(url, engine_kwargs={"connect_args": {"timeout": 60}})
-    return optuna.storages.RDBStorage(url)
+    # Workers started together on an empty database race to create optuna's tables: the
+    # loser's CREATE fails on what the winner made; asked again, it finds them made.
+    for attempt in Retrying(
+        # a unique key (IntegrityError) or a table that exists already (ProgrammingError)
+        retry=retry_if_exception_type(
+            (sqlalchemy.exc.IntegrityError, sqlalchemy.exc.ProgrammingError)
+        ),
+        stop=stop_after_attempt(4),
+        wait=wait_random(0.1, 1.0),
+        reraise=True,
+    ):
+        with attempt:
+            return optuna.storages.RDBStorage(url)
+    raise AssertionError("tenacity neither returned nor raised")  # pragma: no cover
 
 
 def _redacted(url: str | None) -> str:
