@@ -223,7 +223,7 @@ def test_a_trial_whose_run_died_is_failed_and_frees_its_candidate(
     assert later.abandon([trial.number]) == []  # failed once
     assert later.study.trials[trial.number].state == TrialState.FAIL
     assert later.trials_used() == 1  # its GPU time was spent
-    # no longer "being trialed": once suggested again it gets a trial (seeded picks skip it)
+    # no longer "being trialed": it is picked again, and gets a trial
     got = later.ask()
     while got is not None and got[1].id != held.id:
         later.tell(got[0], measured(screened, got[1]))
