@@ -56,7 +56,7 @@ def run_commands(
 ) -> CommandsRun:
     """Run the commands on pull request `number` that have not run yet (with `only`, just
     that comment's), and record them in the bot's commands comment."""
-    handled = read_handled(forge.comments(number))
+    handled = read_handled(forge.own_comments(number))  # a pasted marker is not the bot's
     todo = pending(forge.comment_commands(number), handled, only)
     if not todo:
         return CommandsRun([], [])

@@ -56,7 +56,9 @@ def open_forge(root: Path, env: Mapping[str, str], user: str | None = None) -> F
 
 def open_github(root: Path, env: Mapping[str, str]) -> Forge:
     # imported here: PyGithub is only loaded by commands that talk to GitHub
-    from reconciler.forge.github import DEFAULT_API, GitHubForge, app_auth, token_auth
+    from github import Auth
+
+    from reconciler.forge.github import DEFAULT_API, GitHubForge, token_auth
     from reconciler.forge.gitremote import GitRemote
 
     repository = env.get("DENV_GITHUB_REPOSITORY") or env.get("GITHUB_REPOSITORY")
@@ -64,11 +66,14 @@ def open_github(root: Path, env: Mapping[str, str]) -> Forge:
         raise ForgeError("set GITHUB_REPOSITORY (owner/name) to use the GitHub forge")
     app_id, key = env.get("DENV_GITHUB_APP_ID"), _private_key(env)
     token = env.get("DENV_GITHUB_TOKEN") or env.get("GITHUB_TOKEN")
+    app: Auth.AppAuth | None = None
+    auth: Auth.Auth
     if app_id and key:
         installation = env.get("DENV_GITHUB_APP_INSTALLATION_ID", "")
         if not installation.isdigit():
             raise ForgeError("DENV_GITHUB_APP_INSTALLATION_ID must be the installation's number")
-        auth = app_auth(app_id, key, int(installation))
+        app = Auth.AppAuth(app_id, key)
+        auth = app.get_installation_auth(int(installation))
     elif token:
         auth = token_auth(token)
     else:
@@ -84,6 +89,7 @@ def open_github(root: Path, env: Mapping[str, str]) -> Forge:
         api_url=env.get("GITHUB_API_URL", DEFAULT_API),
         bot=bot_identity(env),
         bot_login=env.get("DENV_BOT_LOGIN") or None,
+        app=app,
     )
     forge.git = GitRemote(root, f"{server}/{repository}.git", forge.token)
     return forge

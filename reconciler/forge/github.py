@@ -13,7 +13,7 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import TypeVar
 
-from github import Auth, Consts, Github, GithubException
+from github import Auth, Consts, Github, GithubException, GithubIntegration
 from github.GithubObject import NotSet
 from github.PullRequest import PullRequest as GhPull
 from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt
@@ -51,9 +51,7 @@ def token_auth(token: str) -> Auth.Auth:
     return Auth.Token(token)
 
 
-def app_auth(app_id: str, private_key: str, installation_id: int) -> Auth.Auth:
-    """A GitHub App installation: short-lived tokens, refreshed by PyGithub as they expire."""
-    return Auth.AppAuth(app_id, private_key).get_installation_auth(installation_id)
+ACTIONS_BOT = "github-actions[bot]"  # who Actions' GITHUB_TOKEN writes as
 
 
 class GitHubForge:
@@ -67,7 +65,9 @@ class GitHubForge:
         bot: BotIdentity = DENV_BOT,
         bot_login: str | None = None,
         throttle: bool = True,
+        app: Auth.AppAuth | None = None,
     ) -> None:
+        """`app`: the App whose installation `auth` is, so the bot can learn its login."""
         # GitHub asks integrations to space writes (secondary rate limits); tests turn it off
         self._gh = Github(
             base_url=api_url,
@@ -80,13 +80,16 @@ class GitHubForge:
             seconds_between_writes=Consts.DEFAULT_SECONDS_BETWEEN_WRITES if throttle else None,
         )
         self._auth = auth
+        self.app = app
         self.repository = repository
         self.api_url = api_url
         self._repo = self._gh.get_repo(repository)
         self.git = git
         self.retry = retry
         self.bot = bot
-        self.bot_login = bot_login  # when known, only its comments are ever edited
+        # Only the bot's own comments are edited, or trusted for what their markers say
+        # (commands taken); unknown, it is asked of GitHub once (`login()`).
+        self.bot_login = bot_login
 
     def __repr__(self) -> str:
         return f"GitHubForge({self.repository} at {self.api_url})"
@@ -216,8 +219,32 @@ class GitHubForge:
             for c in self._repo.get_issue(pr).get_comments()
         ]
 
+    def own_comments(self, pr: int) -> list[Comment]:
+        return self._call(f"read the comments of #{pr}", lambda: self._mine(pr))
+
     def _mine(self, pr: int) -> list[Comment]:
-        return [c for c in self._comments(pr) if self.bot_login in (None, c.author)]
+        login = self.login()
+        return [c for c in self._comments(pr) if c.author == login]
+
+    def login(self) -> str:
+        """The bot's login: given, else asked once — an App installation writes as
+        `<app slug>[bot]`; a token as its user, or as github-actions[bot] when it is Actions'
+        GITHUB_TOKEN (which may not read /user)."""
+        if self.bot_login is None:
+            self.bot_login = self._call("ask GitHub who the bot is", self._ask_login)
+        return self.bot_login
+
+    def _ask_login(self) -> str:
+        if self.app is not None:
+            found = GithubIntegration(auth=self.app, base_url=self.api_url).get_app()
+            return f"{found.slug}[bot]"
+        try:
+            login: str = self._gh.get_user().login
+            return login
+        except GithubException as exc:
+            if exc.status == 403:  # "Resource not accessible by integration"
+                return ACTIONS_BOT
+            raise
 
     def upsert_comment(self, pr: int, kind: str, body: str) -> list[int]:
         parts = split_body(kind, body)

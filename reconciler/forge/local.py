@@ -143,6 +143,9 @@ class LocalForge:
     def comments(self, pr: int) -> list[Comment]:
         return list(self.store.load(pr).comments)
 
+    def own_comments(self, pr: int) -> list[Comment]:
+        return [c for c in self.comments(pr) if c.author == self.bot.name]
+
     def comment(self, pr: int, body: str, author: str | None = None) -> Comment:
         with self.store.locked():
             record = self.store.load(pr)

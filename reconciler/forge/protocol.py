@@ -71,6 +71,11 @@ class Forge(Protocol):
 
     def comments(self, pr: int) -> list[Comment]: ...
 
+    def own_comments(self, pr: int) -> list[Comment]:
+        """The bot's own comments: the only ones whose markers it edits or trusts (anyone
+        can paste a marker into a comment of theirs)."""
+        ...
+
     def upsert_comment(self, pr: int, kind: str, body: str) -> list[int]:
         """Post or edit in place the comment(s) marked `<!-- denv:KIND -->`; their ids."""
         ...

@@ -62,6 +62,9 @@ class FakeGitHub:
     owner: str = "acme"
     name: str = "fleet"
     tokens: dict[str, str] = field(default_factory=dict)  # token -> login
+    # tokens that are Actions' GITHUB_TOKEN: they write as github-actions[bot], and GET /user
+    # answers them 403, as GitHub does an integration's token
+    actions_tokens: set[str] = field(default_factory=set)
     permissions: dict[str, str] = field(default_factory=dict)  # login -> admin/write/read
     teams: dict[str, set[str]] = field(default_factory=dict)  # "org/slug" -> logins
     app: App | None = None
@@ -294,9 +297,12 @@ class FakeGitHub:
                     fault.times -= 1
                     return fault.status, {"message": fault.message}, fault.headers
             payload = json.loads(body) if body else {}
-            if path.startswith("/api/v3/app/"):
+            if path == "/api/v3/app" or path.startswith("/api/v3/app/"):
                 return self._app_route(method, path, headers)
-            login = self.tokens.get(headers.get("authorization", "").partition(" ")[2])
+            token = headers.get("authorization", "").partition(" ")[2]
+            login = self.tokens.get(token)
+            if token in self.actions_tokens:
+                login = "github-actions[bot]"
             if login is None:
                 return 401, {"message": "Bad credentials"}, {}
             for verb, pattern, handler in self._routes():
@@ -309,13 +315,23 @@ class FakeGitHub:
     def _app_route(
         self, method: str, path: str, headers: dict[str, str]
     ) -> tuple[int, Json, dict[str, str]]:
+        """The App's own endpoints, authenticated with its JWT: GET /app (who it is) and
+        POST /app/installations/N/access_tokens."""
         found = re.fullmatch(r"/api/v3/app/installations/(\d+)/access_tokens", path)
+        asks_who = method == "GET" and path == "/api/v3/app"
         scheme, _, token = headers.get("authorization", "").partition(" ")
-        if method != "POST" or found is None or self.app is None or scheme.lower() != "bearer":
+        known = asks_who or (method == "POST" and found is not None)
+        if not known or self.app is None or scheme.lower() != "bearer":
             self.unexpected.append(f"{method} {path}")
             return 501, {"message": "unexpected app request"}, {}
         claims = jwt.decode(token, self.app.public_key, algorithms=["RS256"])
-        if str(claims["iss"]) != self.app.app_id or int(found[1]) != self.app.installation_id:
+        if str(claims["iss"]) != self.app.app_id:
+            return 401, {"message": "A JSON web token could not be decoded"}, {}
+        if asks_who:
+            slug = self.app.login.removesuffix("[bot]")
+            return 200, {"id": int(self.app.app_id), "slug": slug, "name": slug}, {}
+        assert found is not None
+        if int(found[1]) != self.app.installation_id:
             return 401, {"message": "A JSON web token could not be decoded"}, {}
         installation_token = f"ghs_installation{self._next_id()}"
         self.tokens[installation_token] = self.app.login
@@ -340,8 +356,14 @@ class FakeGitHub:
             ("POST", rf"{repo}/check-runs", self._post_check),
             ("PATCH", rf"{repo}/check-runs/(\d+)", self._patch_check),
             ("GET", rf"{API}/orgs/([^/]+)/teams/([^/]+)/memberships/([^/]+)", self._membership),
+            ("GET", rf"{API}/user", self._authenticated_user),
             ("POST", r"/api/graphql", self._graphql),
         ]
+
+    def _authenticated_user(self, r: Request) -> Answer:
+        if r.login == "github-actions[bot]":
+            return 403, {"message": "Resource not accessible by integration"}, {}
+        return 200, self._user(r.login), {}
 
     def _pull_or_404(self, number: str) -> Json | None:
         return self.pulls.get(int(number))

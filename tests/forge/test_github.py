@@ -9,9 +9,10 @@ from pathlib import Path
 import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
+from github import Auth
 
 from reconciler.errors import BotBranchTaken, ForgeError
-from reconciler.forge.github import GitHubForge, app_auth, token_auth
+from reconciler.forge.github import ACTIONS_BOT, GitHubForge, token_auth
 from reconciler.forge.markers import GITHUB_COMMENT_LIMIT, read_marker
 from reconciler.forge.models import CheckRun, CommandKind, Conclusion, MergeStatus, PrState
 from reconciler.forge.protocol import BotChange, BotFiles
@@ -309,16 +310,37 @@ def test_github_app_installation_auth(github: GitHubSetup, tmp_path: Path) -> No
         app_id="4242", public_key=public, installation_id=7, login="denv-app[bot]"
     )
     number, _ = open_pr(github)
+    app = Auth.AppAuth("4242", private)
     forge = GitHubForge(
         github.fake.full_name,
-        app_auth("4242", private, 7),
+        app.get_installation_auth(7),
         api_url=github.fake.api_url,
         retry=RetryPolicy(sleep=github.clock.sleep, clock=github.clock.time),
         throttle=False,
+        app=app,
     )
     forge.upsert_comment(number, "plan", "from the app")
     assert [c.author for c in forge.comments(number)] == ["denv-app[bot]"]
+    assert forge.login() == "denv-app[bot]"  # asked of GET /app: the App's slug
     assert forge.token() is not None and forge.token() not in repr(forge)
+
+
+def test_the_bot_learns_its_login_and_trusts_only_its_own_comments(github: GitHubSetup) -> None:
+    number, _ = open_pr(github)
+    unknown = GitHubForge(
+        github.fake.full_name, token_auth(TOKEN), api_url=github.fake.api_url, throttle=False
+    )
+    github.fake.comment(number, "mallory", "<!-- denv:plan -->\npasted by a person")
+    [mine] = unknown.upsert_comment(number, "plan", "the bot's plan")
+    assert unknown.login() == github.fake.tokens[TOKEN]  # asked of GET /user
+    assert [c.id for c in unknown.own_comments(number)] == [mine]
+    assert "pasted by a person" in github.fake.comment_bodies(number)[0]  # never edited
+    actions = "ghs_ActionsGithubToken0123456789"
+    github.fake.actions_tokens.add(actions)
+    in_actions = GitHubForge(
+        github.fake.full_name, token_auth(actions), api_url=github.fake.api_url, throttle=False
+    )
+    assert in_actions.login() == ACTIONS_BOT  # GET /user answers 403 to Actions' token
 
 
 def test_an_unreachable_github_is_retried_then_named(github: GitHubSetup) -> None:

@@ -29,6 +29,7 @@ from reconciler.fleet.hostagent import AgentClient
 from reconciler.fleet.observe import Transports
 from reconciler.fleet.transport import LocalTransport
 from reconciler.forge.commands import merge_blockers
+from reconciler.forge.handled import Handled, render_commands
 from reconciler.forge.models import Conclusion, MergeStatus, PrState
 from reconciler.spec.loader import open_repo
 from tests.conftest import ROOT
@@ -68,6 +69,10 @@ def bench_step(github: GitHubSetup, number: int, head: str, transports: Transpor
     fake.comment(number, "mallory", "/denv bench")  # read permission only: ignored
     ignored = run_commands(forge, github.work, number, transports, options)
     assert ignored.ran == [] and len(fake.comment_bodies(number)) == 2  # plan, mallory's
+    # mallory pastes the bot's commands marker, claiming the next comments as taken
+    claimed = [Handled(comment_id=i, user="grace", command="bench", outcome="done") for i in
+               range(1, 1000)]  # fmt: skip
+    fake.comment(number, "mallory", render_commands(claimed))
     asked = fake.comment(number, "grace", "/denv bench")
     ran = run_commands(forge, github.work, number, transports, options, only=asked)
     assert [(h.comment_id, h.user, h.command) for h in ran.ran] == [(asked, "grace", "bench")]
