@@ -34,6 +34,7 @@ from reconciler.errors import DenvError, ParityError
 from reconciler.fleet.observe import Transports
 from reconciler.optimize.candidates import Row, Run, Status, StudyState, status_text
 from reconciler.optimize.goal import higher_is_better
+from reconciler.optimize.heartbeat import beating
 from reconciler.optimize.outcome import Outcome
 from reconciler.optimize.space import Candidate, SearchSpace
 from reconciler.optimize.state import StateStore
@@ -219,7 +220,8 @@ class Loop:
         self.fx.say(f"trial {row.trial}: {row.id} {row.change} on {row.gpus} GPU(s)")
 
         try:
-            row = self.on_trial_gpus(trial, candidate, recipe, row, baseline, reference)
+            with beating(trial):  # workers sharing the study see this one is alive
+                row = self.on_trial_gpus(trial, candidate, recipe, row, baseline, reference)
         except StudyStopped:
             raise
         except DenvError as exc:

@@ -14,8 +14,9 @@ its reason kept with the trial.
 from __future__ import annotations
 
 import json
+import time
 import warnings
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 import optuna
@@ -26,6 +27,7 @@ from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait
 from reconciler.catalog.latency import LatencyTarget
 from reconciler.errors import DenvError
 from reconciler.optimize.goal import Goal, higher_is_better
+from reconciler.optimize.heartbeat import ALIVE, stale
 from reconciler.optimize.outcome import MISSED, Outcome, beats, violation
 from reconciler.optimize.prescreen import Scored, promising, ranked
 from reconciler.optimize.space import Candidate, Infeasible, SearchSpace
@@ -83,6 +85,7 @@ class Study:
         max_trials: int | None = None,
         seed: int | None = None,
         seed_top: int = 3,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         """`storage`: an SQLAlchemy URL (sqlite:///path.db, postgresql://…), None to keep the
         study in memory. `screened`: the pre-screen's predictions; the `seed_top` most
@@ -90,6 +93,7 @@ class Study:
         alike predictions once) are trialed first, then one every other trial. `max_trials`:
         real trials (default: the rules')."""
         self.space, self.goal, self.target = space, goal, target
+        self.clock = clock  # Unix time: heartbeats from workers on other machines compare
         self.max_trials = max_trials or space.rules.max_trials
         self.screened = {s.candidate.id: s for s in ranked(screened, goal)}
         self.promising = promising(screened, goal)
@@ -121,7 +125,9 @@ class Study:
     def ask(self) -> tuple[optuna.Trial, Candidate] | None:
         """The next candidate to trial; None when the budget is spent or the space is done.
         The first `seed_top` trials, then every other one, take the most promising prediction
-        not yet tried; TPE picks the rest."""
+        not yet tried; TPE picks the rest. Trials whose worker died first let their candidates
+        go (`fail_stale`)."""
+        self.fail_stale()
         used = self.trials_used()
         if used >= self.max_trials:
             return None
@@ -220,6 +226,7 @@ class Study:
 
     def _mark(self, trial: optuna.Trial, candidate: Candidate, kind: str) -> None:
         trial.set_user_attr("kind", kind)
+        trial.set_user_attr(ALIVE, self.clock())  # the worker's heartbeat goes on from here
         trial.set_user_attr("candidate", candidate.id)
         trial.set_user_attr("overrides", json.dumps(candidate.overrides, sort_keys=True))
         trial.set_user_attr("change", candidate.change)
@@ -296,7 +303,19 @@ class Study:
             t.number for t in self._trials() if t.number in wanted and t.state == TrialState.RUNNING
         ]
         for number in failed:
-            self.study.tell(number, state=TrialState.FAIL)
+            self.study.tell(number, state=TrialState.FAIL, skip_if_finished=True)
+        return failed
+
+    def fail_stale(self) -> list[int]:
+        """Fail the running trials whose heartbeat stopped (reconciler.optimize.heartbeat):
+        another worker's that died. The numbers failed."""
+        now = self.clock()
+        failed = []
+        for t in self._trials():
+            if t.state == TrialState.RUNNING and stale(t.user_attrs.get(ALIVE), now):
+                # its worker may tell it in the meantime: then that answer stands
+                self.study.tell(t.number, state=TrialState.FAIL, skip_if_finished=True)
+                failed.append(t.number)
         return failed
 
     def should_stop_early(self, trial: optuna.Trial, partial: Outcome) -> bool:

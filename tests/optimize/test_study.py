@@ -12,6 +12,7 @@ from optuna.trial import TrialState
 from reconciler.catalog.latency import parse_latency_target
 from reconciler.engines.sim import traffic
 from reconciler.errors import DenvError
+from reconciler.optimize.heartbeat import ALIVE, STALE_S, beating, stale
 from reconciler.optimize.outcome import Outcome
 from reconciler.optimize.prescreen import Scored, prescreen, promising
 from reconciler.optimize.space import Candidate, SearchSpace
@@ -24,6 +25,7 @@ from reconciler.optimize.study import (
     Study,
 )
 from reconciler.spec.result import Metrics, Percentiles
+from tests.fleet.conftest import wait_for
 from tests.optimize import spaces
 
 TARGET = parse_latency_target("ttft:p99<400ms")
@@ -230,3 +232,44 @@ def test_a_trial_whose_run_died_is_failed_and_frees_its_candidate(
         got = later.ask()
     assert got is not None and got[1].id == held.id
     assert not any(t.user_attrs.get("kind") == "running" for t in later.study.trials)
+
+
+def test_a_trial_whose_heartbeat_stopped_frees_its_candidate(
+    space: SearchSpace, screened: list[Scored], tmp_path: Path
+) -> None:
+    url = f"sqlite:///{tmp_path / 'optimize.db'}"
+    now = [1_800_000_000.0]
+    died = Study(
+        url, "shared", space, "throughput", TARGET, screened=screened, clock=lambda: now[0]
+    )
+    asked = died.ask()  # stamped alive now; then its worker dies and stamps no more
+    assert asked is not None
+    trial, held = asked
+    other = Study(url, "shared", space, "throughput", TARGET, screened=screened, seed=1,
+                  clock=lambda: now[0])  # fmt: skip
+    assert other.fail_stale() == []  # alive: its stamp is fresh
+    now[0] += STALE_S + 1
+    assert other.fail_stale() == [trial.number]
+    assert other.study.trials[trial.number].state == TrialState.FAIL
+    got = other.ask()
+    while got is not None and got[1].id != held.id:
+        other.tell(got[0], measured(screened, got[1]))
+        got = other.ask()
+    assert got is not None and got[1].id == held.id  # picked again, and trialed
+
+
+def test_a_running_trial_is_stamped_until_its_block_ends() -> None:
+    stamps: list[float] = []
+    ticks = iter(range(1000))
+
+    class Trial:
+        def set_user_attr(self, key: str, value: object) -> None:
+            assert key == ALIVE and isinstance(value, float)
+            stamps.append(value)
+
+    with beating(Trial(), every=0.01, clock=lambda: float(next(ticks))):
+        wait_for(lambda: len(stamps) >= 3, timeout=10, what="three beats")
+    after = len(stamps)
+    assert stamps[:3] == [0.0, 1.0, 2.0]
+    assert stale(0.0, STALE_S + 1) and not stale(0.0, STALE_S) and not stale(None, 1e12)
+    assert len(stamps) == after  # no beat once the block ended
