@@ -27,7 +27,7 @@ from typing import Any
 
 from aiohttp import web
 
-from tests.engines.sim.sims import ROOT, _read_line, _stop
+from tests.engines.sim.sims import ROOT, _read_line, stop_process
 
 
 @dataclass
@@ -144,7 +144,7 @@ def scripted_server() -> Iterator[str]:
         assert found, f"the scripted server did not start: {line!r}"
         yield found.group(1)
     finally:
-        _stop(proc)
+        stop_process(proc)
 
 
 async def _main() -> None:

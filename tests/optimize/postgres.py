@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.engines.sim.sims import free_port, wait_until
+from tests.engines.sim.sims import free_port, stop_process, wait_until
 
 BIN = sorted(glob.glob("/usr/lib/postgresql/*/bin"), key=lambda p: int(p.split("/")[-2]))
 
@@ -64,12 +64,6 @@ def postgres_server() -> Iterator[str]:
         assert server.poll() is None, (folder / "server.log").read_text()
         yield f"postgresql://postgres@127.0.0.1:{port}/postgres"
     finally:
-        if server.poll() is None:
-            server.terminate()  # smart shutdown: waits for the clients, which are gone
-            try:
-                server.wait(30)
-            except subprocess.TimeoutExpired:
-                server.kill()
-                server.wait(5)
+        stop_process(server)  # SIGTERM: a smart shutdown, and the clients are gone
         log.close()
         shutil.rmtree(folder, ignore_errors=True)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.engines.sim.sims import free_port, http_get, wait_until
+from tests.engines.sim.sims import free_port, http_get, stop_process, wait_until
 
 PROMETHEUS = shutil.which("prometheus") or "/usr/bin/prometheus"
 SCRAPE_S = 1
@@ -62,10 +62,4 @@ def prometheus_process(targets: Sequence[str], folder: Path) -> Iterator[str]:
             pytest.fail(f"prometheus exited: {log.read_text()[-2000:]}")
         yield url
     finally:
-        if proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(5)
+        stop_process(proc)

@@ -105,7 +105,7 @@ def http_post(url: str, body: dict[str, Any], timeout_s: float = 10.0) -> tuple[
         return exc.code, json.loads(exc.read() or b"null")
 
 
-def _stop(proc: subprocess.Popen[bytes]) -> None:
+def stop_process(proc: subprocess.Popen[Any]) -> None:
     if proc.poll() is None:
         proc.terminate()
         try:
@@ -124,7 +124,7 @@ class Sim:
     log: Path
 
     def stop(self) -> int:
-        _stop(self.proc)
+        stop_process(self.proc)
         return self.proc.returncode
 
 
@@ -160,13 +160,13 @@ def sim_process(spec: SimSpec, log_dir: Path, *flags: str, cpu: int | None = Non
             line = ""
         found = re.search(r"at (http://[^\s,]+)", line)
         if not found:
-            _stop(proc)
+            stop_process(proc)
             pytest.fail(f"the simulator did not start: {line!r}\n{log.read_text()}")
         bootstrap = re.search(r"bootstrap port (\d+)", line)
         sim = Sim(proc, found.group(1), int(bootstrap.group(1)) if bootstrap else None, line, log)
         yield sim
     finally:
-        _stop(proc)
+        stop_process(proc)
 
 
 @contextlib.contextmanager
@@ -191,4 +191,4 @@ def router_process(args: list[str], log_dir: Path, ready: Callable[[str], bool])
             pytest.fail(f"sglang-router exited {proc.returncode}:\n{log.read_text()[-4000:]}")
         yield url
     finally:
-        _stop(proc)
+        stop_process(proc)
