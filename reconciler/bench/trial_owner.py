@@ -192,10 +192,10 @@ def this_process() -> str | None:
 
 def owner_state(label: str | None) -> OwnerState:
     """Whether the process an owner label names still runs (reads /proc on this machine)."""
-    owner = parse_owner(label)
-    if owner is None or owner.host != socket.gethostname():
-        return judge(owner, socket.gethostname(), None)
+    owner, here = parse_owner(label), socket.gethostname()
+    if owner is None or owner.host != here:
+        return judge(owner, here, None)
     try:
-        return judge(owner, owner.host, process_start(owner.pid))
+        return judge(owner, here, process_start(owner.pid))
     except ProcessUnreadable:
         return OwnerState.UNKNOWN

@@ -299,23 +299,19 @@ class Study:
         candidates would never be suggested again. The trials stay counted: their GPU time
         was spent. The numbers failed now."""
         wanted = set(numbers)
-        failed = [
-            t.number for t in self._trials() if t.number in wanted and t.state == TrialState.RUNNING
-        ]
-        for number in failed:
-            self.study.tell(number, state=TrialState.FAIL, skip_if_finished=True)
-        return failed
+        return self._fail_running(lambda t: t.number in wanted)
 
     def fail_stale(self) -> list[int]:
         """Fail the running trials whose heartbeat stopped (reconciler.optimize.heartbeat):
         another worker's that died. The numbers failed."""
         now = self.clock()
-        failed = []
-        for t in self._trials():
-            if t.state == TrialState.RUNNING and stale(t.user_attrs.get(ALIVE), now):
-                # its worker may tell it in the meantime: then that answer stands
-                self.study.tell(t.number, state=TrialState.FAIL, skip_if_finished=True)
-                failed.append(t.number)
+        return self._fail_running(lambda t: stale(t.user_attrs.get(ALIVE), now))
+
+    def _fail_running(self, which: Callable[[FrozenTrial], bool]) -> list[int]:
+        failed = [t.number for t in self._trials() if t.state == TrialState.RUNNING and which(t)]
+        for number in failed:
+            # its worker may tell it in the meantime: then that answer stands
+            self.study.tell(number, state=TrialState.FAIL, skip_if_finished=True)
         return failed
 
     def should_stop_early(self, trial: optuna.Trial, partial: Outcome) -> bool:

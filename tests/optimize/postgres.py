@@ -13,8 +13,7 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
-
+from tests.conftest import require_installed
 from tests.engines.sim.sims import free_port, stop_process, wait_until
 
 BIN = sorted(glob.glob("/usr/lib/postgresql/*/bin"), key=lambda p: int(p.split("/")[-2]))
@@ -22,11 +21,8 @@ BIN = sorted(glob.glob("/usr/lib/postgresql/*/bin"), key=lambda p: int(p.split("
 
 def require_postgres() -> Path:
     """The server's bin folder; skipped where PostgreSQL is missing, except in CI."""
-    if BIN and os.access(Path(BIN[-1]) / "postgres", os.X_OK):
-        return Path(BIN[-1])
-    if os.environ.get("CI") == "true":
-        pytest.fail("PostgreSQL is missing: `make system-deps` installs it")
-    pytest.skip("PostgreSQL is not installed (apt-get install postgresql, or make system-deps)")
+    require_installed(bool(BIN) and os.access(Path(BIN[-1]) / "postgres", os.X_OK), "PostgreSQL")
+    return Path(BIN[-1])
 
 
 def _as_server_user(argv: list[str]) -> list[str]:

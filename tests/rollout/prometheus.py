@@ -13,26 +13,18 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import require_installed
 from tests.engines.sim.sims import free_port, http_get, stop_process, wait_until
 
 PROMETHEUS = shutil.which("prometheus") or "/usr/bin/prometheus"
 SCRAPE_S = 1
 
 
-def require_prometheus() -> None:
-    """Skip where Prometheus is not installed, except in CI, which must have it."""
-    if os.access(PROMETHEUS, os.X_OK):
-        return
-    if os.environ.get("CI") == "true":
-        pytest.fail(f"{PROMETHEUS} is missing: `make system-deps` installs it")
-    pytest.skip("prometheus is not installed (apt-get install prometheus, or make system-deps)")
-
-
 @contextlib.contextmanager
 def prometheus_process(targets: Sequence[str], folder: Path) -> Iterator[str]:
     """Prometheus scraping `targets` (host:port, /metrics) every second; yields its URL once
     it is ready."""
-    require_prometheus()
+    require_installed(os.access(PROMETHEUS, os.X_OK), "Prometheus")
     folder.mkdir(parents=True, exist_ok=True)
     config = folder / "prometheus.yml"
     listed = ", ".join(f'"{t}"' for t in targets)
