@@ -25,6 +25,8 @@ from reconciler.forge.config import bot_identity, open_forge
 from reconciler.forge.local import LocalForge
 from reconciler.forge.markers import read_marker
 from reconciler.forge.models import Approvals, MergeStatus, PrState, PullRequest
+from reconciler.forge.prdiff import base_tip
+from reconciler.spec.policy import Gates
 from reconciler.spec.sources import find_root
 
 app = typer.Typer(
@@ -43,8 +45,14 @@ def _forge(repo: Path, user: str | None = None) -> LocalForge:
     return LocalForge(find_root(repo), user=user, bot=bot_identity(os.environ))
 
 
+def _gates(repo: Path, pr: PullRequest) -> Gates:
+    """The approval rules of the pull request's base branch, never of its work tree or head:
+    a pull request cannot lower the bar it must clear."""
+    return load(repo, base_tip(find_root(repo), pr.base_branch)).policies.gates
+
+
 def _approvals(repo: Path, forge: LocalForge, number: int) -> tuple[Approvals, int]:
-    gates = load(repo).policies.gates
+    gates = _gates(repo, forge.pull_request(number))
     return forge.approvals(number, gates.approvers), gates.default_approvals
 
 
@@ -127,7 +135,7 @@ def approve(
 ) -> None:
     """Approve the pull request's current head commit."""
     forge = _forge(repo, user)
-    gates = load(repo).policies.gates  # an invalid repository stops here, before approving
+    gates = _gates(repo, forge.pull_request(number))  # an invalid base stops here
     review = forge.approve(number)
     approvals, required = forge.approvals(number, gates.approvers), gates.default_approvals
     if as_json:

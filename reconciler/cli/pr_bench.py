@@ -24,10 +24,10 @@ from reconciler.bench.sweep import Mode
 from reconciler.bench.traffic import TraceLine, generate
 from reconciler.bench.trial import TrialEndpoint, new_trial_id, trial_deployment
 from reconciler.bench.trial_sweep import Load, fleet_price, sweep_trial
-from reconciler.cli.plan import cache_dir
-from reconciler.cli.pr_plan import open_head
+from reconciler.cli.pr_plan import open_head, pull_request_source, trusted_note
 from reconciler.errors import DenvError, NotFound
 from reconciler.fleet.observe import Transports
+from reconciler.forge.localgit import changed_paths
 from reconciler.forge.markers import marker, strip_marker
 from reconciler.forge.models import CheckRun, Conclusion, PullRequest
 from reconciler.forge.prdiff import fork_point
@@ -286,8 +286,16 @@ def _joined(kind: str, bodies: list[str]) -> str:
     return marker(kind) + "\n" + "\n\n---\n\n".join(parts) + "\n"
 
 
-def bench_view(pr: PullRequest, base: str | None, runs: list[SubjectRun], traffic: str) -> str:
+def bench_view(
+    pr: PullRequest,
+    base: str | None,
+    runs: list[SubjectRun],
+    traffic: str,
+    files: list[str] | None = None,
+) -> str:
     rows, points, notes = [], [], []
+    if (note := trusted_note(files or [], pr.base_branch)) is not None:
+        notes.append(note)
     for run in runs:
         if run.error is not None:
             notes.append(f"**{run.subject.key} failed**: {run.error}")
@@ -367,7 +375,7 @@ def bench_pull_request(
     """Bench and parity for every release or recipe the head of pull request `number`
     changes; comment the results and the verdicts, set the `denv bench` check."""
     pr = open_head(forge, root, number, "benched")
-    source = GitSource(str(root), cache_dir())
+    source = pull_request_source(root, pr)
     try:
         head = source.repo_at(pr.head_sha)
     except InvalidRevision as exc:
@@ -381,7 +389,9 @@ def bench_pull_request(
         status(f"{subject.key}: deploying on trial GPUs")
         runs.append(runner.run(subject, parity))
     status(f"commenting on #{number}")
-    ids = forge.upsert_comment(number, "bench", bench_view(pr, base, runs, options.traffic_name))
+    files = changed_paths(root, pr.base_branch, pr.head_sha)
+    view = bench_view(pr, base, runs, options.traffic_name, files)
+    ids = forge.upsert_comment(number, "bench", view)
     verdicts = [r for r in runs if r.verdict is not None]
     if verdicts and not isinstance(parity, str):
         bodies = [render_parity(parity_view(r, parity[0], base, pr.head_sha)) for r in verdicts]

@@ -18,6 +18,7 @@ from reconciler.errors import DenvError, ForgeError
 from reconciler.fleet.observe import Transports
 from reconciler.forge.localgit import changed_paths, has_commit
 from reconciler.forge.models import CheckRun, Conclusion, PrState, PullRequest
+from reconciler.forge.prdiff import base_tip
 from reconciler.forge.protocol import Forge
 from reconciler.forge.render import render_plan
 from reconciler.forge.views import PlanView
@@ -25,6 +26,7 @@ from reconciler.reconcile.plan import Plan
 from reconciler.reconcile.render import render_markdown, summary
 from reconciler.reconcile.snapshot import snapshot
 from reconciler.reconcile.source import GitSource, InvalidRevision
+from reconciler.spec.sources import is_trusted_path
 
 CHECK = "denv plan"
 CHECK_SUMMARY_LIMIT = 60_000  # GitHub keeps 65,535 characters of a check's summary
@@ -87,6 +89,25 @@ def open_head(forge: Forge, root: Path, number: int, verb: str) -> PullRequest:
     return pr
 
 
+def pull_request_source(root: Path, pr: PullRequest) -> GitSource:
+    """The pull request's revisions as the bot may act on them: its recipes, releases and
+    parity suites; fleets and policies (where denv connects, what it runs, which secret it
+    sends, who may approve) from the tip of its base branch, never from the pull request."""
+    return GitSource(str(root), cache_dir(), trusted_base=base_tip(root, pr.base_branch))
+
+
+def trusted_note(files: list[str], base: str) -> str | None:
+    """What a pull request changes that the bot does not take from it, said in its comments."""
+    ignored = [f for f in files if is_trusted_path(f)]
+    if not ignored:
+        return None
+    named = ", ".join(f"`{f}`" for f in ignored)
+    return (
+        f"This pull request changes {named}: fleets and policies are read from `{base}`, "
+        "so they take effect once merged; this run used the base branch's."
+    )
+
+
 def plan_pull_request(
     forge: Forge,
     root: Path,
@@ -97,7 +118,7 @@ def plan_pull_request(
     """Validate and plan the head of pull request `number`, comment the plan, set the check."""
     pr = open_head(forge, root, number, "planned")
     files = changed_paths(root, pr.base_branch, pr.head_sha)
-    source = GitSource(str(root), cache_dir())
+    source = pull_request_source(root, pr)
     problems: list[str] = []
     plan: Plan | None = None
     status(f"validating {pr.head_sha[:12]}")
@@ -114,6 +135,9 @@ def plan_pull_request(
         )
     else:
         body = render_markdown(plan)
+    if (note := trusted_note(files, pr.base_branch)) is not None:
+        head, _, rest = body.partition("\n")  # the marker line stays first
+        body = f"{head}\n> {note}\n\n{rest}"
     status(f"commenting on #{number}")
     ids = forge.upsert_comment(number, "plan", body)
     check = _check(problems, unplaceable, plan)

@@ -52,8 +52,16 @@ class InvalidRevision(SpecError):
 class GitSource:
     """One denv repository in git, and its revisions loaded as `Repo`s (cached by commit)."""
 
-    def __init__(self, location: str, cache_dir: Path, branch: str | None = None) -> None:
+    def __init__(
+        self,
+        location: str,
+        cache_dir: Path,
+        branch: str | None = None,
+        trusted_base: str | None = None,
+    ) -> None:
         self.location = location
+        # A pull request's revisions: fleets and policies are read from this base commit.
+        self.trusted_base = trusted_base
         self.label = redact(location)
         self.remote = is_remote(location)
         self.branch = branch  # None: the remote's default branch, or a local path's HEAD
@@ -106,7 +114,7 @@ class GitSource:
         if commit in self._loaded:
             self._loaded.move_to_end(commit)
             return self._loaded[commit]
-        loaded = open_repo(self.git_dir, commit)
+        loaded = open_repo(self.git_dir, commit, self.trusted_base)
         if loaded.errors:
             raise InvalidRevision(commit, loaded.errors)
         self._loaded[commit] = loaded

@@ -22,7 +22,7 @@ from reconciler.spec.recipe import RecipeFile
 from reconciler.spec.release import Promotions, Release
 from reconciler.spec.repo import Repo
 from reconciler.spec.result import Result
-from reconciler.spec.sources import FileSource, GitCommit, WorkTree
+from reconciler.spec.sources import FileSource, GitCommit, TrustedOverlay, WorkTree
 from reconciler.spec.workload import WorkloadsFile
 from reconciler.spec.yamlio import YamlDoc, decode_utf8, parse_yaml, plain
 
@@ -230,10 +230,15 @@ def _claimed_name(path: str) -> str | None:
     return None
 
 
-def open_repo(root: Path, rev: str | None = None) -> Repo:
-    """Load a work tree (or a commit of it) and run the cross-file checks."""
+def open_repo(root: Path, rev: str | None = None, trusted_base: str | None = None) -> Repo:
+    """Load a work tree (or a commit of it) and run the cross-file checks. With
+    `trusted_base`, fleets and policies are read from that commit instead (a pull request's
+    head: what it may not decide comes from its base branch)."""
     from reconciler.spec.checks import check_repo
 
-    repo = load_repo(GitCommit(root, rev) if rev else WorkTree(root))
+    source: FileSource = GitCommit(root, rev) if rev else WorkTree(root)
+    if trusted_base is not None:
+        source = TrustedOverlay(source, GitCommit(root, trusted_base))
+    repo = load_repo(source)
     repo.problems += check_repo(repo)
     return repo

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from reconciler.fleet.hostagent import AgentClient, AgentFailed
+from reconciler.fleet.transport import LocalTransport
 from tests.fleet.conftest import answers, free_port, wait_for
 
 
@@ -185,3 +186,36 @@ def test_one_round_trip_per_host_per_observation(denv_home: Path) -> None:
     seen = observe(fleet, transports, None, sys.executable)
     assert sorted(calls) == ["h0", "h1", "h2"]
     assert sorted(seen.hosts) == ["h0", "h1", "h2"] and not seen.errors
+
+
+SECRETS = {
+    "GITHUB_TOKEN": "ghs_not_for_engines",
+    "HF_TOKEN": "hf_not_for_engines",
+    "DENV_GITHUB_APP_KEY": "-----BEGIN RSA PRIVATE KEY-----",
+    "AWS_SECRET_ACCESS_KEY": "not-for-engines",
+}
+
+
+def environ_of(pid: int) -> dict[str, str]:
+    raw = Path(f"/proc/{pid}/environ").read_bytes()
+    return dict(item.split("=", 1) for item in raw.decode().split("\0") if "=" in item)
+
+
+def test_a_unit_starts_with_its_own_environment_not_the_bots(denv_home: Path) -> None:
+    """A local fleet's agent runs in the bot's environment (tokens, the App key): a unit gets
+    the passed names (PATH, HOME, locale…) and its own variables, never those."""
+    env = {**os.environ, **SECRETS, "DENV_HOME": str(denv_home), "LC_ALL": "C.UTF-8"}
+    client = AgentClient(LocalTransport(env=env))
+    port = free_port()
+    try:
+        unit = client.launch(http_unit("web", port))
+        assert unit.pid is not None
+        seen = environ_of(unit.pid)
+    finally:
+        client.stop("web", grace=1)
+    assert seen["DENV_TEST"] == "1"  # the unit's own
+    assert seen["PATH"] and seen["LC_ALL"] == "C.UTF-8"
+    assert seen["DENV_HOME"] == str(denv_home)
+    leaked = set(SECRETS) & set(seen)
+    assert not leaked
+    assert not [n for n in seen if any(w in n for w in ("TOKEN", "KEY", "SECRET", "PASSWORD"))]

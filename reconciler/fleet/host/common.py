@@ -18,6 +18,31 @@ WEIGHTS = os.path.join(HOME, "weights")
 LOG_CAP = int(os.environ.get("DENV_LOG_CAP", str(64 * 1024 * 1024)))  # bytes, then rotate once
 
 
+# What a unit or a prepare job takes from the agent's own environment: where things are and how
+# to reach the network, never the bot's credentials (a local fleet's agent runs in the bot's
+# environment). A unit's own variables (its recipe's and runtime's) are added to these.
+PASSED_NAMES = frozenset(
+    (
+        "PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "TZ", "TMPDIR",
+        "PYTHONPATH", "VIRTUAL_ENV", "LD_LIBRARY_PATH", "CUDA_HOME", "ROCM_PATH",
+        "DENV_HOME", "DENV_LOG_CAP", "SSL_CERT_FILE", "SSL_CERT_DIR",
+        "http_proxy", "https_proxy", "no_proxy", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY",
+    )
+)  # fmt: skip
+PASSED_PREFIXES = ("LC_", "NCCL_", "PIP_")
+
+
+def clean_environment(extra=None):
+    """The environment a unit or job starts with: the passed names of ours, then `extra`."""
+    env = {
+        name: value
+        for name, value in os.environ.items()
+        if name in PASSED_NAMES or name.startswith(PASSED_PREFIXES)
+    }
+    env.update(extra or {})
+    return env
+
+
 def agent_path():
     """This agent's own file (the .pyz on the host), for the processes it starts of itself."""
     return os.path.abspath(sys.argv[0])

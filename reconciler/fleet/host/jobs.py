@@ -9,7 +9,16 @@ import time
 
 import runtimes
 import weights
-from common import JOBS, AgentError, alive, detach, read_json, start_time, write_atomic
+from common import (
+    JOBS,
+    AgentError,
+    alive,
+    clean_environment,
+    detach,
+    read_json,
+    start_time,
+    write_atomic,
+)
 
 REPORT_EVERY = 0.5  # seconds between progress writes
 
@@ -58,9 +67,7 @@ def start(payload, path):
         spec["weights"] = dict(payload["weights"], token=None)
     started_at = time.time()
     write_atomic(path + ".spec", dict(spec, started_at=started_at))
-    env = dict(os.environ)
-    if secret:
-        env["HF_TOKEN"] = secret
+    env = clean_environment({"HF_TOKEN": secret} if secret else None)
     job = detach("run-job", payload["id"], env)
     deadline = time.time() + 10
     while time.time() < deadline:

@@ -14,6 +14,7 @@ from common import (
     UNITS,
     AgentError,
     alive,
+    clean_environment,
     detach,
     read_json,
     record_path,
@@ -72,8 +73,7 @@ def launch(unit):
         "start_time": None,
         "exit_code": None,
     }
-    env = dict(os.environ)
-    env.update(unit.get("env", {}))
+    env = clean_environment(unit.get("env", {}))
     spec_file = path + ".launch"
     write_atomic(spec_file, {"record": record, "env": env, "cwd": unit.get("cwd") or HOME})
     # The supervisor detaches in its own session, so the unit outlives this SSH session.
