@@ -5,6 +5,7 @@ Loading never stops at the first bad file: `denv validate` shows every error at 
 
 from __future__ import annotations
 
+import io
 import json
 import re
 from collections.abc import Callable, Sequence
@@ -22,11 +23,18 @@ from reconciler.spec.recipe import RecipeFile
 from reconciler.spec.release import Promotions, Release
 from reconciler.spec.repo import Repo
 from reconciler.spec.result import Result
-from reconciler.spec.sources import FileSource, GitCommit, TrustedOverlay, WorkTree
+from reconciler.spec.sources import (
+    FileSource,
+    GitCommit,
+    TrustedOverlay,
+    UnreadableFile,
+    WorkTree,
+)
 from reconciler.spec.workload import WorkloadsFile
 from reconciler.spec.yamlio import YamlDoc, decode_utf8, parse_yaml, plain
 
 MAX_JSONL_BYTES = 64 * 1024 * 1024
+MAX_ERRORS_PER_FILE = 20  # then reading stops: a junk file is refused quickly, not listed
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -154,11 +162,27 @@ def _load_results_jsonl(repo: Repo, path: str, data: bytes) -> None:
             Problem(path, 1, 1, f"file is {len(data):,} bytes; at most {MAX_JSONL_BYTES:,}")
         )
         return
-    text, problem = decode_utf8(path, data)
-    if text is None:
-        _add(repo, problem)
-        return
-    for number, line in enumerate(text.splitlines(), start=1):
+    # Line by line from the bytes: a large file is never held twice more as text and lines.
+    total = data.count(b"\n") + (0 if data.endswith(b"\n") else 1)
+    found = len(repo.problems)
+    for number, raw_line in enumerate(io.BytesIO(data), start=1):
+        if len(repo.problems) - found >= MAX_ERRORS_PER_FILE:
+            del repo.problems[found + MAX_ERRORS_PER_FILE :]
+            repo.problems.append(
+                Problem(
+                    path,
+                    number - 1,
+                    1,
+                    f"stopped after {MAX_ERRORS_PER_FILE} errors: lines {number:,} to "
+                    f"{total:,} were not read",
+                )
+            )
+            return
+        line, problem = decode_utf8(path, raw_line)
+        if line is None:
+            assert problem is not None
+            _add(repo, Problem(path, number, problem.col, problem.message))
+            continue
         if not line.strip():
             continue
         try:
@@ -186,7 +210,11 @@ def load_repo(source: FileSource) -> Repo:
     """Every denv file of `source`, validated; problems are collected in `repo.problems`."""
     repo = Repo(label=source.label)
     for path in source.files():
-        data = source.read(path)
+        try:
+            data = source.read(path)
+        except UnreadableFile as exc:
+            repo.problems.append(Problem(path, 1, 1, str(exc)))
+            continue
         if path.startswith("results/"):
             if path.endswith(".jsonl"):
                 _load_results_jsonl(repo, path, data)

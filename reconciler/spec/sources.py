@@ -28,6 +28,10 @@ class FileSource(Protocol):
     def read(self, path: str) -> bytes: ...
 
 
+class UnreadableFile(DenvError):
+    """A path the loader refuses to read (the message says why); it becomes a problem."""
+
+
 class WorkTree:
     def __init__(self, root: Path) -> None:
         self.root = root
@@ -42,7 +46,11 @@ class WorkTree:
                         yield path.relative_to(self.root).as_posix()
 
     def read(self, path: str) -> bytes:
-        return (self.root / path).read_bytes()
+        file = self.root / path
+        if file.is_symlink() and not file.resolve().is_relative_to(self.root.resolve()):
+            # Never read it: its target's text would reach error messages and comments.
+            raise UnreadableFile("a symbolic link that leaves the repository: not read")
+        return file.read_bytes()
 
 
 class GitCommit:
@@ -75,9 +83,11 @@ class GitCommit:
                 yield path
 
     def read(self, path: str) -> bytes:
-        blob = self.tree[path]
-        assert isinstance(blob, pygit2.Blob)
-        return bytes(blob.data)
+        entry = self.tree[path]
+        assert isinstance(entry, pygit2.Blob)
+        if entry.filemode == pygit2.enums.FileMode.LINK:
+            raise UnreadableFile("a symbolic link: denv files must be regular files; not read")
+        return bytes(entry.data)
 
 
 def find_root(start: Path) -> Path:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pygit2
@@ -78,3 +79,47 @@ def test_unknown_revision_is_a_clear_error(denv_repo: Path, rev: str) -> None:
 def test_not_a_git_repository(tmp_path: Path) -> None:
     with pytest.raises(DenvError, match="not a git repository"):
         GitCommit(tmp_path, "HEAD")
+
+
+SECRET = "root:$6$not-for-your-eyes:19000:0:99999:7:::"
+
+
+def test_a_symlink_leaving_the_work_tree_is_refused_unread(denv_repo: Path, tmp_path: Path) -> None:
+    outside = tmp_path.parent / f"{tmp_path.name}-outside.yaml"
+    outside.write_text(SECRET)
+    (denv_repo / "fleets/stolen.yaml").symlink_to(outside)
+    (denv_repo / "fleets/inside.yaml").symlink_to(denv_repo / "fleets/local.yaml")
+
+    repo = open_repo(denv_repo)
+
+    [problem] = [p for p in repo.problems if p.path.startswith("fleets/stolen")]
+    assert "symbolic link that leaves the repository" in problem.message
+    assert not [p for p in repo.problems if SECRET[:10] in p.message]
+    assert not [p for p in repo.problems if p.path == "fleets/inside.yaml" and not p.warning]
+
+
+def test_a_symlink_in_a_commit_is_refused_unread(denv_repo: Path) -> None:
+    (denv_repo / "fleets/stolen.yaml").symlink_to("/etc/passwd")
+    git_repo = pygit2.init_repository(str(denv_repo), initial_head="main")
+    git_repo.index.add_all()
+    git_repo.index.write()
+    who = pygit2.Signature("t", "t@example.com")
+    tree = git_repo.index.write_tree()
+    git_repo.create_commit("HEAD", who, who, "with a link", tree, [])
+
+    repo = open_repo(denv_repo, "HEAD")
+
+    [problem] = [p for p in repo.problems if p.path == "fleets/stolen.yaml"]
+    assert "symbolic link" in problem.message
+
+
+def test_a_junk_results_file_stops_after_twenty_errors(denv_repo: Path) -> None:
+    (denv_repo / "results").mkdir(exist_ok=True)
+    junk = "\n".join(json.dumps({"id": i, "junk": "x" * 50}) for i in range(5000))
+    (denv_repo / "results/junk.jsonl").write_text(junk)
+
+    repo = open_repo(denv_repo)
+
+    found = [p for p in repo.problems if p.path == "results/junk.jsonl"]
+    assert len(found) == 21
+    assert found[-1].message == "stopped after 20 errors: lines 5 to 5,000 were not read"
