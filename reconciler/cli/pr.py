@@ -16,8 +16,8 @@ from rich.markdown import Markdown
 from rich.table import Table
 
 from reconciler.cli import pr_runs
-from reconciler.cli.common import JsonOption, RepoOption, console, load, print_json
-from reconciler.cli.pr_plan import plan_pull_request
+from reconciler.cli.common import JsonOption, RepoOption, console, print_json
+from reconciler.cli.pr_plan import base_gates, plan_pull_request
 from reconciler.errors import ForgeError
 from reconciler.fleet.observe import Transports
 from reconciler.forge.commands import merge_blockers
@@ -25,8 +25,6 @@ from reconciler.forge.config import bot_identity, open_forge
 from reconciler.forge.local import LocalForge
 from reconciler.forge.markers import read_marker
 from reconciler.forge.models import Approvals, MergeStatus, PrState, PullRequest
-from reconciler.forge.prdiff import base_tip
-from reconciler.spec.policy import Gates
 from reconciler.spec.sources import find_root
 
 app = typer.Typer(
@@ -45,14 +43,8 @@ def _forge(repo: Path, user: str | None = None) -> LocalForge:
     return LocalForge(find_root(repo), user=user, bot=bot_identity(os.environ))
 
 
-def _gates(repo: Path, pr: PullRequest) -> Gates:
-    """The approval rules of the pull request's base branch, never of its work tree or head:
-    a pull request cannot lower the bar it must clear."""
-    return load(repo, base_tip(find_root(repo), pr.base_branch)).policies.gates
-
-
 def _approvals(repo: Path, forge: LocalForge, number: int) -> tuple[Approvals, int]:
-    gates = _gates(repo, forge.pull_request(number))
+    gates = base_gates(find_root(repo), forge.pull_request(number))
     return forge.approvals(number, gates.approvers), gates.default_approvals
 
 
@@ -135,7 +127,7 @@ def approve(
 ) -> None:
     """Approve the pull request's current head commit."""
     forge = _forge(repo, user)
-    gates = _gates(repo, forge.pull_request(number))  # an invalid base stops here
+    gates = base_gates(find_root(repo), forge.pull_request(number))  # an invalid base stops here
     review = forge.approve(number)
     approvals, required = forge.approvals(number, gates.approvers), gates.default_approvals
     if as_json:

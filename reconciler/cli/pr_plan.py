@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from reconciler.cli.common import load
 from reconciler.cli.plan import cache_dir
 from reconciler.errors import DenvError, ForgeError
 from reconciler.fleet.observe import Transports
@@ -26,6 +27,7 @@ from reconciler.reconcile.plan import Plan
 from reconciler.reconcile.render import render_markdown, summary
 from reconciler.reconcile.snapshot import snapshot
 from reconciler.reconcile.source import GitSource, InvalidRevision
+from reconciler.spec.policy import Gates
 from reconciler.spec.sources import is_trusted_path
 
 CHECK = "denv plan"
@@ -94,6 +96,21 @@ def pull_request_source(root: Path, pr: PullRequest) -> GitSource:
     parity suites; fleets and policies (where denv connects, what it runs, which secret it
     sends, who may approve) from the tip of its base branch, never from the pull request."""
     return GitSource(str(root), cache_dir(), trusted_base=base_tip(root, pr.base_branch))
+
+
+def base_gates(root: Path, pr: PullRequest) -> Gates:
+    """The approval rules of the pull request's base branch, never of its work tree or head:
+    a pull request cannot lower the bar it must clear."""
+    return load(root, base_tip(root, pr.base_branch)).policies.gates
+
+
+def approved_by(forge: Forge, root: Path, pr: PullRequest, user: str) -> None:
+    """DenvError unless `user`'s approval of the head counts (write permission, or named by
+    the base's approvers policy; not the author): a review by anyone else starts nothing."""
+    approvals = forge.approvals(pr.number, base_gates(root, pr).approvers)
+    if user not in approvals.counted:
+        why = next((i.reason for i in approvals.ignored if i.user == user), "no approval")
+        raise ForgeError(f"#{pr.number}: {user}'s review does not count ({why}): nothing benched")
 
 
 def trusted_note(files: list[str], base: str) -> str | None:

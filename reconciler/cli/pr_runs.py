@@ -17,6 +17,7 @@ from reconciler.bench.traffic import read_trace
 from reconciler.cli.common import JsonOption, RepoOption, console, print_json, seconds
 from reconciler.cli.pr_bench import BenchOptions, bench_pull_request
 from reconciler.cli.pr_commands import run_commands
+from reconciler.cli.pr_plan import approved_by as check_approval
 from reconciler.fleet.observe import Transports
 from reconciler.forge.config import open_forge
 from reconciler.forge.protocol import Forge
@@ -105,6 +106,14 @@ def bench(
     suite: SuiteOption = None,
     ready_timeout: TimeoutOption = "15m",
     out: OutOption = None,
+    approved_by: Annotated[
+        str | None,
+        typer.Option(
+            "--approved-by",
+            help="Bench only if this user's approval of the head counts (what CI passes on "
+            "a review: a review by someone without write permission starts nothing).",
+        ),
+    ] = None,
     forge_kind: ForgeOption = None,
     repo: RepoOption = Path("."),
     as_json: JsonOption = False,
@@ -115,6 +124,8 @@ def bench(
     when a run or parity fails)."""
     options = _options(traffic, workload, concurrency, rate, requests, suite, ready_timeout, out)
     root, forge = _open(repo, forge_kind)
+    if approved_by is not None:
+        check_approval(forge, root, forge.pull_request(number), approved_by)
     result = _running(
         f"benching #{number}",
         lambda transports, status: bench_pull_request(

@@ -147,3 +147,22 @@ def test_docs_table_says_what_the_code_does() -> None:
     for path, source in rows:
         example = path.strip().strip("`").replace("**", "x/y.yaml").replace("*.yaml", "z.yaml")
         assert is_trusted_path(example) is (source.strip() == "the base branch"), example
+
+
+def test_a_review_that_does_not_count_benches_nothing(git_repo: Path) -> None:
+    gates = (git_repo / "policies/gates.yaml").read_text()
+    git(git_repo, "checkout", "-q", "main")
+    (git_repo / "policies/gates.yaml").write_text(
+        gates.replace("approvers: []", "approvers: [grace]")
+    )
+    git(git_repo, "commit", "-q", "-am", "only grace approves")
+    bigger = (git_repo / RELEASE).read_text().replace("max_batch: 128", "max_batch: 192")
+    branch(git_repo, "bigger", RELEASE, bigger)
+    assert denv(git_repo, "open", "--head", "bigger").returncode == 0
+    assert denv(git_repo, "approve", "1", "--as", "mallory").returncode == 0
+
+    run = denv(git_repo, "bench", "--pr", "1", "--approved-by", "mallory")
+
+    assert run.returncode == 1
+    assert "mallory's review does not count (not named in the approvers policy)" in run.stderr
+    assert LocalForge(git_repo).comments(1) == []
