@@ -203,6 +203,17 @@ def _speculative(settings: Settings) -> list[str]:
     return argv
 
 
+def check_pool(settings: Settings, p: Parallel, where: str, flags: FlagTable) -> None:
+    """Refuse settings SGLang cannot run with a pool's layout (the optimizer asks too)."""
+    if settings.speculative.method == "ngram" and p.dp_attention:
+        raise UnsupportedSetting(
+            "settings.speculative.method",
+            "ngram",
+            flags.label,
+            f"SGLang's ngram drafting does not run with attention DP ({where}.dp_attention)",
+        )
+
+
 def parallel(p: Parallel, nodes: int, where: str, flags: FlagTable) -> list[str]:
     """tp/pp/ep/dp and attention DP as SGLang flags, refusing what it cannot run."""
     label = flags.label
@@ -266,13 +277,7 @@ def _replica(
     first += ["--served-model-name", deployment.served_model]
     first += ["--revision", revision] if revision else []
     layout = parallel(pool.parallel, len(slots), where, flags)
-    if recipe.settings.speculative.method == "ngram" and pool.parallel.dp_attention:
-        raise UnsupportedSetting(
-            "settings.speculative.method",
-            "ngram",
-            flags.label,
-            f"SGLang's ngram drafting does not run with attention DP ({where}.dp_attention)",
-        )
+    check_pool(recipe.settings, pool.parallel, where, flags)
     tail = settings_flags(recipe.settings, flags)
     tail += _disaggregation(role, head, context.hardware, flags)
     tail += ["--enable-metrics", "--random-seed", str(context.seed)]

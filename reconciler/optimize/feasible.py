@@ -45,6 +45,7 @@ def engine_refusal(recipe: Recipe, fleet: Fleet) -> str | None:
             for role, pool in recipe.topology.pools():
                 nodes = math.ceil(pool.gpus / largest_host)
                 sglang.parallel(pool.parallel, nodes, _where(role), flags)
+                sglang.check_pool(recipe.settings, pool.parallel, _where(role), flags)
             check_args(recipe.args, flags, sglang.MANAGED)
     except EngineError as exc:
         return str(exc)

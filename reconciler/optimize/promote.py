@@ -1,6 +1,6 @@
 """Adapter: a verified candidate as the bot's pull request — the release's denv.yaml edited in
-place (the round-trip writer keeps comments and layout; a changed value is a one-line diff),
-with the evidence in its body (forge/templates/candidate.md).
+place (the round-trip writer keeps comments, layout and flow maps; a changed value is a
+one-line diff), with the evidence in its body (forge/templates/candidate.md).
 
 One branch per release and stage, `optimize/<release>-<stage>`: a later winner updates the
 same pull request rather than opening another. Merging it is an ordinary change of the
@@ -65,36 +65,30 @@ def _set(doc: YamlDoc, loc: tuple[str, ...], value: Any) -> None:
     doc.set(list(loc), value)
 
 
-def _replace_if_differs(doc: YamlDoc, loc: list[str], wanted: Any, same: bool) -> None:
-    if not same:
-        doc.set(loc, wanted)
-
-
 def edit_release(
     doc: YamlDoc, recipe: str | None, overrides: Mapping[str, Any], topology: Any
 ) -> None:
-    """The release as the candidate has it: its recipe, its overrides and its topology, set
-    leaf by leaf so the file's comments and layout stay; a part that still reads otherwise
-    (a key the candidate drops) is replaced whole."""
-    if recipe is not None and doc.get(["release", "recipe"]) != recipe:
+    """The release as the candidate has it: its recipe, its overrides and its topology. The
+    round-trip writer changes only what differs, so the file's comments, layout and flow maps
+    stay; a topology that means the candidate's already (defaults written out) stays as is."""
+    if recipe is not None:
         doc.set(["release", "recipe"], recipe)
-    for loc, value in _leaves(overrides):
-        _set(doc, ("release", "overrides", *loc), value)
-    have = plain(doc.get(["release", "overrides"])) or {}
-    _replace_if_differs(doc, ["release", "overrides"], dict(overrides), have == dict(overrides))
+    if overrides:
+        doc.set(["release", "overrides"], dict(overrides))
+    else:
+        doc.delete(["release", "overrides"])
     if topology is None:
         return
     if isinstance(doc.get(["release", "topology"]), Mapping):
         for loc, value in _leaves(topology):
             _set(doc, ("release", "topology", *loc), value)
-    else:
-        doc.set(["release", "topology"], dict(topology))
-    wanted = _TOPOLOGY.validate_python(topology)
-    try:
-        same = _TOPOLOGY.validate_python(plain(doc.get(["release", "topology"]))) == wanted
-    except ValidationError:  # a key the candidate leaves out still says otherwise
-        same = False
-    _replace_if_differs(doc, ["release", "topology"], dict(topology), same)
+        wanted = _TOPOLOGY.validate_python(topology)
+        try:
+            if _TOPOLOGY.validate_python(plain(doc.get(["release", "topology"]))) == wanted:
+                return
+        except ValidationError:  # a key the candidate leaves out still says otherwise
+            pass
+    doc.set(["release", "topology"], dict(topology))
 
 
 def _text(value: Any) -> str:

@@ -9,9 +9,11 @@ formatting survive an edit: the bot edits denv.yaml in pull requests that humans
 
 from __future__ import annotations
 
+import difflib
 import io
 import json
-from collections.abc import Sequence
+import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -55,6 +57,9 @@ def _yaml() -> YAML:
     yaml.width = 4096
     yaml.indent(mapping=2, sequence=4, offset=2)
     yaml.allow_duplicate_keys = False
+    # denv refuses anchors and aliases when it reads, so it never writes them (ruamel would,
+    # for a date or a node that an edit placed twice)
+    yaml.representer.ignore_aliases = lambda _data: True
     return yaml
 
 
@@ -114,40 +119,172 @@ class YamlDoc:
         return node
 
     def set(self, loc: Loc, value: Any) -> None:
-        """Change one value; `dumps` then rewrites only the text that changed."""
+        """Make the value at `loc` equal `value`, changing as little of the file as it can: a
+        scalar is spliced into the text (`dumps`); a map or list given where the file has one
+        is updated item by item, so the file's style, comments and key order stay; anything
+        new becomes a round-trip node of its own (plain dicts and lists are converted)."""
         *parent, last = loc
         container = self.get(parent)
         if not isinstance(container, CommentedMap | CommentedSeq):
             raise KeyError(f"{self.path}: no {'.'.join(map(str, parent))} to set {last} in")
-        exists = (
-            last in container
-            if isinstance(container, CommentedMap)
-            else (isinstance(last, int) and 0 <= last < len(container))
-        )
-        if exists and _is_leaf(container[last]) and _is_leaf(value):
-            if isinstance(container[last], type(value)) and container[last] == value:
+        exists = _holds(container, last)
+        current = container[last] if exists else None
+        if exists and current is value:
+            return
+        if isinstance(current, CommentedMap) and isinstance(value, Mapping):
+            for key, item in list(value.items()):
+                self.set([*loc, key], item)
+            for key in [key for key in current if key not in value]:
+                self.delete([*loc, key])
+            return
+        if isinstance(current, CommentedSeq) and isinstance(value, list | tuple):
+            for index, item in enumerate(value):
+                if index < len(current):
+                    self.set([*loc, index], item)
+                else:
+                    current.append(_node(item))
+                    self.structural = True
+            while len(current) > len(value):
+                self.delete([*loc, len(current) - 1])
+            return
+        if exists and _is_leaf(current) and _is_leaf(value):
+            if isinstance(current, type(value)) and current == value:
                 return  # unchanged: the text stays exactly as written
+            if not self.structural:
+                self._record(container, last, value)
+        else:
+            self.structural = True
+        container[last] = _node(value)
+
+    def delete(self, loc: Loc) -> None:
+        """Remove a key or an item; nothing if it is not there."""
+        *parent, last = loc
+        container = self.get(parent)
+        if isinstance(container, CommentedMap | CommentedSeq) and _holds(container, last):
+            del container[last]
+            self.structural = True
+
+    def _record(self, container: CommentedMap | CommentedSeq, last: str | int, value: Any) -> None:
+        """Note where a changed scalar stands in the text, for `dumps` to splice it."""
+        try:
             line, col = (
                 container.lc.value(last)
                 if isinstance(container, CommentedMap)
                 else container.lc.item(last)
             )
-            self.edits.append((line, col, value))
-        else:
+        except (KeyError, IndexError, TypeError):  # a node the file did not have
             self.structural = True
-        container[last] = value
+            return
+        self.edits.append((line, col, value))
 
     def dumps(self) -> str:
         """The file's text with the edits applied. Scalar edits are spliced into the original
         text (a one-field change is a one-line diff, whatever the file's style); other edits
-        go through ruamel's round-trip dump, which keeps comments and key order."""
+        go through ruamel's round-trip dump, which keeps comments and key order, and every
+        line the edit left alone keeps its original bytes (`_keep_layout`)."""
         if not self.structural:
             spliced = _splice(self.text, self.edits, self.data)
             if spliced is not None:
                 return spliced
-        stream = io.StringIO()
-        _yaml().dump(self.data, stream)
-        return stream.getvalue()
+        return _keep_layout(self.text, self.data)
+
+
+def _holds(container: CommentedMap | CommentedSeq, last: str | int) -> bool:
+    if isinstance(container, CommentedMap):
+        return last in container
+    return isinstance(last, int) and 0 <= last < len(container)
+
+
+def _node(value: Any) -> Any:
+    """A value as round-trip data: ruamel writes its own nodes, and edits reach into them."""
+    if isinstance(value, CommentedMap | CommentedSeq):
+        return value
+    if isinstance(value, Mapping):
+        node = CommentedMap()
+        for key, item in value.items():
+            node[key] = _node(item)
+        return node
+    if isinstance(value, list | tuple):
+        return CommentedSeq(_node(item) for item in value)
+    return value
+
+
+def _emit(data: Any, padded: bool) -> str:
+    stream = io.StringIO()
+    _yaml().dump(data, stream)
+    text = stream.getvalue()
+    return _pad_flow_maps(text) if padded else text
+
+
+def _flow_maps(text: str) -> list[tuple[int, int]]:
+    """(index of '{', index of its '}') of every flow map of the text."""
+    found, opened = [], []
+    for token in _yaml().scan(text):
+        if isinstance(token, FlowMappingStartToken):
+            opened.append(token.start_mark.index)
+        elif isinstance(token, FlowMappingEndToken) and opened:
+            found.append((opened.pop(), token.start_mark.index))
+    return found
+
+
+def _pads_flow_maps(text: str) -> bool:
+    """Whether the file writes its flow maps `{ a: 1 }` (ruamel writes `{a: 1}`)."""
+    padded = plain = 0
+    for start, end in _flow_maps(text):
+        if end > start + 1 and text[start + 1] != "\n":
+            padded += text[start + 1] == " "
+            plain += text[start + 1] != " "
+    return padded > plain
+
+
+def _pad_flow_maps(text: str) -> str:
+    """`{a: 1}` as `{ a: 1 }`; empty and multi-line maps as they are."""
+    inserts = []
+    for start, end in _flow_maps(text):
+        if text[start + 1 : end].strip() and "\n" not in text[start:end]:
+            inserts += [start + 1, end] if text[start + 1] != " " else []
+    for at in sorted(inserts, reverse=True):
+        text = text[:at] + " " + text[at:]
+    return text
+
+
+_COMMENT = re.compile(r"(\s+)(#[^\n]*)(\n?)$")
+
+
+def _keep_comment(old: str, new: str) -> str:
+    """A rewritten line's end-of-line comment where the file had it: at its column, else as
+    far from the code as it was (ruamel places it before flow maps get their spaces)."""
+    was, now = _COMMENT.search(old), _COMMENT.search(new)
+    if was is None or now is None or was.group(2) != now.group(2):
+        return new
+    code = new[: now.start()]
+    column = was.start(2)
+    gap = " " * (column - len(code)) if len(code) < column else was.group(1)
+    return code + gap + now.group(2) + now.group(3)
+
+
+def _keep_layout(original: str, data: Any) -> str:
+    """ruamel's dump of the edited data, with its flow maps spaced as the file spaces them,
+    and the original bytes for every line the edit did not touch: ruamel writes the file
+    line for line, so the lines it writes alike before and after the edit are the file's own.
+    The plain dump where that would not read back as the data."""
+    padded = _pads_flow_maps(original)
+    edited = _emit(data, padded)
+    before = _emit(_yaml().load(original), padded)
+    old, dumped, new = (text.splitlines(keepends=True) for text in (original, before, edited))
+    if len(old) != len(dumped):
+        return edited
+    merged: list[str] = []
+    matcher = difflib.SequenceMatcher(None, dumped, new, autojunk=False)
+    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+        if tag == "equal":
+            merged += old[i1:i2]
+        elif tag == "replace" and i2 - i1 == j2 - j1:
+            merged += map(_keep_comment, old[i1:i2], new[j1:j2])
+        else:
+            merged += new[j1:j2]
+    text = "".join(merged)
+    return text if text == edited or _reads_back(text, data) else edited
 
 
 def _scalar_texts(value: Any) -> list[str]:
@@ -193,7 +330,7 @@ def _reads_back(text: str, expected: Any) -> bool:
 
 
 def _is_leaf(value: Any) -> bool:
-    return not isinstance(value, CommentedMap | CommentedSeq)
+    return not isinstance(value, Mapping | list | tuple)
 
 
 def _prescan(path: str, text: str) -> Problem | None:

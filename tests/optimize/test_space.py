@@ -77,8 +77,20 @@ def test_every_grid_candidate_is_distinct_and_fits() -> None:
             None,
             "ngram",
         ),
+        (
+            "qwen3-235b-a22b/sglang@1",
+            {"layout": "tp8 ×1", "dp_attention": True, "speculative": "ngram:2"},
+            None,
+            "SGLang's ngram drafting does not run with attention DP",
+        ),
     ],
-    ids=["over-budget", "weights-do-not-fit", "engine-refuses-setting", "not-a-choice"],
+    ids=[
+        "over-budget",
+        "weights-do-not-fit",
+        "engine-refuses-setting",
+        "not-a-choice",
+        "engine-refuses-setting-with-layout",
+    ],
 )
 def test_infeasible_candidates_say_why(
     recipe: str, choices: dict[str, Any], rules: OptimizerRules | None, reason: str
