@@ -44,6 +44,7 @@ class Load(Spec):
     mode: Mode = "concurrency"
     levels: list[float]
     requests: int | None = None  # per level; None: sweep.level_lines' default
+    level_requests: dict[float, int] = {}  # where a level sends another count (run_plan.py)
     latency: LatencyTarget | None = None  # goodput's target
 
 
@@ -98,6 +99,7 @@ class TrialSweep:
         a level gets no answer."""
         endpoint, load = self.endpoint, self.load
         for level in load.levels:
+            requests = load.level_requests.get(level, load.requests)
             [measured] = run_sweep(
                 endpoint.url,
                 endpoint.model,
@@ -107,12 +109,12 @@ class TrialSweep:
                 gpus=endpoint.gpus,
                 prompt=self.form,
                 latency=load.latency,
-                requests=load.requests,
+                requests=requests,
                 progress=progress,
             )
             check_running(endpoint, self.fleet, transports)
             _answered(measured, level_label(load.mode, level))
-            sent = level_lines(load.traffic, load.mode, level, load.requests)
+            sent = level_lines(load.traffic, load.mode, level, requests)
             yield SweptLevel(measured, build_result(measured, self.info, sent))
 
 

@@ -17,7 +17,8 @@ from reconciler.errors import DenvError
 
 # `denv NAME` -> (module of reconciler.cli, attribute, is it a group). Only the module the
 # command given needs is imported: an engine simulator (`denv sim serve`, one per unit)
-# starts without loading the optimizer, the forge and the bench; `denv --help` loads all.
+# starts without loading the optimizer, the forge and the bench, and `denv --help` loads
+# none (it lists SUMMARIES; tests/cli/test_startup.py keeps both in step).
 COMMANDS: dict[str, tuple[str, str, bool]] = {
     "validate": ("validate", "validate", False),
     "schema": ("validate", "schema", False),
@@ -37,36 +38,74 @@ COMMANDS: dict[str, tuple[str, str, bool]] = {
     "sim": ("sim", "app", True),
     "traffic": ("traffic", "app", True),
 }
+# What `denv --help` says of each command: the one line it lists, also given to the command
+# itself, so the listing with and without the module loaded is the same.
+SUMMARIES: dict[str, str] = {
+    "validate": "Check every denv file and the references between them.",
+    "schema": "JSON Schema of every file kind (for editors).",
+    "offers": "Where to get HARDWARE, cheapest first.",
+    "plan": "What would start, stop and be replaced on the fleets.",
+    "reconcile": "Make the fleets run what git says.",
+    "status": "Per release, stage and fleet: desired and running revision, drift.",
+    "deploy": "Deploy a benchmark result or a recipe as a release, in a pull request.",
+    "rollback": "Roll a stage back to its last good revision, by hand.",
+    "bench": "Rank benchmark results; show one; compare two; run one.",
+    "fleet": "Fleets: hosts, GPUs and what runs there.",
+    "optimize": "Search for a faster recipe on the release's own traffic.",
+    "parity": "Answer parity: does a candidate answer like the reference?",
+    "pr": "Pull requests on the local forge: comments, checks and approvals.",
+    "recipe": "Engine recipes.",
+    "rollout": "Stages of a release: bake, alarms, promotion and rollback.",
+    "sim": "denv's engine simulator: an OpenAI-compatible server.",
+    "traffic": "Traffic shapes: generate workloads, describe a trace, record live traffic.",
+}
 
 
 def build_app(names: list[str] | None = None) -> typer.Typer:
-    """The typer app with the commands `names` (default: every one)."""
+    """The typer app with the commands `names` loaded (default: none, each listed by its
+    summary only; enough for `denv --help` and for a command name that does not exist)."""
     app = typer.Typer(
         name="denv",
         no_args_is_help=True,
         pretty_exceptions_enable=False,
         add_completion=False,
+        # the bare listing in click's plain format: typer's rich one costs more than typer
+        rich_markup_mode=None if names is None else "rich",
     )
 
     @app.callback()
     def denv() -> None:  # a group even with one command: `denv NAME …` keeps its NAME
         """Run LLM inference fleets from git."""
 
-    for name in names or list(COMMANDS):
+    for name in COMMANDS:
+        summary = SUMMARIES[name]
+        if names is None or name not in names:
+            app.command(name, short_help=summary, add_help_option=False)(_not_loaded)
+            continue
         module, attribute, group = COMMANDS[name]
         target = getattr(importlib.import_module(f"reconciler.cli.{module}"), attribute)
         if group:
-            app.add_typer(target, name=name)
+            app.add_typer(target, name=name, short_help=summary)
         else:
-            app.command(name)(target)
+            app.command(name, short_help=summary)(target)
     return app
+
+
+def _not_loaded() -> None:
+    raise AssertionError("a command was run without its module: main() loads what it runs")
+
+
+def command_given(argv: list[str]) -> str | None:
+    """The command `argv` names (its first word that is not an option), if it is one."""
+    first = next((word for word in argv[1:] if not word.startswith("-")), None)
+    return first if first in COMMANDS else None
 
 
 def main() -> None:
     try:
         # standalone_mode=False: click hands exit codes back instead of exiting itself
-        given = sys.argv[1] if len(sys.argv) > 1 else ""
-        app = build_app([given] if given in COMMANDS else None)
+        given = command_given(sys.argv)
+        app = build_app([given] if given else None)
         code = app(standalone_mode=False)
     except DenvError as exc:
         print(str(exc), file=sys.stderr)

@@ -12,13 +12,10 @@ from typing import Annotated, Any, Literal
 import typer
 from rich.table import Table
 
-from reconciler.bench.compare import compare, cost
-from reconciler.bench.results import read_result
 from reconciler.catalog.cost import parse_price_overrides, price_for, usd_per_m_output
 from reconciler.catalog.latency import parse_latency_target
 from reconciler.catalog.ranking import Ranking, Row, rank
 from reconciler.cli import bench_run
-from reconciler.cli.bench_view import print_comparison
 from reconciler.cli.common import JsonOption, RepoOption, console, load, print_json, show
 from reconciler.errors import NotFound
 from reconciler.spec.recipe import describe_topology, total_gpus
@@ -342,6 +339,10 @@ def compare_results(
     as_json: JsonOption = False,
 ) -> None:
     """Two results side by side: what each ran, every figure, and B − A."""
+    # imported here, as in _find_result and _priced: `denv bench` (the ranking) starts fast
+    from reconciler.bench.compare import compare
+    from reconciler.cli.bench_view import print_comparison
+
     prices = parse_price_overrides(price or [])
     loaded: list[Repo] = []  # the repository, read only when an id needs it
 
@@ -359,6 +360,8 @@ def compare_results(
 
 
 def _find_result(which: str, the_repo: Callable[[], Repo]) -> Result:
+    from reconciler.bench.results import read_result
+
     path = Path(which)
     if path.suffix == ".json" or path.is_file():
         return read_result(path)
@@ -371,6 +374,8 @@ def _find_result(which: str, the_repo: Callable[[], Repo]) -> Result:
 
 def _priced(result: Result, prices: dict[str, float], the_repo: Callable[[], Repo]) -> Result:
     """The result with its $/M output: its own, else at --price or the public offer."""
+    from reconciler.bench.compare import cost
+
     if cost(result) is not None and result.hardware not in prices:
         return result
     if not result.gpus or not result.metrics.output_tok_s:

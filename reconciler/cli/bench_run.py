@@ -4,25 +4,19 @@ down; the levels' table, one result file a level, and the throughput-versus-late
 from __future__ import annotations
 
 import datetime as dt
-import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.console import Console
 
-from reconciler.bench.bench_run import BenchOutcome, BenchRun, run_bench
-from reconciler.bench.run_info import sweep_levels, trial_price, workload_requests
-from reconciler.bench.sweep import Mode
-from reconciler.bench.traffic import TraceLine, generate, read_trace
-from reconciler.bench.trial import new_trial_id
-from reconciler.catalog.latency import parse_latency_target
-from reconciler.cli.bench_view import print_levels, sweep_progress
 from reconciler.cli.common import JsonOption, RepoOption, console, load, print_json, seconds
 from reconciler.errors import NotFound
-from reconciler.fleet.observe import Transports
-from reconciler.spec.repo import Repo
-from reconciler.spec.sources import find_root
+
+if TYPE_CHECKING:
+    from reconciler.bench.bench_run import BenchOutcome, BenchRun
+    from reconciler.bench.sweep import Mode
+    from reconciler.bench.traffic import TraceLine
+    from reconciler.spec.repo import Repo
 
 DEFAULT_LEVELS = "1,8,32"
 
@@ -74,6 +68,16 @@ def run(
     """Deploy RECIPE on FLEET's trial GPUs (never GPUs that serve a release), sweep the
     levels in that one deployment, tear it down (also on error, Ctrl-C and SIGTERM), and
     write one result file a level with the chart beside them."""
+    # imported here: `denv bench` (the ranking) loads this module too, and must start fast
+    from reconciler.bench.bench_run import BenchRun, run_bench
+    from reconciler.bench.run_info import sweep_levels, trial_price
+    from reconciler.bench.run_plan import describe, plan_levels, simulated
+    from reconciler.bench.trial import new_trial_id
+    from reconciler.catalog.latency import parse_latency_target
+    from reconciler.cli.progress import ProgressSink
+    from reconciler.fleet.observe import Transports
+    from reconciler.spec.sources import find_root
+
     mode, levels = sweep_levels(traffic, workload, concurrency, rate, DEFAULT_LEVELS)
     target_latency = parse_latency_target(latency) if latency else None
     timeout = seconds("--ready-timeout", ready_timeout)
@@ -92,6 +96,13 @@ def run(
     lines = _traffic(loaded, traffic, workload, mode, levels, requests, seed)
     aliases = {alias: hw.id for hw in loaded.hardware.values() for alias in hw.aliases}
     hardware = loaded.resolve_hardware(fleet.hardware)
+    planned = (
+        []
+        if requests is not None
+        else plan_levels(
+            lines, mode, levels, simulated(spec, hardware, loaded.models.get(spec.model))
+        )
+    )
     at = dt.datetime.now(dt.UTC).replace(microsecond=0)
     job = BenchRun(
         recipe=spec,
@@ -103,6 +114,7 @@ def run(
         mode=mode,
         levels=levels,
         requests=requests,
+        level_requests={p.level: p.requests for p in planned if p.cut},
         latency=target_latency,
         price=trial_price(
             fleet, hardware.id if hardware else fleet.hardware, price, loaded.offers, aliases
@@ -110,27 +122,24 @@ def run(
         weights=weights,
         ready_timeout=timeout,
     )
-    messages = Console(stderr=True)
-
-    def say(message: str) -> None:
-        messages.print(message, markup=False, highlight=False, soft_wrap=True)
-
-    transports = Transports(warn=lambda m: print(f"warning: {m}", file=sys.stderr))
     root = out if out is not None else find_root(repo)
-    try:
-        if as_json:
-            outcome = run_bench(loaded, job, out=root, transports=transports, say=say)
-        else:
-            with sweep_progress() as progress:
-                outcome = run_bench(
-                    loaded, job, out=root, transports=transports, say=say, progress=progress
-                )
-    finally:
-        transports.close()
+    cut = describe(planned, mode)
+    with ProgressSink(numbered=("level", len(levels)), unit="requests") as shown:
+        for line in cut:
+            shown.say(line)
+        transports = Transports(warn=lambda m: shown.say(f"warning: {m}"))
+        try:
+            outcome = run_bench(
+                loaded, job, out=root, transports=transports, say=shown.say, progress=shown.update
+            )
+        finally:
+            transports.close()
     if as_json:
         print_json(outcome)
         return
     _print_outcome(outcome, job)
+    if cut:
+        console.print(cut[-1], markup=False, highlight=False, soft_wrap=True)
 
 
 def _traffic(
@@ -142,6 +151,9 @@ def _traffic(
     requests: int | None,
     seed: int,
 ) -> list[TraceLine]:
+    from reconciler.bench.run_info import workload_requests
+    from reconciler.bench.traffic import generate, read_trace
+
     if path is not None:
         return read_trace(path)
     assert workload is not None
@@ -152,6 +164,8 @@ def _traffic(
 
 
 def _print_outcome(outcome: BenchOutcome, job: BenchRun) -> None:
+    from reconciler.cli.bench_view import print_levels
+
     trial = outcome.trial
     kind = "simulated" if trial.simulated else "measured"
     sent = f"workload {job.workload}" if job.workload else "traffic file"

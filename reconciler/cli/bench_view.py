@@ -1,42 +1,16 @@
-"""CLI: how bench sweeps and comparisons look — a rich progress bar per load level, the
-levels' table, and two results side by side."""
+"""CLI: how bench sweeps and comparisons look — the levels' table, and two results side by
+side (progress while a sweep runs: progress.py)."""
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from reconciler.bench.compare import Comparison, Figure
 from reconciler.bench.metrics import LevelMetrics
 from reconciler.bench.pareto import load_label
-from reconciler.bench.sweep import Progress as SweepProgress
 from reconciler.cli.common import console, show
-
-
-@contextlib.contextmanager
-def sweep_progress() -> Iterator[SweepProgress]:
-    """A progress callback for `bench.sweep`: one bar per level, requests done of its total."""
-    bars = Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=console,
-        transient=False,
-    )
-    tasks: dict[str, int] = {}
-
-    def update(label: str, done: int, total: int) -> None:
-        if label not in tasks:
-            tasks[label] = int(bars.add_task(label, total=total))
-        bars.update(tasks[label], completed=done)  # type: ignore[arg-type]
-
-    with bars:
-        yield update
-
 
 LEVEL_COLUMNS = (
     "LOAD",

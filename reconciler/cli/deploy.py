@@ -9,13 +9,11 @@ from __future__ import annotations
 
 import os
 import re
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 
 from reconciler.catalog.deployable import (
     ReleaseDraft,
@@ -27,6 +25,7 @@ from reconciler.catalog.deployable import (
 from reconciler.cli.bench import _lookup
 from reconciler.cli.common import JsonOption, RepoOption, console, load, print_json
 from reconciler.cli.pr_plan import plan_pull_request
+from reconciler.cli.progress import ProgressSink
 from reconciler.errors import DenvError, NotFound, SpecError, UsageError
 from reconciler.fleet.observe import Transports
 from reconciler.forge.config import bot_identity, open_forge
@@ -188,12 +187,13 @@ def _propose(root: Path, draft: ReleaseDraft, text: str) -> dict[str, object]:
         edit=add,
     )
     pr = forge.open_or_update_bot_pr(change)
-    transports = Transports(warn=lambda m: print(f"warning: {m}", file=sys.stderr))
-    try:
-        with Console(stderr=True).status(f"planning #{pr.number}") as shown:
-            planned = plan_pull_request(forge, root, pr.number, transports, shown.update)
-    finally:
-        transports.close()
+    with ProgressSink() as shown:
+        shown.phase(f"planning #{pr.number}")
+        transports = Transports(warn=lambda m: shown.say(f"warning: {m}"))
+        try:
+            planned = plan_pull_request(forge, root, pr.number, transports, shown.phase)
+        finally:
+            transports.close()
     return planned.as_json()
 
 

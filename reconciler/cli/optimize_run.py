@@ -5,26 +5,17 @@ The typer module (optimize.py) parses and renders; this runs."""
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
 import os
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TaskID,
-    TextColumn,
-    TimeElapsedColumn,
-)
 
 from reconciler.bench.traffic_stats import trace_stats
 from reconciler.cli.common import load
 from reconciler.cli.pr_plan import plan_pull_request
+from reconciler.cli.progress import ProgressSink
 from reconciler.errors import DenvError
 from reconciler.fleet.observe import Transports
 from reconciler.forge.config import open_forge
@@ -45,21 +36,6 @@ def say(message: str) -> None:
 
 def store_of(root: Path) -> StateStore:
     return StateStore(state_home(root, os.environ))
-
-
-@contextlib.contextmanager
-def _progress(enabled: bool) -> Iterator[Progress | None]:
-    if not enabled:
-        yield None
-        return
-    columns = (
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-    )
-    with Progress(*columns, console=messages, transient=True) as bars:
-        yield bars
 
 
 def _ended(state: StudyState, how: str, note: str | None, now: dt.datetime) -> StudyState:
@@ -88,25 +64,17 @@ def run_once(
     now = dt.datetime.now(dt.UTC)
     setup, state = resolve(root, repo, options, store, now, say)
     store.save(state)
-    transports = Transports(warn=lambda m: say(f"warning: {m}"))
     loop: Loop | None = None
+    shown = ProgressSink(messages)
+    transports = Transports(warn=lambda m: shown.say(f"warning: {m}"))
     try:
-        with _progress(show_progress) as bars:
-            tasks: dict[str, TaskID] = {}
-
-            def progress(label: str, done: int, total: int) -> None:
-                if bars is None:
-                    return
-                if label not in tasks:
-                    tasks[label] = bars.add_task(label, total=total)
-                bars.update(tasks[label], completed=done, total=total)
-
+        with shown:
             effects = Effects(
                 store=store,
                 transports=transports,
                 promote=promoter(root, repo, transports) if options.auto else None,
-                say=say,
-                progress=progress,
+                say=shown.say,
+                progress=shown.update if show_progress else lambda *_: None,
             )
             loop = Loop(setup, effects, state)
             final = loop.run()

@@ -3,25 +3,20 @@ print the verdict (`PARITY 497/512`, then the failing prompts)."""
 
 from __future__ import annotations
 
-import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Literal
 
 import typer
-from rich.console import Console
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 from rich.text import Text
 
 from reconciler.cli.common import JsonOption, RepoOption, console, load, print_json
 from reconciler.cli.plan import cache_dir
+from reconciler.cli.progress import ProgressSink
 from reconciler.fleet.observe import Transports
 from reconciler.parity.runner import (
     DEFAULT_CONCURRENCY,
-    ProgressCallback,
     RetryPolicy,
     run_parity,
 )
@@ -33,20 +28,6 @@ from reconciler.reconcile.source import GitSource
 from reconciler.spec.sources import find_root
 
 app = typer.Typer(help="Answer parity: does a candidate answer like the reference?")
-
-
-@contextmanager
-def _progress_bar(total: int) -> Iterator[ProgressCallback]:
-    """A bar on stderr, so that --json output stays clean."""
-    columns = (
-        TextColumn("parity"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-    )
-    with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
-        task = bar.add_task("parity", total=total)
-        yield lambda done, _total: bar.update(task, completed=done)
 
 
 @app.command("run")
@@ -100,25 +81,23 @@ def run(
     # a stage or a recipe is read from git; two URLs need no repository history
     git = not (is_url(reference) and is_url(candidate))
     source = GitSource(str(find_root(repo)), cache_dir()) if git else None
-    transports = Transports(warn=lambda m: print(f"warning: {m}", file=sys.stderr))
-    err = Console(stderr=True)
+    shown = ProgressSink(unit="prompts")
+    transports = Transports(warn=lambda m: shown.say(f"warning: {m}"))
     try:
         if is_url(reference) or source is None:
             target = Reference(url=reference)
         else:
             target = stage_reference(source, transports, reference)
         with (
-            candidate_endpoint(
-                source, transports, candidate, target, fleet, lambda m: err.print(m, markup=False)
-            ) as url,
-            _progress_bar(len(prompts.prompts)) as progress,
+            shown,
+            candidate_endpoint(source, transports, candidate, target, fleet, shown.say) as url,
         ):
             verdict = run_parity(
                 target.url,
                 url,
                 prompts,
                 policy,
-                progress,
+                shown.counter("parity"),
                 concurrency=concurrency,
                 retry=RetryPolicy(attempts=attempts),
             )

@@ -21,6 +21,7 @@ from reconciler.bench.pr_view import bench_rows, pareto_points
 from reconciler.bench.results import write_result
 from reconciler.bench.run_info import workload_requests
 from reconciler.bench.sweep import Mode
+from reconciler.bench.sweep import Progress as SweepProgress
 from reconciler.bench.traffic import TraceLine, generate
 from reconciler.bench.trial import TrialEndpoint, new_trial_id, trial_deployment
 from reconciler.bench.trial_sweep import Load, fleet_price, sweep_trial
@@ -151,6 +152,7 @@ class _Runner:
     transports: Transports
     clock: Callable[[], dt.datetime]
     say: Say
+    progress: SweepProgress = lambda *_: None
     starts: list[dt.datetime] = field(default_factory=list)  # of the sweeps so far
     written: list[str] = field(default_factory=list)  # result files, with options.out
 
@@ -184,7 +186,7 @@ class _Runner:
             self.repo, side.recipe, spec, endpoint, self.load, price=price, at=self.start(), by=BY
         )
         results = []
-        for swept in sweep.levels(self.transports):
+        for swept in sweep.levels(self.transports, self.progress):
             if self.options.out is not None:
                 self.written.append(str(write_result(self.options.out, swept.result)))
             results.append(swept.result)
@@ -371,6 +373,7 @@ def bench_pull_request(
     options: BenchOptions,
     status: Say = lambda message: None,
     clock: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.UTC),
+    progress: SweepProgress = lambda *_: None,
 ) -> PrBench:
     """Bench and parity for every release or recipe the head of pull request `number`
     changes; comment the results and the verdicts, set the `denv bench` check."""
@@ -383,7 +386,7 @@ def bench_pull_request(
     base = fork_point(root, pr.base_branch, pr.head_sha)
     subjects = bench_subjects(_base_repo(source, base), head)
     parity = _parity_inputs(source, root, pr.head_sha, head, options.suite)
-    runner = _Runner(head, options, options.load(head), transports, clock, status)
+    runner = _Runner(head, options, options.load(head), transports, clock, status, progress)
     runs = []
     for subject in subjects:
         status(f"{subject.key}: deploying on trial GPUs")

@@ -4,13 +4,11 @@ on a `/denv …` comment, against the local forge or GitHub (docs/github.md)."""
 from __future__ import annotations
 
 import os
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Literal, TypeVar
 
 import typer
-from rich.console import Console
 
 from reconciler.bench.run_info import sweep_levels
 from reconciler.bench.traffic import read_trace
@@ -18,6 +16,7 @@ from reconciler.cli.common import JsonOption, RepoOption, console, print_json, s
 from reconciler.cli.pr_bench import BenchOptions, bench_pull_request
 from reconciler.cli.pr_commands import run_commands
 from reconciler.cli.pr_plan import approved_by as check_approval
+from reconciler.cli.progress import ProgressSink
 from reconciler.fleet.observe import Transports
 from reconciler.forge.config import open_forge
 from reconciler.forge.protocol import Forge
@@ -86,14 +85,15 @@ def _open(repo: Path, kind: str | None) -> tuple[Path, Forge]:
     return root, open_forge(root, env)
 
 
-def _running(what: str, work: Callable[[Transports, Callable[[str], None]], T]) -> T:
-    """`work` with the fleets' transports and a spinner on stderr (stdout stays clean)."""
-    transports = Transports(warn=lambda m: print(f"warning: {m}", file=sys.stderr))
-    try:
-        with Console(stderr=True).status(what) as shown:
-            return work(transports, shown.update)
-    finally:
-        transports.close()
+def _running(what: str, work: Callable[[Transports, ProgressSink], T]) -> T:
+    """`work` with the fleets' transports and the progress sink (stderr: stdout stays clean)."""
+    with ProgressSink(unit="requests") as shown:
+        shown.phase(what)
+        transports = Transports(warn=lambda m: shown.say(f"warning: {m}"))
+        try:
+            return work(transports, shown)
+        finally:
+            transports.close()
 
 
 def bench(
@@ -128,8 +128,8 @@ def bench(
         check_approval(forge, root, forge.pull_request(number), approved_by)
     result = _running(
         f"benching #{number}",
-        lambda transports, status: bench_pull_request(
-            forge, root, number, transports, options, status
+        lambda transports, shown: bench_pull_request(
+            forge, root, number, transports, options, shown.phase, progress=shown.update
         ),
     )
     if as_json:
@@ -176,8 +176,8 @@ def commands(
     root, forge = _open(repo, forge_kind)
     result = _running(
         f"reading commands on #{number}",
-        lambda transports, status: run_commands(
-            forge, root, number, transports, options, comment_id, status
+        lambda transports, shown: run_commands(
+            forge, root, number, transports, options, comment_id, shown.phase
         ),
     )
     if as_json:

@@ -20,6 +20,7 @@ from rich.table import Table
 
 from reconciler.cli.common import JsonOption, console, print_json, seconds
 from reconciler.cli.plan import LocationOption, cache_dir
+from reconciler.cli.progress import ProgressSink
 from reconciler.errors import DenvError
 from reconciler.fleet.hostagent import AgentClient
 from reconciler.fleet.observe import Transports
@@ -65,8 +66,8 @@ def reconcile(
         start_http_server(metrics_port, registry=metrics.registry)
     source = GitSource(repo, cache_dir(), branch="main")
 
-    def say(message: str) -> None:
-        out.print(message, markup=False, highlight=False, soft_wrap=True)
+    # lines only, no bars: the passes' summaries go to stdout between them
+    say = ProgressSink(out, live=False).say
 
     # the forge is opened at the first pull request the rollout needs, in the bot's clone
     checks, adjust = bot_hooks(source, lambda: open_forge(Path(source.git_dir), os.environ), say)

@@ -1,4 +1,4 @@
-"""cli/bench_view.py: the sweep's progress bars and its levels' table."""
+"""cli/bench_view.py: a sweep's levels' table (its progress: test_progress.py)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 
 from reconciler.bench.metrics import LevelMetrics
 from reconciler.bench.saturation import Saturation
-from reconciler.cli.bench_view import print_levels, sweep_progress
+from reconciler.cli.bench_view import print_levels
 from reconciler.spec.result import Load, Metrics, Percentiles
 
 
@@ -47,14 +47,3 @@ def test_levels_table(capsys: pytest.CaptureFixture[str]) -> None:
     assert "c8" in out and "40/s" in out
     assert "3 (http_503 3)" in out
     assert "40/s: queueing grows: …" in out
-
-
-def test_progress_shows_one_bar_per_level(capsys: pytest.CaptureFixture[str]) -> None:
-    with sweep_progress() as progress:
-        for done in range(4):
-            progress("concurrency 1", done, 3)
-        progress("concurrency 8", 0, 10)
-        progress("concurrency 8", 10, 10)
-    out = capsys.readouterr().out
-    assert "concurrency 1" in out and "3/3" in out
-    assert "concurrency 8" in out and "10/10" in out

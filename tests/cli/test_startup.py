@@ -1,0 +1,97 @@
+"""Start-up: `denv --help` loads no command module, and `denv bench` (the ranking) none of the
+libraries only other commands need — checked on what a fresh interpreter has imported, so a
+heavy import creeping back fails here (the times: benchmarks/startup.py)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from reconciler.cli import COMMANDS, SUMMARIES, command_given
+from tests.conftest import ROOT
+
+IMPORTED = """
+import json, sys
+sys.argv = ["denv", *sys.argv[1:]]
+from reconciler.cli import main
+try:
+    main()
+except SystemExit:
+    pass
+print(json.dumps(sorted(sys.modules)), file=sys.stderr)
+"""
+# libraries of one command or one adapter each: optimizer, ssh, http, git, plots, forge
+ADAPTERS = (
+    "aiohttp",
+    "fabric",
+    "paramiko",
+    "optuna",
+    "sqlalchemy",
+    "matplotlib",
+    "numpy",
+    "github",
+    "jinja2",
+    "prometheus_client",
+)
+HEAVY_FOR_HELP = (
+    *ADAPTERS,
+    "pydantic",
+    "ruamel",
+    "pygit2",
+    "rich",
+    "reconciler.spec",
+    "reconciler.bench",
+)
+
+
+def imported(*argv: str) -> set[str]:
+    run = subprocess.run(
+        [sys.executable, "-c", IMPORTED, *argv], capture_output=True, text=True, cwd=ROOT
+    )
+    return set(json.loads(run.stderr.strip().splitlines()[-1]))
+
+
+def loaded(modules: set[str], names: tuple[str, ...]) -> list[str]:
+    return sorted(n for n in names if n in modules or any(m.startswith(n + ".") for m in modules))
+
+
+def test_help_imports_no_command_and_no_heavy_library() -> None:
+    modules = imported("--help")
+    assert loaded(modules, HEAVY_FOR_HELP) == []
+    assert sorted(m for m in modules if m.startswith("reconciler.")) == [
+        "reconciler.cli",
+        "reconciler.errors",
+    ]
+
+
+@pytest.mark.parametrize("argv", [("bench", "--help"), ("validate", "--help")], ids=" ".join)
+def test_bench_and_validate_import_no_adapter_library(argv: tuple[str, ...]) -> None:
+    assert loaded(imported(*argv), ADAPTERS) == []
+
+
+def test_help_lists_every_command_by_its_summary() -> None:
+    assert list(SUMMARIES) == list(COMMANDS)
+    run = subprocess.run(
+        [sys.executable, "-m", "reconciler", "--help"], capture_output=True, text=True, cwd=ROOT
+    )
+    assert run.returncode == 0, run.stderr
+    for name in COMMANDS:
+        assert f" {name} " in run.stdout
+
+
+@pytest.mark.parametrize(
+    ("argv", "command"),
+    [
+        (["denv"], None),
+        (["denv", "--help"], None),
+        (["denv", "bench", "--workload", "agent"], "bench"),
+        (["denv", "--some-flag", "validate"], "validate"),
+        (["denv", "nope"], None),
+    ],
+    ids=["none", "help", "bench", "after-an-option", "unknown"],
+)
+def test_the_command_given_is_the_first_word(argv: list[str], command: str | None) -> None:
+    assert command_given(argv) == command
