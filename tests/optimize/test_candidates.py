@@ -28,6 +28,7 @@ from reconciler.spec.overrides import apply_overrides
 from reconciler.spec.recipe import RecipeFile
 from reconciler.spec.result import Metrics, Percentiles, TrafficLine
 from reconciler.spec.yamlio import parse_yaml, plain
+from tests.conftest import ROOT
 from tests.forge.gitrepo import git, init_repo
 
 AT = dt.datetime(2026, 12, 1, 12, 0, tzinfo=dt.UTC)
@@ -232,6 +233,43 @@ def test_a_verified_candidate_becomes_a_local_pull_request(tmp_path: Path) -> No
     assert open_pr(forge, study, win, view, "main") == number
     with pytest.raises(DenvError, match="failed parity"):
         open_pr(forge, study, win.model_copy(update={"parity_passed": False}), view, "main")
+
+
+def test_speculative_decoding_with_a_draft_length_becomes_a_one_line_pull_request(
+    tmp_path: Path,
+) -> None:
+    """docs/optimize.md's first example: a settings block the file lacks (it raised KeyError)."""
+    repo_dir = tmp_path / "repo"
+    (repo_dir / "releases/chat-8b").mkdir(parents=True)
+    (repo_dir / "releases/chat-8b/denv.yaml").write_text(RELEASE)
+    init_repo(repo_dir)
+    spec = {"method": "ngram", "draft_tokens": 4, "draft_model": None}
+    win = row(
+        "c-spec",
+        Status.VERIFIED,
+        1300.0,
+        420.0,
+        parity_passed=True,
+        parity="pass",
+        recipe="llama-3.1-8b/vllm@1",
+        overrides={"settings": {"max_batch": 8, "speculative": spec}},
+        topology={"mode": "aggregated", "replicas": 1, "gpus": 1, "parallel": {"tp": 1}},
+        gain=gain_interval([1000.0, 1001.0], [1300.0, 1302.0], True),
+    )
+    study = state(win)
+    forge = LocalForge(repo_dir)
+    parsed, _ = parse_yaml("r.yaml", (ROOT / "recipes/llama-3.1-8b/vllm@1.yaml").read_bytes())
+    assert parsed is not None
+    recipe = RecipeFile.model_validate(plain(parsed.data)).recipe
+    view = candidate_view(study, win, recipe, recipe, simulated=True)
+    number = open_pr(forge, study, win, view, "main")
+    diff = git(repo_dir, "diff", "main", forge.pull_request(number).head_branch)
+    changed = [line for line in diff.splitlines() if line[:1] in "+-" and line[:3] not in "+++---"]
+    assert changed == [
+        "-    settings: { max_batch: 8 }   # deliberately small",
+        "+    settings: { max_batch: 8, speculative: { method: ngram, draft_tokens: 4, "
+        "draft_model: null } }   # deliberately small",
+    ]
 
 
 def test_status_and_stop_from_the_command_line(tmp_path: Path) -> None:
