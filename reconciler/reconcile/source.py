@@ -16,6 +16,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import pygit2
 
+from reconciler.engines.versions import check_engine_versions
 from reconciler.errors import DenvError, Problem, SpecError
 from reconciler.spec.loader import open_repo
 from reconciler.spec.repo import Repo
@@ -107,6 +108,7 @@ class GitSource:
             self._loaded.move_to_end(commit)
             return self._loaded[commit]
         loaded = open_repo(self.git_dir, commit)
+        loaded.problems.extend(check_engine_versions(loaded))
         if loaded.errors:
             raise InvalidRevision(commit, loaded.errors)
         self._loaded[commit] = loaded
