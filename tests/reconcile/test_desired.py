@@ -9,7 +9,6 @@ from reconciler.engines.placement import PORT_BLOCK
 from reconciler.fleet.launching import unit_digest
 from reconciler.fleet.observed import UnitRecord
 from reconciler.reconcile.desired import Desired, DesiredDeployment, fleets_of
-from reconciler.reconcile.revisions import stage_revisions
 from reconciler.spec.loader import open_repo
 from tests.reconcile.conftest import GitRepo, add_release, applied, desired_of, observation
 
@@ -173,7 +172,7 @@ def test_nothing_new_goes_to_a_host_that_did_not_answer(git_repo: GitRepo) -> No
 def test_only_fleets_that_running_stages_use_are_observed(git_repo: GitRepo) -> None:
     source = git_repo.source()
     head = source.resolve()
-    stages = stage_revisions(source.repo_at(head), head)
+    stages = source.stages(head)
     assert fleets_of(stages, source.repo_at) == {"local"}  # not the example SSH fleets
 
 
@@ -182,7 +181,7 @@ def test_units_run_with_the_interpreter_given_for_their_fleet(git_repo: GitRepo)
 
     source = git_repo.source()
     head = source.resolve()
-    stages = stage_revisions(source.repo_at(head), head)
+    stages = source.stages(head)
     desired = desired_units(stages, source.repo_at, {}, python=lambda fleet: sys.executable)
     assert all(u.unit.argv[0] == sys.executable for d in desired.deployments for u in d.units)
 
