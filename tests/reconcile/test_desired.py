@@ -201,10 +201,10 @@ def test_a_topology_without_parallel_runs_tensor_parallel_over_its_gpus(
     git_repo.commit("two 4-GPU replicas on the H200 fleet")
     assert open_repo(git_repo.path).errors == []
     canary = only(desired_of(git_repo))
-    assert [(u.id, u.host, u.unit.gpu_indices) for u in canary.units] == [
-        ("chat-8b.canary.h200-use1.aggregated-0", "h200-01", [0, 1, 2, 3]),
-        ("chat-8b.canary.h200-use1.aggregated-1", "h200-01", [4, 5, 6, 7]),
-        ("chat-8b.canary.h200-use1.router", "h200-01", []),
+    assert [(u.id, u.unit.gpu_indices, u.replica_gpus) for u in canary.units] == [
+        ("chat-8b.canary.h200-use1.aggregated-0", [0, 1, 2, 3], 4),
+        ("chat-8b.canary.h200-use1.aggregated-1", [4, 5, 6, 7], 4),
+        ("chat-8b.canary.h200-use1.router", [], 0),
     ]
     for engine in canary.units[:2]:
         argv = engine.unit.argv
