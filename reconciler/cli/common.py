@@ -31,9 +31,19 @@ JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of 
 console = Console() if sys.stdout.isatty() else Console(width=160)
 
 
+def open_checked(repo: Path, rev: str | None = None) -> Repo:
+    """The repository around `repo` with every problem: the spec's checks, and the engines'
+    (a version denv has no flag table for), which the spec layer cannot know."""
+    from reconciler.engines.versions import check_engine_versions  # its flag tables: on use
+
+    loaded = open_repo(find_root(repo), rev)
+    loaded.problems.extend(check_engine_versions(loaded))
+    return loaded
+
+
 def load(repo: Path, rev: str | None = None) -> Repo:
     """A valid repository, or SpecError with every problem."""
-    loaded = open_repo(find_root(repo), rev)
+    loaded = open_checked(repo, rev)
     if loaded.errors:
         raise SpecError(loaded.problems)
     return loaded

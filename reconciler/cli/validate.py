@@ -8,11 +8,9 @@ from typing import Annotated
 
 import typer
 
-from reconciler.cli.common import JsonOption, print_json
+from reconciler.cli.common import JsonOption, open_checked, print_json
 from reconciler.errors import SpecError
-from reconciler.spec.loader import open_repo
 from reconciler.spec.schema import FILE_KINDS, schema_for
-from reconciler.spec.sources import find_root
 
 
 def validate(
@@ -21,7 +19,7 @@ def validate(
     as_json: JsonOption = False,
 ) -> None:
     """Check every denv file and the references between them; print every error at once."""
-    repo = open_repo(find_root(path), rev)
+    repo = open_checked(path, rev)
     counts = {
         "recipes": len(repo.recipes),
         "fleets": len(repo.fleets),

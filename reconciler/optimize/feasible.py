@@ -11,6 +11,7 @@ from reconciler.engines import sglang, vllm
 from reconciler.engines.base import check_args, version_key
 from reconciler.engines.sim.perf import PerfModel
 from reconciler.engines.sim.predict import sim_spec
+from reconciler.engines.versions import known_versions
 from reconciler.errors import DenvError, EngineError
 from reconciler.spec.catalog import Hardware, ModelArch
 from reconciler.spec.fleet import Fleet
@@ -19,12 +20,11 @@ from reconciler.spec.recipe import AggregatedTopology, Recipe, describe_topology
 
 def newer_versions(engine: str, version: str) -> list[str]:
     """Versions of the engine with a flag table newer than `version`, oldest first."""
-    tables = {"vllm": vllm.TABLES, "sglang": sglang.TABLES}.get(engine, {})
     try:
         floor = version_key(version)
     except EngineError:
         return []
-    return sorted((v for v in tables if version_key(v) > floor), key=version_key)
+    return [v for v in known_versions(engine) if version_key(v) > floor]
 
 
 def engine_refusal(recipe: Recipe, fleet: Fleet) -> str | None:

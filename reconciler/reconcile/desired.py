@@ -5,7 +5,9 @@ its fleet (reconciler.reconcile.placing) and turned into the engine's units, eac
 stable id, its labels and the digest the agent compares. What one deployment cannot get
 (GPUs, ports, a loadable revision) is reported for that deployment alone; the others are
 still planned, and what it runs now is left as it runs. Fleets come from the head revision
-(hosts are today's); releases, recipes and model architectures from each stage's revision.
+(hosts are today's); releases, recipes and model architectures from the commit each stage
+reads (`StageRevision.commit`: its pin, or the head for the first stage, whose release
+inputs there are its revision's).
 """
 
 from __future__ import annotations
@@ -99,7 +101,7 @@ def fleets_of(stages: Stages, repo_at: Callable[[str], Repo]) -> set[str]:
     names: set[str] = set()
     for stage in stages.running:
         try:
-            release = repo_at(stage.revision).releases.get(stage.release)
+            release = repo_at(stage.commit).releases.get(stage.release)
         except DenvError:
             continue  # desired_units reports it
         for spec in release.stages if release is not None else []:
@@ -190,16 +192,16 @@ def _resolve(
     resolved: dict[str, dict[tuple[str, str], list[Deployment]]] = {}
     for stage in stages.running:
         try:
-            repo = repo_at(stage.revision)
+            repo = repo_at(stage.commit)
         except DenvError as exc:
             errors.append(_error(stage, None, str(exc)))
             continue
-        if stage.revision not in resolved:
+        if stage.commit not in resolved:
             index: dict[tuple[str, str], list[Deployment]] = {}
             for found in deployments(repo):
                 index.setdefault((found.release, found.stage), []).append(found)
-            resolved[stage.revision] = index
-        mine = resolved[stage.revision].get((stage.release, stage.stage), [])
+            resolved[stage.commit] = index
+        mine = resolved[stage.commit].get((stage.release, stage.stage), [])
         if not mine:
             message = f"no stage {stage.stage} in release {stage.release}"
             errors.append(_error(stage, None, f"{message} at revision {stage.revision[:12]}"))

@@ -10,7 +10,7 @@ from reconciler.fleet.observe import FleetObservation, Transports, observe
 from reconciler.fleet.transport import host_python
 from reconciler.reconcile.desired import Desired, desired_units, fleets_of, observed_units
 from reconciler.reconcile.plan import Plan, plan
-from reconciler.reconcile.revisions import Stages, stage_revisions
+from reconciler.reconcile.revisions import Stages
 from reconciler.reconcile.source import GitSource
 from reconciler.spec.repo import Repo
 
@@ -39,7 +39,7 @@ def snapshot(
     head = source.resolve(rev)
     status(f"loading {head[:12]}")
     loaded = source.repo_at(head)
-    stages = stage_revisions(loaded, head)
+    stages = source.stages(head)
     if adjust is not None:
         stages = adjust(stages)
     # The running stages' fleets, and those of releases removed lately: their units stop.

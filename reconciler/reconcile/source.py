@@ -16,7 +16,10 @@ from urllib.parse import urlsplit, urlunsplit
 
 import pygit2
 
+from reconciler.engines.versions import check_engine_versions
 from reconciler.errors import DenvError, Problem, SpecError
+from reconciler.reconcile.history import History
+from reconciler.reconcile.revisions import Stages, stage_revisions
 from reconciler.spec.loader import open_repo
 from reconciler.spec.repo import Repo
 from reconciler.spec.yamlio import parse_yaml
@@ -66,6 +69,7 @@ class GitSource:
         self.remote = is_remote(location)
         self.branch = branch  # None: the remote's default branch, or a local path's HEAD
         self._loaded: OrderedDict[str, Repo] = OrderedDict()
+        self._history: History | None = None  # opened once the repository is there
         if self.remote:
             digest = hashlib.sha256(location.encode()).hexdigest()[:16]
             self.git_dir = cache_dir / f"{digest}.git"
@@ -115,12 +119,33 @@ class GitSource:
             self._loaded.move_to_end(commit)
             return self._loaded[commit]
         loaded = open_repo(self.git_dir, commit, self.trusted_base)
+        loaded.problems.extend(check_engine_versions(loaded))
         if loaded.errors:
             raise InvalidRevision(commit, loaded.errors)
         self._loaded[commit] = loaded
         if len(self._loaded) > CACHED_REVISIONS:
             self._loaded.popitem(last=False)
         return loaded
+
+    @property
+    def history(self) -> History:
+        """Release revisions and pins from this repository's history (cached by head)."""
+        if self._history is None:
+            self._history = History(self.git_dir)
+        return self._history
+
+    def release_revision(self, head: str, release: str) -> str | None:
+        """The release's revision at `head`: the last first-parent commit that changed its
+        inputs (reconcile/history.py); None when `head` has no such release."""
+        found = self.history.revisions(head, release)
+        return found[0].revision if found else None
+
+    def stages(self, head: str) -> Stages:
+        """Every stage of every release at `head` with the revision it runs: the first stage
+        its release revision, later stages their pins."""
+        loaded = self.repo_at(head)
+        revisions = {name: self.release_revision(head, name) or head for name in loaded.releases}
+        return stage_revisions(loaded, head, revisions)
 
     def read(self, commit: str, path: str) -> bytes | None:
         """One file's bytes at `commit`, None when it is not there."""

@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from reconciler.forge.protocol import BotChange, BotFiles
-from reconciler.rollout.history import release_file
+from reconciler.reconcile.history import release_file
 from reconciler.spec.yamlio import parse_yaml
 
 NEW_PROMOTIONS = (

@@ -7,7 +7,6 @@ from typing import Any
 
 from reconciler.reconcile.revisions import StageRevision, Stages
 from reconciler.reconcile.source import GitSource
-from reconciler.rollout.history import History
 from reconciler.rollout.stages import last_good
 from reconciler.rollout.state import RolloutState
 from reconciler.spec.repo import Repo
@@ -20,14 +19,11 @@ class Revisions:
 
     def __init__(self, source: GitSource) -> None:
         self.source = source
-        self.history = History(source.git_dir)
+        self.history = source.history
 
     def of_stage(self, head: str, release: str, index: int, pin: str | None) -> str | None:
         """The release revision git names for a stage: the head's, or the pin."""
-        if index > 0:
-            return pin
-        found = self.history.revisions(head, release)
-        return found[0].revision if found else None
+        return pin if index > 0 else self.source.release_revision(head, release)
 
     def digest(self, release: str, revision: str | None) -> str | None:
         return self.history.digest_at(revision, release) if revision else None
@@ -65,11 +61,9 @@ def adjust_stages(revisions: Revisions, stages: Stages, kept: dict[str, Any]) ->
         release = head.releases.get(stage.release)
         names = [s.name for s in release.stages] if release is not None else []
         index = names.index(stage.stage) if stage.stage in names else 0
-        bad = stage.revision if stage.pinned else None
-        if not stage.pinned:
-            bad = revisions.of_stage(stages.head, stage.release, 0, None)
+        bad = stage.revision  # the pin, or the release revision at the head
         rejected = rejected_in(head, stage.release, state)
-        if bad is None or bad not in rejected:
+        if bad not in rejected:
             running.append(stage)
             continue
         record = state.stages.get(f"{stage.release}/{stage.stage}")
@@ -79,5 +73,6 @@ def adjust_stages(revisions: Revisions, stages: Stages, kept: dict[str, Any]) ->
                 stages.head, stage.release, stage.stage, index, bad, rejected
             )
             target = last_good(record, bad, rejected, fallback)
-        running.append(stage.model_copy(update={"revision": target}) if target else stage)
+        moved = {"revision": target, "files_at": None}
+        running.append(stage.model_copy(update=moved) if target else stage)
     return stages.model_copy(update={"running": tuple(running)})

@@ -5,7 +5,7 @@ Settings are engine-neutral levers; each engine module maps them to its flags.
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, PositiveInt, StrictBool, model_validator
 
@@ -45,12 +45,40 @@ class Parallel(Spec):
         return self
 
 
+PARALLEL_DEFAULT = "tp = the replica's GPUs ÷ (pp × dp) when tp is left out"
+
+
+def default_parallel(data: Any) -> Any:
+    """A pool's input with tp filled from its GPUs when tp is left out, as the engines do
+    (one replica of N GPUs runs tensor parallel N): `{gpus: 4}` is tp 4, `{gpus: 8,
+    parallel: {dp: 2}}` is tp 4 × dp 2. Given values are kept; a tp that does not divide
+    evenly stays 1 and the GPU check refuses it."""
+    if not isinstance(data, dict) or not isinstance(data.get("gpus"), int):
+        return data
+    parallel = data.get("parallel")
+    parallel = {} if parallel is None else parallel
+    if not isinstance(parallel, dict) or "tp" in parallel:
+        return data
+    pp, dp = parallel.get("pp", 1), parallel.get("dp", 1)
+    if not (isinstance(pp, int) and isinstance(dp, int)) or pp < 1 or dp < 1:
+        return data
+    per_tp = pp * (1 if parallel.get("dp_attention") is True else dp)
+    if data["gpus"] % per_tp or data["gpus"] == per_tp:
+        return data  # refused below, or tp 1: the default as it stands
+    return {**data, "parallel": {**parallel, "tp": data["gpus"] // per_tp}}
+
+
 class Pool(Spec):
     """Identical replicas of one role."""
 
     replicas: PositiveInt = 1
     gpus: PositiveInt
-    parallel: Parallel = Parallel()
+    parallel: Parallel = Field(default_factory=Parallel, description=PARALLEL_DEFAULT)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _default_parallel(cls, data: Any) -> Any:
+        return default_parallel(data)
 
     @model_validator(mode="after")
     def _gpus_match_parallel(self) -> Pool:
@@ -70,7 +98,12 @@ class AggregatedTopology(Spec):
     mode: Literal["aggregated"]
     replicas: PositiveInt = 1
     gpus: PositiveInt
-    parallel: Parallel = Parallel()
+    parallel: Parallel = Field(default_factory=Parallel, description=PARALLEL_DEFAULT)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _default_parallel(cls, data: Any) -> Any:
+        return default_parallel(data)
 
     @model_validator(mode="after")
     def _gpus_match_parallel(self) -> AggregatedTopology:

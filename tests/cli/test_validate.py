@@ -91,3 +91,38 @@ def test_repo_yaml_names_its_schema(path: str) -> None:
     assert first.startswith("# yaml-language-server: $schema=")
     schema = (ROOT / path).parent / first.split("$schema=", 1)[1]
     assert schema.resolve().is_file(), schema
+
+
+@pytest.mark.parametrize(
+    ("path", "old", "new", "message"),
+    [
+        pytest.param(
+            "releases/chat-8b/denv.yaml",
+            "settings: { max_batch: 128 }",
+            "settings: { max_batch: 128 }\n    engine: { version: 0.11.0 }",
+            "release.overrides.engine.version: vllm 0.11.0 has no flag table in denv "
+            "(it knows vllm 0.33.0); the nearest it could use is 0.33.0",
+            id="release-override",
+        ),
+        pytest.param(
+            "recipes/llama-3.1-8b/sglang@1.yaml",
+            "version: 0.5.23",
+            "version: 0.4.10",
+            "recipe.engine.version: sglang 0.4.10 has no flag table in denv (it knows sglang "
+            "0.5.8, 0.5.9, 0.5.12, 0.5.16, 0.5.23); the nearest it could use is 0.5.8",
+            id="recipe",
+        ),
+    ],
+)
+def test_an_engine_version_without_a_flag_table_is_refused_at_its_line(
+    denv_repo: Path, edit: Edit, path: str, old: str, new: str, message: str
+) -> None:
+    edit(path, old, new)
+    before = (denv_repo / path).read_bytes()
+    run = denv("validate", str(denv_repo))
+    assert run.returncode == 1 and "Traceback" not in run.stderr
+    lines = (denv_repo / path).read_text().splitlines()
+    line = next(n for n, text in enumerate(lines, 1) if new.splitlines()[-1].strip() in text)
+    (problem,) = [p for p in run.stderr.splitlines() if message in p]
+    assert problem.startswith(f"{path}:{line}:")
+    assert (denv_repo / path).read_bytes() == before

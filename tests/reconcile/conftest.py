@@ -14,7 +14,6 @@ from reconciler.fleet.observe import FleetObservation
 from reconciler.fleet.observed import Gpu, GpuProcess, HostObservation, UnitRecord
 from reconciler.reconcile.desired import Desired, desired_units
 from reconciler.reconcile.plan import Plan, plan
-from reconciler.reconcile.revisions import stage_revisions
 from reconciler.reconcile.source import GitSource
 
 SIGNATURE = pygit2.Signature("denv tests", "tests@denv.invalid", 1_700_000_000, 0)
@@ -71,7 +70,7 @@ def git_repo(denv_repo: Path, tmp_path_factory: pytest.TempPathFactory) -> GitRe
 def desired_of(repo: GitRepo, observations: dict[str, FleetObservation] | None = None) -> Desired:
     source = repo.source()
     head = source.resolve()
-    stages = stage_revisions(source.repo_at(head), head)
+    stages = source.stages(head)
     return desired_units(stages, source.repo_at, observations or {})
 
 

@@ -9,7 +9,7 @@ from reconciler.engines.placement import PORT_BLOCK
 from reconciler.fleet.launching import unit_digest
 from reconciler.fleet.observed import UnitRecord
 from reconciler.reconcile.desired import Desired, DesiredDeployment, fleets_of
-from reconciler.reconcile.revisions import stage_revisions
+from reconciler.spec.loader import open_repo
 from tests.reconcile.conftest import GitRepo, add_release, applied, desired_of, observation
 
 
@@ -172,7 +172,7 @@ def test_nothing_new_goes_to_a_host_that_did_not_answer(git_repo: GitRepo) -> No
 def test_only_fleets_that_running_stages_use_are_observed(git_repo: GitRepo) -> None:
     source = git_repo.source()
     head = source.resolve()
-    stages = stage_revisions(source.repo_at(head), head)
+    stages = source.stages(head)
     assert fleets_of(stages, source.repo_at) == {"local"}  # not the example SSH fleets
 
 
@@ -181,6 +181,31 @@ def test_units_run_with_the_interpreter_given_for_their_fleet(git_repo: GitRepo)
 
     source = git_repo.source()
     head = source.resolve()
-    stages = stage_revisions(source.repo_at(head), head)
+    stages = source.stages(head)
     desired = desired_units(stages, source.repo_at, {}, python=lambda fleet: sys.executable)
     assert all(u.unit.argv[0] == sys.executable for d in desired.deployments for u in d.units)
+
+
+def test_a_topology_without_parallel_runs_tensor_parallel_over_its_gpus(
+    git_repo: GitRepo,
+) -> None:
+    """The guide's `topology: { mode: aggregated, replicas: 2, gpus: 4 }`: it validates, is
+    placed as two 4-GPU replicas, and the engine runs tp 4."""
+    release = "releases/chat-8b/denv.yaml"
+    git_repo.replace(
+        release, "replicas: 2, gpus: 1, parallel: { tp: 1 } }", "replicas: 2, gpus: 4 }"
+    )
+    git_repo.replace(
+        release, "fleets: [local]\n    bake: 10m", "fleets: [h200-use1]\n    bake: 10m"
+    )
+    git_repo.commit("two 4-GPU replicas on the H200 fleet")
+    assert open_repo(git_repo.path).errors == []
+    canary = only(desired_of(git_repo))
+    assert [(u.id, u.unit.gpu_indices, u.replica_gpus) for u in canary.units] == [
+        ("chat-8b.canary.h200-use1.aggregated-0", [0, 1, 2, 3], 4),
+        ("chat-8b.canary.h200-use1.aggregated-1", [4, 5, 6, 7], 4),
+        ("chat-8b.canary.h200-use1.router", [], 0),
+    ]
+    for engine in canary.units[:2]:
+        argv = engine.unit.argv
+        assert argv[argv.index("--tensor-parallel-size") + 1] == "4"

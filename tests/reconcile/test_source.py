@@ -52,6 +52,22 @@ def test_a_revision_with_invalid_files_names_revision_file_and_field(git_repo: G
     assert "fleets/local.yaml:" in message and "trial_gpus" in message
 
 
+def test_an_engine_version_without_a_flag_table_makes_the_revision_invalid(
+    git_repo: GitRepo,
+) -> None:
+    """What `denv validate` refuses is never planned: the reconciler loads the same checks."""
+    git_repo.replace(
+        "releases/chat-8b/denv.yaml",
+        "settings: { max_batch: 128 }",
+        "settings: { max_batch: 128 }\n    engine: { version: 0.11.0 }",
+    )
+    bad = git_repo.commit("an engine version denv has no flags for")
+    with pytest.raises(InvalidRevision) as caught:
+        git_repo.source().repo_at(bad)
+    assert "releases/chat-8b/denv.yaml:9:" in str(caught.value)
+    assert "vllm 0.11.0 has no flag table in denv" in str(caught.value)
+
+
 def _bare_clone(repo: GitRepo, where: Path) -> str:
     pygit2.clone_repository(str(repo.path), str(where), bare=True)
     return f"file://{where}"

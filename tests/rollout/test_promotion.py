@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from reconciler.forge.local import LocalForge
-from reconciler.rollout.history import History
+from reconciler.reconcile.history import History
 from reconciler.spec.loader import open_repo
 from tests.reconcile.conftest import GitRepo, git_repo
 

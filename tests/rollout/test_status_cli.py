@@ -99,3 +99,32 @@ def test_status_plans_with_the_override_the_bot_runs(
     text = denv(repo, env, "status")
     assert f"rolled back: chat-8b/canary runs {good[:12]} (override until PR #2 merges)" in text
     assert bad[:12] not in text  # the rejected revision is not what the canary should run
+
+
+def test_one_revision_in_status_rollout_status_and_plan(git_repo: GitRepo, tmp_path: Path) -> None:
+    """Commits that touch nothing the release uses (a pin, a traffic file) leave the
+    canary's revision where it was, the same in all three commands."""
+    first = str(git_repo.git.head.target)
+    git_repo.pin("chat-8b", "prod", first)
+    git_repo.commit("promote to prod (promotions.yaml only)")
+    traffic = '{"timestamp": 0, "input_length": 10, "output_length": 5}\n'
+    git_repo.write("releases/chat-8b/traffic/prod.jsonl", traffic)
+    head = git_repo.commit("recorded traffic (a traffic file only)")
+    env = {**os.environ, "DENV_HOME": str(tmp_path / "home"), "DENV_CACHE": str(git_repo.cache)}
+    env.pop("DENV_REPO", None)
+    status = json.loads(denv(git_repo, env, "status", "--json"))
+    assert status["head"] == head
+    assert [(d["stage"], d["desired_revision"]) for d in status["deployments"]] == [
+        ("canary", first),
+        ("prod", first),
+    ]
+    rollout = json.loads(denv(git_repo, env, "rollout", "status", "chat-8b", "--json"))
+    assert [(s["stage"], s["revision"]) for s in rollout["stages"]] == [
+        ("canary", first),
+        ("prod", first),
+    ]
+    plan = json.loads(denv(git_repo, env, "plan", "--json"))
+    assert [(g["stage"], g["revision"]) for g in plan["groups"]] == [
+        ("canary", first),
+        ("prod", first),
+    ]

@@ -1,22 +1,27 @@
 """Adapter: release revisions and pins, read from git history with pygit2.
 
-A release revision is the newest first-parent commit that changed the release's inputs: its
-`releases/<name>/denv.yaml` and the recipe files that file names. `promotions.yaml` is not an
-input, nor is any other file: a commit elsewhere in the repository leaves the revision (and
-so the bake, the promotion and any rejection of it) where it was.
+A release revision is the newest first-parent commit that changed the release's inputs —
+everything a stage's deployment resolves from its revision: its `releases/<name>/denv.yaml`,
+the recipe files that file names, and the catalog/models.yaml entry of the model those recipes
+serve. `promotions.yaml` is not an input, nor is a traffic file or any other file: a commit
+elsewhere in the repository leaves the revision (and so what the plan wants, the bake, the
+promotion and any rejection of it) where it was. The plan, `denv status` and `denv rollout
+status` all take it from here (`GitSource.release_revision`).
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 
 import pygit2
 
-from reconciler.spec.yamlio import parse_yaml
+from reconciler.spec.yamlio import parse_yaml, plain
 
 MAX_WALK = 5000  # first-parent commits looked back for the commit that changed a release
 CACHED = 256  # (head, release) answers kept per process: a pass asks once per stage
@@ -36,11 +41,15 @@ def _blob(tree: pygit2.Tree, path: str) -> pygit2.Blob | None:
     return found if isinstance(found, pygit2.Blob) else None
 
 
-def recipe_ids(data: bytes) -> list[str]:
+MODELS = "catalog/models.yaml"
+
+
+@lru_cache(maxsize=256)  # history walks see the same blobs commit after commit
+def recipe_ids(data: bytes) -> tuple[str, ...]:
     """Recipe ids a release file names (its recipe and per-fleet ones), read leniently."""
     doc, problem = parse_yaml("denv.yaml", data)
     if doc is None or problem is not None or not isinstance(doc.data, dict):
-        return []
+        return ()
     found: set[str] = set()
     body = doc.data.get("release")
     if isinstance(body, dict) and isinstance(body.get("recipe"), str):
@@ -50,7 +59,31 @@ def recipe_ids(data: bytes) -> list[str]:
         recipes = stage.get("recipes") if isinstance(stage, dict) else None
         if isinstance(recipes, dict):
             found |= {r for r in recipes.values() if isinstance(r, str)}
-    return sorted(found)
+    return tuple(sorted(found))
+
+
+@lru_cache(maxsize=256)
+def recipe_model(data: bytes) -> str | None:
+    """The model key a recipe file serves, read leniently."""
+    doc, problem = parse_yaml("recipe.yaml", data)
+    if doc is None or problem is not None:
+        return None
+    model = doc.get(["recipe", "model"])
+    return model if isinstance(model, str) else None
+
+
+@lru_cache(maxsize=16)
+def model_entries(data: bytes) -> Mapping[str, str]:
+    """catalog/models.yaml: model id -> a digest of its entry, read leniently (an entry
+    changes a release's revision only when it is its model's)."""
+    doc, problem = parse_yaml(MODELS, data)
+    entries = doc.get(["models"]) if doc is not None and problem is None else None
+    found: dict[str, str] = {}
+    for entry in entries if isinstance(entries, list) else []:
+        if isinstance(entry, dict) and isinstance(entry.get("id"), str):
+            text = json.dumps(plain(entry), sort_keys=True, default=str)
+            found[entry["id"]] = hashlib.sha256(text.encode()).hexdigest()[:16]
+    return found
 
 
 def release_file(release: str) -> str:
@@ -62,14 +95,22 @@ def recipe_file(recipe: str) -> str:
 
 
 def inputs(tree: pygit2.Tree, release: str) -> tuple[tuple[str, str], ...]:
-    """(path, blob id) of the release file and its recipes; empty when there is no release."""
+    """(path, blob id) of the release file and its recipes, and (`catalog/models.yaml#<model>`,
+    entry digest) of the models they serve; empty when there is no release."""
     blob = _blob(tree, release_file(release))
     if blob is None:
         return ()
     found = [(release_file(release), str(blob.id))]
+    models: set[str] = set()
     for recipe in recipe_ids(blob.data):
         recipe_blob = _blob(tree, recipe_file(recipe))
         found.append((recipe_file(recipe), str(recipe_blob.id) if recipe_blob else "-"))
+        model = recipe_model(recipe_blob.data) if recipe_blob is not None else None
+        if model is not None:
+            models.add(model)
+    catalog = _blob(tree, MODELS) if models else None
+    entries = model_entries(catalog.data) if catalog is not None else {}
+    found += [(f"{MODELS}#{model}", entries.get(model, "-")) for model in sorted(models)]
     return tuple(found)
 
 
