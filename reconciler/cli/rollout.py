@@ -101,6 +101,8 @@ def _print(rows: list[StageStatus]) -> None:
             console.print(f"{row.stage}: {row.promotion}", markup=False)
         if row.rollback_pr:
             console.print(f"{row.stage}: rollback recorded in PR #{row.rollback_pr}", markup=False)
+        if row.note:
+            console.print(f"{row.stage}: {row.note}", markup=False)
         for error in row.errors:
             console.print(f"{row.stage}: {error}", markup=False)
 
@@ -131,6 +133,8 @@ def rollback(
         f"{where}: {done.bad[:12]} -> {done.target[:12]} in PR #{done.pr} ({done.url})",
         markup=False,
     )
+    for effect in done.stages:
+        console.print(f"  {effect.stage}: {effect.text}", markup=False)
     if done.merged:
         console.print("merged: the next reconcile pass runs it", markup=False)
     elif done.refused:

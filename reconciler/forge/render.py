@@ -263,6 +263,7 @@ def render_rollback(view: RollbackView) -> str:
         fleets=", ".join(f"`{f}`" for f in view.fleets),
         observed=view.observed,
         threshold=view.threshold,
+        stages="\n".join(f"- {line}" for line in view.stages) or "- —",
     )
 
 

@@ -112,6 +112,7 @@ class RollbackView(Record):
     observed: str  # e.g. "TTFT p99 2.31 s"
     threshold: str  # e.g. "≤ 1.5 s over 5 m"
     at: datetime
+    stages: list[str] = []  # what the rollback did to each stage of the release, one line each
 
 
 class AlarmRow(Record):

@@ -20,7 +20,7 @@ from reconciler.reconcile.plan import ActionKind
 from reconciler.reconcile.snapshot import Snapshot
 from reconciler.rollout.evidence import alarm_value
 from reconciler.rollout.promote import Promoter
-from reconciler.rollout.revisions import Revisions, rejected_in
+from reconciler.rollout.revisions import Revisions, rejected_for, rejected_in, stage_runs
 from reconciler.rollout.rollback import Rollbacks
 from reconciler.rollout.stages import step
 from reconciler.rollout.state import AlarmValue, Phase, RolloutState, StageFacts, StageRecord
@@ -70,7 +70,10 @@ class RolloutBot:
         policies = snap.repo.policies
         prometheus = policies.prometheus.url if policies.prometheus is not None else None
         watch = AlarmWatch(policies.alarms, state=state.alarms or None, prometheus=prometheus)
-        kept = RolloutState(rejected=dict(state.rejected))
+        kept = RolloutState(
+            rejected=dict(state.rejected),
+            rejected_on={k: list(v) for k, v in state.rejected_on.items()},
+        )
         rollbacks = Rollbacks(self.revisions, self.forge, self.say)
         promoter = Promoter(self.revisions, self.forge, self.say)
         for name, release in sorted(snap.repo.releases.items()):
@@ -81,16 +84,21 @@ class RolloutBot:
                     for d in snap.desired.deployments
                     if (d.release, d.stage) == (name, stage.name)
                 ]
-                facts = self._facts(snap, state, watch, name, release, index, deployments, now)
-                facts = facts.model_copy(update={"parity": _parity(parity.get(key))})
+                checked = _parity(parity.get(key))
+                facts = self._facts(
+                    snap, state, watch, name, release, index, deployments, checked, now
+                )
                 before = state.stages.get(key)
                 record, rollback = step(before, facts)
                 if record.phase == Phase.GREEN and (before is None or before.phase != Phase.GREEN):
                     record.evidence = self._bake_evidence(snap, watch, key, stage, record, now)
                 if rollback is not None:
                     kept.rejected[rollback.bad] = rollback.reason
+                    on = kept.rejected_on.get(rollback.bad, [])
+                    kept.rejected_on[rollback.bad] = sorted({*on, stage.name})
                     watch.forget(key)
-                    record = rollbacks.open(snap, name, stage, index, rollback, record, now)
+                    runs = stage_runs(self.revisions, snap.head, snap.repo, name, state)
+                    record = rollbacks.open(snap, name, stage, runs, rollback, record, now)
                 kept.stages[key] = record
             promoter.promotions(snap, name, release, kept, parity, now)
         kept.alarms = watch.state()
@@ -119,28 +127,39 @@ class RolloutBot:
         release: Release,
         index: int,
         deployments: list[DesiredDeployment],
+        parity: str | None,
         now: float,
     ) -> StageFacts:
+        """What this pass found about one stage. A stage with deploy-time parity is ready
+        only once parity has finished: its prompts are denv's own traffic, so the bake and
+        the alarms' window start after them (the window's first scrape is their baseline)."""
         stage = release.stages[index]
         key = f"{name}/{stage.name}"
         pins = snap.repo.promotions.get(name)
         pin = pins.promotions.get(stage.name) if pins is not None else None
         revision = self.revisions.of_stage(snap.head, name, index, pin.revision if pin else None)
-        rejected = rejected_in(snap.repo, name, state)
+        rejected = rejected_for(snap.repo, name, stage.name, state)
         record = state.stages.get(key)
-        ready = bool(deployments) and stage_ready(snap, deployments, list(stage.fleets))
+        ready = (
+            bool(deployments)
+            and parity != "waiting"
+            and stage_ready(snap, deployments, list(stage.fleets))
+        )
         alarms: list[AlarmValue] = []
         watched = [a for a in stage.alarms if a in snap.repo.policies.alarms]
         if ready and watched and revision not in rejected:
             fresh = record is None or record.revision != revision or record.ready_at is None
             if fresh:
                 watch.forget(key)  # the window starts with this revision, ready
-            watch.scrape(key, metrics_targets(u.unit for d in deployments for u in d.units), now)
+            since = now if fresh or record is None else record.ready_at
+            targets = metrics_targets(u.unit for d in deployments for u in d.units)
+            watch.scrape(key, targets, now, since)
             alarms = [alarm_value(r) for r in watch.readings(key, now) if r.name in watched]
         fallback = None
-        if revision is not None and revision in rejected:
+        anywhere = rejected_in(snap.repo, name, state)
+        if revision is not None and (revision in rejected or any(a.firing for a in alarms)):
             fallback = self.revisions.fallback(
-                snap.head, name, stage.name, index, revision, rejected
+                snap.head, name, stage.name, index, revision, anywhere
             )
         return StageFacts(
             key=key,
@@ -150,18 +169,30 @@ class RolloutBot:
             rejected=rejected,
             ready=ready,
             running=deployments[0].revision if deployments else None,
-            parity=None,
+            parity=parity,
             alarms=tuple(alarms),
             rollback_after_bake=snap.repo.policies.gates.rollback_on_alarm == "always",
             fallback=fallback,
+            elsewhere=anywhere - rejected,
             now=now,
         )
 
     @staticmethod
     def _forget_merged(snap: Snapshot, kept: RolloutState) -> None:
-        """Rejections git records now need no copy in the bot's state."""
-        listed = {r.revision for p in snap.repo.promotions.values() for r in p.rejected}
-        kept.rejected = {k: v for k, v in kept.rejected.items() if k not in listed}
+        """Rejections git records now need no copy in the bot's state (a revision rolled
+        back on two stages stays until git records both)."""
+        listed = [r for p in snap.repo.promotions.values() for r in p.rejected]
+        for revision in list(kept.rejected):
+            found = [r for r in listed if r.revision == revision]
+            if not found:
+                continue
+            stages = kept.rejected_on.get(revision) or []
+            left = [s for s in stages if not any(r.holds_for(s) for r in found)]
+            if left:
+                kept.rejected_on[revision] = left
+                continue
+            kept.rejected.pop(revision)
+            kept.rejected_on.pop(revision, None)
 
 
 def _parity(found: dict[str, Any] | None) -> str | None:

@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from reconciler.forge.views import AlarmRow, PromotionView, RollbackView
-from reconciler.rollout.state import AlarmValue, StageRecord
+from reconciler.rollout.state import AlarmValue, StageEffect, StageRecord
 from reconciler.spec.policy import LATENCY_METRICS, Alarm
 from reconciler.spec.release import Stage
 
@@ -90,6 +90,7 @@ def rollback_view(
     alarms: dict[str, Alarm],
     reason: str,
     at: float,
+    effects: list[StageEffect],
 ) -> RollbackView:
     return RollbackView(
         release=release,
@@ -101,6 +102,7 @@ def rollback_view(
         observed="; ".join(a.text for a in firing) or reason,
         threshold="; ".join(limit(alarms[a.name]) for a in firing if a.name in alarms) or "—",
         at=_at(at),
+        stages=[f"`{e.stage}`: {e.text}" for e in effects],
     )
 
 

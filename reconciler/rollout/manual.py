@@ -12,9 +12,10 @@ from reconciler.forge.models import MergeStatus
 from reconciler.forge.protocol import Forge
 from reconciler.forge.render import render_rollback
 from reconciler.rollout.evidence import rollback_view
-from reconciler.rollout.revisions import Revisions, rejected_in
+from reconciler.rollout.revisions import Revisions, rejected_in, stage_runs
 from reconciler.rollout.rollback import rollback_pr
-from reconciler.rollout.state import RollBack, RolloutState
+from reconciler.rollout.stages import rollback_effects
+from reconciler.rollout.state import RollBack, RolloutState, StageEffect
 
 
 @dataclass(frozen=True)
@@ -27,9 +28,10 @@ class ManualRollback:
     url: str
     merged: bool
     refused: str = ""  # why the forge did not merge it
+    stages: tuple[StageEffect, ...] = ()  # what the rollback does to each stage
 
     def as_dict(self) -> dict[str, object]:
-        return dict(self.__dict__)
+        return self.__dict__ | {"stages": [e.model_dump() for e in self.stages]}
 
 
 def manual_rollback(
@@ -63,8 +65,12 @@ def manual_rollback(
     reason = f"rolled back by hand by {by}"
     now = time.time()
     rollback = RollBack(key=f"{release_name}/{stage_name}", bad=bad, target=target, reason=reason)
+    runs = stage_runs(revisions, head, repo, release_name, RolloutState())
+    effects = rollback_effects(runs, stage_name, bad, target)
     body = render_rollback(
-        rollback_view(release_name, stage, bad, target, [], repo.policies.alarms, reason, now)
+        rollback_view(
+            release_name, stage, bad, target, [], repo.policies.alarms, reason, now, effects
+        )
     )
     pr = rollback_pr(forge, revisions, head, release_name, stage, index == 0, rollback, body, now)
     merged, refused = False, ""
@@ -72,4 +78,6 @@ def manual_rollback(
         outcome = forge.merge(pr.number, pr.head_sha)
         merged = outcome.status == MergeStatus.MERGED
         refused = "" if merged else outcome.reason or outcome.status.value
-    return ManualRollback(release_name, stage_name, bad, target, pr.number, pr.url, merged, refused)
+    return ManualRollback(
+        release_name, stage_name, bad, target, pr.number, pr.url, merged, refused, tuple(effects)
+    )

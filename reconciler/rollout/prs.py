@@ -51,12 +51,18 @@ def set_pin(files: BotFiles, release: str, stage: str, revision: str, at: dateti
     doc.set(["promotions", stage], {"revision": revision, "at": _stamp(at), "by": "denv-bot"})
 
 
-def add_rejection(files: BotFiles, release: str, revision: str, reason: str, at: datetime) -> None:
+def add_rejection(
+    files: BotFiles, release: str, revision: str, reason: str, at: datetime, stage: str
+) -> None:
+    """List `revision` as rejected on `stage` (once; an entry without a stage covers all)."""
     doc = _promotions(files, release)
     listed = list(doc.get(["rejected"]) or [])
-    if any(isinstance(r, dict) and r.get("revision") == revision for r in listed):
+    if any(
+        isinstance(r, dict) and r.get("revision") == revision and r.get("stage") in (None, stage)
+        for r in listed
+    ):
         return
-    entry = {"revision": revision, "reason": reason, "at": _stamp(at)}
+    entry = {"revision": revision, "stage": stage, "reason": reason, "at": _stamp(at)}
     doc.set(["rejected"], [*listed, entry])
 
 
@@ -95,7 +101,7 @@ def rollback_change(
             _restore(files, release, restore)
         else:
             set_pin(files, release, stage, target, at)
-        add_rejection(files, release, bad, reason, at)
+        add_rejection(files, release, bad, reason, at, stage)
 
     return BotChange(
         branch=rollback_branch(release, stage),

@@ -46,14 +46,42 @@ class Revisions:
 
 
 def rejected_in(repo: Repo, release: str, state: RolloutState) -> frozenset[str]:
-    """Rejected revisions of a release: git's and the bot's own (not yet merged)."""
+    """Rejected revisions of a release, on any stage: git's and the bot's own (not yet
+    merged). None is ever promoted, nor returned to by a rollback."""
     pins = repo.promotions.get(release)
     listed = {r.revision for r in pins.rejected} if pins is not None else set()
     return frozenset(listed | set(state.rejected))
 
 
+def rejected_for(repo: Repo, release: str, stage: str, state: RolloutState) -> frozenset[str]:
+    """The revisions `stage` must not run: those rolled back on it, and those rejected without
+    a stage (every stage). Another stage's rejection leaves what this stage runs alone."""
+    pins = repo.promotions.get(release)
+    listed = {r.revision for r in pins.rejected if r.holds_for(stage)} if pins else set()
+    own = {r for r in state.rejected if stage in state.rejected_on.get(r, [stage])}
+    return frozenset(listed | own)
+
+
+def stage_runs(
+    revisions: Revisions, head: str, repo: Repo, release: str, state: RolloutState
+) -> list[tuple[str, str | None]]:
+    """Each stage of the release, in order, with the revision it runs: git's (the head's or
+    the pin), or the bot's override while a rollback is in force."""
+    spec = repo.releases.get(release)
+    pins = repo.promotions.get(release)
+    found: list[tuple[str, str | None]] = []
+    for index, stage in enumerate(spec.stages if spec is not None else []):
+        pin = pins.promotions.get(stage.name) if pins is not None else None
+        named = revisions.of_stage(head, release, index, pin.revision if pin else None)
+        record = state.stages.get(f"{release}/{stage.name}")
+        override = record.override if record and record.rolled_back == named else None
+        found.append((stage.name, override or named))
+    return found
+
+
 def adjust_stages(revisions: Revisions, stages: Stages, kept: dict[str, Any]) -> Stages:
-    """The reconciler's hook: a stage at a rejected revision runs its last good one instead."""
+    """The reconciler's hook: a stage at a revision rejected for it runs its last good one
+    instead."""
     state = RolloutState.model_validate(kept.get("rollout") or {})
     head = revisions.source.repo_at(stages.head)
     running: list[StageRevision] = []
@@ -62,10 +90,10 @@ def adjust_stages(revisions: Revisions, stages: Stages, kept: dict[str, Any]) ->
         names = [s.name for s in release.stages] if release is not None else []
         index = names.index(stage.stage) if stage.stage in names else 0
         bad = stage.revision  # the pin, or the release revision at the head
-        rejected = rejected_in(head, stage.release, state)
-        if bad not in rejected:
+        if bad not in rejected_for(head, stage.release, stage.stage, state):
             running.append(stage)
             continue
+        rejected = rejected_in(head, stage.release, state)
         record = state.stages.get(f"{stage.release}/{stage.stage}")
         target = record.override if record and record.rolled_back == bad else None
         if not target:

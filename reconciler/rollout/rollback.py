@@ -3,7 +3,8 @@
 The PR records what already happened (the bot runs the last good revision from its next
 pass on): for the first stage it restores the release block and the recipe files of the last
 good revision; for a later stage it moves the pin back. Either way the bad revision is listed
-under `rejected` in promotions.yaml, so nothing promotes it again.
+under `rejected` in promotions.yaml with the stage it was rolled back on, so nothing promotes
+it again; the body says what the rollback did to each stage.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from reconciler.reconcile.snapshot import Snapshot
 from reconciler.rollout.evidence import rollback_view
 from reconciler.rollout.prs import add_rejection, rollback_branch, rollback_change
 from reconciler.rollout.revisions import Revisions
+from reconciler.rollout.stages import rollback_effects
 from reconciler.rollout.state import RollBack, StageRecord
 from reconciler.spec.release import Stage
 
@@ -42,7 +44,7 @@ def rollback_pr(
         bad, reason = rollback.bad, rollback.reason
 
         def reject(files: BotFiles) -> None:
-            add_rejection(files, release, bad, reason, when)
+            add_rejection(files, release, bad, reason, when, stage.name)
 
         change = BotChange(
             branch=rollback_branch(release, stage.name),
@@ -79,19 +81,24 @@ class Rollbacks:
         snap: Snapshot,
         release: str,
         stage: Stage,
-        index: int,
+        runs: list[tuple[str, str | None]],
         rollback: RollBack,
         record: StageRecord,
         at: float,
     ) -> StageRecord:
         """Record a rollback the bot made in a PR; a forge error is kept and said (the
-        rollback itself does not wait for it)."""
+        rollback itself does not wait for it). `runs`: each stage of the release and the
+        revision it runs, first stage first."""
         where = f"rollout {release}/{stage.name}"
         self.say(
             f"{where}: ROLLBACK {rollback.bad[:12]} -> "
             f"{rollback.target[:12] if rollback.target else 'nothing earlier'}: {rollback.reason}"
         )
         firing = [a for a in record.alarms if a.firing]
+        effects = rollback_effects(runs, stage.name, rollback.bad, rollback.target)
+        for effect in effects:
+            if effect.stage != stage.name:
+                self.say(f"rollout {release}/{effect.stage}: {effect.text}")
         body = render_rollback(
             rollback_view(
                 release,
@@ -102,6 +109,7 @@ class Rollbacks:
                 snap.repo.policies.alarms,
                 rollback.reason,
                 at,
+                effects,
             )
         )
         try:
@@ -111,7 +119,7 @@ class Rollbacks:
                 snap.head,
                 release,
                 stage,
-                index == 0,
+                bool(runs) and runs[0][0] == stage.name,
                 rollback,
                 body,
                 at,

@@ -6,12 +6,14 @@
 
 A new revision from git starts again at deploying; what the stage ran before becomes its
 `previous`. A revision that is rejected never bakes or promotes: the stage runs its last good
-revision (an override kept until git no longer names the rejected one).
+revision (an override kept until git no longer names the rejected one). A rejection holds
+for the stage that rolled it back (and for promotions, promote.py); another stage already
+running the revision keeps it until its own alarms fire, but never returns to it.
 """
 
 from __future__ import annotations
 
-from reconciler.rollout.state import Phase, RollBack, StageFacts, StageRecord
+from reconciler.rollout.state import Phase, RollBack, StageEffect, StageFacts, StageRecord
 
 
 def last_good(
@@ -28,7 +30,8 @@ def last_good(
 
 def _moved(record: StageRecord, facts: StageFacts) -> StageRecord:
     """A record for the revision git now names; what lasts across revisions is kept."""
-    previous = record.revision if record.revision not in facts.rejected else record.previous
+    never = facts.rejected | facts.elsewhere
+    previous = record.revision if record.revision not in never else record.previous
     if record.override:  # it ran the override, not the rejected revision
         previous = record.override
     return StageRecord(
@@ -85,7 +88,7 @@ def _roll_back(
 ) -> tuple[StageRecord, RollBack | None]:
     bad = record.revision
     assert bad is not None
-    target = last_good(record, bad, facts.rejected, facts.fallback)
+    target = last_good(record, bad, facts.rejected | facts.elsewhere, facts.fallback)
     phase = Phase.ROLLED_BACK if target else Phase.REJECTED
     updated = record.model_copy(
         update={
@@ -105,7 +108,7 @@ def _rejected(record: StageRecord, facts: StageFacts) -> StageRecord:
     bad = facts.revision
     assert bad is not None
     target = record.override if record.rolled_back == bad else None
-    target = target or last_good(record, bad, facts.rejected, facts.fallback)
+    target = target or last_good(record, bad, facts.rejected | facts.elsewhere, facts.fallback)
     return record.model_copy(
         update={
             "phase": Phase.ROLLED_BACK if target else Phase.REJECTED,
@@ -127,3 +130,30 @@ def wants_promotion(
         and record.revision != next_pin
         and (record.digest is None or record.digest != next_digest)
     )
+
+
+def rollback_effects(
+    stages: list[tuple[str, str | None]], rolled: str, bad: str, target: str | None
+) -> list[StageEffect]:
+    """What rolling `bad` back on stage `rolled` does to each stage, in the release's order;
+    `stages` gives each stage's name and the revision it runs."""
+    names = [name for name, _ in stages]
+    found: list[StageEffect] = []
+    for index, (name, runs) in enumerate(stages):
+        later = rolled in names and index > names.index(rolled)
+        if name == rolled:
+            text = (
+                f"rolled back from {bad[:12]} to {target[:12]}; {bad[:12]} rejected here"
+                if target
+                else f"{bad[:12]} rejected; nothing earlier to return to, so it keeps running it"
+            )
+            found.append(StageEffect(stage=name, runs=target or bad, text=text))
+        elif runs == bad:
+            tail = "" if later else f"; {bad[:12]} is not promoted from it"
+            text = f"keeps running {bad[:12]}: rolled back only if its own alarms fire{tail}"
+            found.append(StageEffect(stage=name, runs=runs, text=text))
+        else:
+            now = f"runs {runs[:12]}" if runs else "runs nothing yet"
+            text = f"{now}; {bad[:12]} is never promoted to it" if later else f"{now}: unchanged"
+            found.append(StageEffect(stage=name, runs=runs, text=text))
+    return found

@@ -66,6 +66,7 @@ class StageRecord(Kept):
 class RolloutState(Kept):
     stages: dict[str, StageRecord] = {}  # 'release/stage' -> record
     rejected: dict[str, str] = {}  # revision -> why, until git's promotions.yaml says so
+    rejected_on: dict[str, list[str]] = {}  # revision -> the stages it was rolled back on
     alarms: dict[str, Any] = {}  # the alarm watch's own state
     checked_at: float | None = None  # the last pass (and its scrape): a stale bot shows
 
@@ -79,13 +80,14 @@ class StageFacts(BaseModel):
     revision: str | None  # git's: the head's release revision, or the pin
     digest: str | None
     bake: float  # seconds; 0: green once ready
-    rejected: frozenset[str]
+    rejected: frozenset[str]  # revisions this stage must not run (rolled back here)
     ready: bool  # every replica on every fleet ready, at what is wanted now
     running: str | None  # the revision it runs (an override's, while one is in force)
     parity: str | None  # deploy-time parity: passed, failed, error, waiting; None: not mixed
     alarms: tuple[AlarmValue, ...] = ()
     rollback_after_bake: bool = False  # gates.rollback_on_alarm: always
     fallback: str | None = None  # the newest earlier revision not rejected (from git)
+    elsewhere: frozenset[str] = frozenset()  # rolled back on other stages: never a target here
     now: float
 
 
@@ -98,3 +100,13 @@ class RollBack(BaseModel):
     bad: str
     target: str | None  # None: nothing earlier to return to
     reason: str
+
+
+class StageEffect(BaseModel):
+    """What a rollback did to one stage of the release, in words."""
+
+    model_config = ConfigDict(frozen=True)
+
+    stage: str
+    runs: str | None  # the revision it runs after the rollback
+    text: str  # e.g. "keeps running 4e1d…: rolled back only if its own alarms fire"

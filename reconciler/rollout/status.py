@@ -1,7 +1,8 @@
 """Pure logic: `denv rollout status` — per stage, the revision git names and the one running,
 its state in words (deploying, baking 12m/30m, green, waiting for approval, rolled back,
-rejected) and its alarms, from the release, its pins and the bot's kept state; and, for `denv
-status`, the stages a rollback override makes run other than what git names."""
+rejected), its alarms, and whether it runs a revision another stage rolled back, from the
+release, its pins and the bot's kept state; and, for `denv status`, the stages a rollback
+override makes run other than what git names."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ class StageStatus(BaseModel):
     rollback_pr: int | None = None
     alarms: list[AlarmValue] = []
     errors: list[str] = []
+    note: str = ""  # e.g. it runs a revision another stage rolled back
 
 
 def _state(record: StageRecord, bake: float, now: float) -> str:
@@ -51,8 +53,7 @@ def rollout_status(
     """`head_revision`: the first stage's release revision at the head."""
     kept = state or RolloutState()
     rows: list[StageStatus] = []
-    rejected = {r.revision for r in pins.rejected} if pins is not None else set()
-    rejected |= set(kept.rejected)
+    rejections = _rejections(pins, kept)
     waiting: dict[str, str] = {}  # stage -> the open promotion PR moving its pin
     for stage in release.stages:
         found = kept.stages.get(f"{name}/{stage.name}")
@@ -64,15 +65,19 @@ def rollout_status(
         pin = pins.promotions.get(stage.name) if pins is not None else None
         revision = head_revision if index == 0 else (pin.revision if pin else None)
         record = kept.stages.get(f"{name}/{stage.name}")
+        here = {r for r, on, _ in rejections if on in (None, stage.name)}
         if record is None or record.revision != revision:
             words = "not deployed" if revision is None else "waiting for the bot"
-            if revision in rejected:
+            if revision in here:
                 words = "rejected"
             record_state, running, alarms = words, revision, []
         else:
             record_state = _state(record, stage.bake or 0, now)
             running, alarms = record.override or record.revision, record.alarms
         promotion = waiting.get(stage.name)
+        others = sorted(
+            {on for r, on, _ in rejections if r == running and on and running not in here}
+        )
         rows.append(
             StageStatus(
                 stage=stage.name,
@@ -84,9 +89,31 @@ def rollout_status(
                 rollback_pr=record.rollback_pr if record else None,
                 alarms=alarms,
                 errors=record.errors if record else [],
+                note=_kept_note(running, others),
             )
         )
     return rows
+
+
+def _rejections(pins: Promotions | None, kept: RolloutState) -> list[tuple[str, str | None, str]]:
+    """(revision, the stage it was rolled back on or None for every stage, why): git's, then
+    the bot's not merged yet."""
+    found = [(r.revision, r.stage, r.reason) for r in (pins.rejected if pins else [])]
+    for revision, why in kept.rejected.items():
+        on = kept.rejected_on.get(revision)
+        stages: list[str | None] = list(on) if on else [None]
+        found += [(revision, stage, why) for stage in stages]
+    return found
+
+
+def _kept_note(running: str | None, others: list[str]) -> str:
+    """A stage that still runs a revision another stage rolled back says so."""
+    if running is None or not others:
+        return ""
+    return (
+        f"runs {running[:12]}, rolled back on {', '.join(others)}: kept here until this "
+        "stage's own alarms fire; never promoted further"
+    )
 
 
 class Override(BaseModel):

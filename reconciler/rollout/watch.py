@@ -60,12 +60,19 @@ class AlarmWatch:
         self._queried: dict[str, list[Reading]] = {}
         self._targets: dict[str, list[tuple[str, str]]] = {}  # the last scrape's, per key
 
-    def scrape(self, key: str, targets: Sequence[tuple[str, str]], now: float) -> None:
+    def scrape(
+        self, key: str, targets: Sequence[tuple[str, str]], now: float, since: float | None = None
+    ) -> None:
         """One sample of each (engine, metrics URL); an engine that does not answer gets no
-        sample, only an error its readings name. Engines no longer listed are dropped."""
+        sample, only an error its readings name. Engines no longer listed are dropped.
+        `since`: when the stage's bake started. No window reaches back before it: scraped
+        tracks start then (`forget`), and Prometheus, which keeps everything, is asked for a
+        window no longer than the bake so far (what came before, deploy-time parity's
+        prompts included, is not the stage's traffic)."""
         self._targets[key] = list(targets)
         if self._prometheus is not None:
-            self._queried[key] = self._query(self._prometheus, targets, now)
+            alarms = None if since is None else _clipped(self.alarms, now - since)
+            self._queried[key] = self._query(self._prometheus, targets, now, alarms)
             return
         before = self._tracks.get(key, {})
         answers = _fetch_all([u for _, u in targets], self._timeout)
@@ -149,6 +156,16 @@ class AlarmWatch:
             return _ask(server, text, now, self._timeout) if text else None
 
         return Answer(ask(q.requests) or 0.0, ask(q.errors), ask(q.value))
+
+
+def _clipped(alarms: Mapping[str, Alarm], seconds: float) -> dict[str, Alarm]:
+    """The alarms with windows no longer than `seconds` (at least one second: Prometheus
+    needs a range)."""
+    bound = max(seconds, 1.0)
+    return {
+        name: alarm.model_copy(update={"window": bound}) if alarm.window > bound else alarm
+        for name, alarm in alarms.items()
+    }
 
 
 def _load(state: Mapping[str, Any] | None) -> dict[str, dict[str, Track]]:

@@ -69,6 +69,13 @@ class Rejection(Spec):
     revision: str = Field(pattern=r"^[0-9a-f]{40}$")
     reason: str
     at: dt.datetime | None = None
+    # The stage it was rolled back on: that stage no longer runs it and no promotion pins it
+    # again; a later stage already running it keeps it until its own alarms fire. Absent (an
+    # entry written by hand, or before stages were named): no stage runs it.
+    stage: Slug | None = None
+
+    def holds_for(self, stage: str) -> bool:
+        return self.stage is None or self.stage == stage
 
 
 class Promotions(Spec):

@@ -162,6 +162,11 @@ ROLLBACK = RollbackView(
     observed="TTFT p99 2.31 s over 412 requests",
     threshold="1.5 s over 5m",
     at=datetime(2025, 3, 14, 9, 26, tzinfo=UTC),
+    stages=[
+        "`canary`: keeps running 3f2a1b0c9d1e: rolled back only if its own alarms fire; "
+        "3f2a1b0c9d1e is not promoted from it",
+        "`prod`: rolled back from 3f2a1b0c9d1e to 9c8d7e6f5a4b; 3f2a1b0c9d1e rejected here",
+    ],
 )
 
 PROMOTION = PromotionView(

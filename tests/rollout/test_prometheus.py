@@ -196,3 +196,23 @@ def test_the_promql_picks_the_stage_engines_by_instance() -> None:
         "histogram_quantile(0.99, sum by (le) "
         f"(rate(vllm:time_to_first_token_seconds_bucket{{{picked}}}[60s])))"
     )
+
+
+def test_requests_before_the_bake_started_are_never_counted(lab: Lab) -> None:
+    """Deploy-time parity's prompts, say: Prometheus keeps them, the bake's window does not
+    reach back to them."""
+    assert traffic(lab.sims, 30) == [200] * 60
+    seen(lab, TTFT, lambda r: r.requests >= 60, "Prometheus seeing the 60 earlier requests")
+    since = time.time()  # the bake starts: Prometheus has scraped all 60 by now
+    assert traffic(lab.sims, 5) == [200] * 10
+    watch = AlarmWatch({"alarm": TTFT}, prometheus=lab.prometheus)
+
+    def after() -> Reading | None:
+        now = time.time()
+        watch.scrape(KEY, lab.targets, now, since)
+        [reading] = watch.readings(KEY, now)
+        return reading if reading.requests >= 10 else None
+
+    reading = wait_until(after, 60, "Prometheus seeing the 10 requests of the bake")
+    assert reading.requests <= 10 * 1.5, reading.describe()  # increase() extrapolates a little
+    assert reading.covered < TTFT.window

@@ -12,6 +12,8 @@ import pytest
 
 from reconciler.forge.local import LocalForge
 from reconciler.reconcile.history import History
+from reconciler.reconcile.revisions import stage_revisions
+from reconciler.rollout.revisions import Revisions, adjust_stages
 from reconciler.spec.loader import open_repo
 from tests.reconcile.conftest import GitRepo, git_repo
 
@@ -91,3 +93,21 @@ def test_rollback_of_the_first_stage_restores_the_release_block(
     assert [r.revision for r in main.promotions["chat-8b"].rejected] == [second]
     after = (repo.path / RELEASE).read_text()
     assert after.count("\n") == before.count("\n") and "# An example release" in after
+
+
+def test_rolling_back_the_canary_by_hand_leaves_prod_on_the_revision(
+    pinned: tuple[GitRepo, str, str],
+) -> None:
+    repo, first, second = pinned  # the canary (the head) and prod both at `second`
+    done = denv(repo, "rollback", "chat-8b/canary")
+    assert done.returncode == 0, done.stderr
+    assert f"  canary: rolled back from {second[:12]} to {first[:12]}" in done.stdout
+    assert f"  prod: keeps running {second[:12]}: rolled back only if its own" in done.stdout
+    main = open_repo(repo.path, "main")
+    [rejection] = main.promotions["chat-8b"].rejected
+    assert (rejection.revision, rejection.stage) == (second, "canary")
+    source = repo.source()
+    source.sync()
+    head = source.resolve()
+    runs = adjust_stages(Revisions(source), stage_revisions(main, head), {})
+    assert {(s.stage, s.revision) for s in runs.running if s.stage == "prod"} == {("prod", second)}

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from reconciler.rollout.stages import last_good, step, wants_promotion
+from reconciler.rollout.stages import last_good, rollback_effects, step, wants_promotion
 from reconciler.rollout.state import (
     AlarmValue,
     Phase,
@@ -83,6 +83,20 @@ CASES = [
         None,
     ),
     ("later stage without a pin", record(), facts(revision=None), Phase.PENDING, None),
+    (
+        "rolled back on another stage: kept here",
+        record(),
+        facts(elsewhere=frozenset({B}), now=121.0),
+        Phase.GREEN,
+        None,
+    ),
+    (
+        "alarm: never back to a revision another stage rejected",
+        record(good=C, previous=A),
+        facts(alarms=(SLOW,), elsewhere=frozenset({C})),
+        Phase.ROLLED_BACK,
+        A,
+    ),
 ]
 
 
@@ -203,3 +217,83 @@ def test_a_bake_past_its_time_waits_for_the_bots_next_pass() -> None:
     state = RolloutState(stages={"chat-8b/canary": record(ready_at=100.0)})
     [row] = rollout_status("chat-8b", release, None, state, now=104.0, head_revision=B)
     assert row.state == "baked 3s, judged at the bot's next pass"
+
+
+D = "d" * 40
+EFFECTS = [
+    (
+        "canary rolled back, prod on the same revision",
+        [("canary", B), ("prod", B), ("eu", None)],
+        "canary",
+        A,
+        [
+            f"rolled back from {B[:12]} to {A[:12]}; {B[:12]} rejected here",
+            f"keeps running {B[:12]}: rolled back only if its own alarms fire",
+            f"runs nothing yet; {B[:12]} is never promoted to it",
+        ],
+    ),
+    (
+        "prod rolled back, the canary on it, eu elsewhere",
+        [("canary", B), ("prod", B), ("eu", D)],
+        "prod",
+        A,
+        [
+            f"keeps running {B[:12]}: rolled back only if its own alarms fire; "
+            f"{B[:12]} is not promoted from it",
+            f"rolled back from {B[:12]} to {A[:12]}; {B[:12]} rejected here",
+            f"runs {D[:12]}; {B[:12]} is never promoted to it",
+        ],
+    ),
+    (
+        "nothing earlier, an earlier stage on a newer revision",
+        [("canary", C), ("prod", B)],
+        "prod",
+        None,
+        [
+            f"runs {C[:12]}: unchanged",
+            f"{B[:12]} rejected; nothing earlier to return to, so it keeps running it",
+        ],
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "runs", "rolled", "target", "texts"), EFFECTS, ids=[c[0] for c in EFFECTS]
+)
+def test_rollback_effects_say_what_happens_to_each_stage(
+    name: str, runs: list[tuple[str, str | None]], rolled: str, target: str | None, texts: list[str]
+) -> None:
+    found = rollback_effects(runs, rolled, B, target)
+    assert [e.text for e in found] == texts
+    assert [e.stage for e in found] == [stage for stage, _ in runs]
+    assert dict((e.stage, e.runs) for e in found)[rolled] == (target or B)
+
+
+def test_rollout_status_shows_a_stage_kept_on_a_revision_rolled_back_elsewhere() -> None:
+    release = Release.model_validate(
+        {
+            "release": {"model": "chat-8b", "weights": "file:///w", "recipe": "m/vllm@1"},
+            "stages": [{"name": "canary", "fleets": ["a"]}, {"name": "prod", "fleets": ["b"]}],
+        }
+    )
+    state = RolloutState(
+        stages={
+            "chat-8b/canary": record(phase=Phase.ROLLED_BACK, override=A, rolled_back=B),
+            "chat-8b/prod": record(phase=Phase.GREEN),
+        },
+        rejected={B: "error_rate 100% > 10%"},
+        rejected_on={B: ["canary"]},
+    )
+    pins = Promotions.model_validate({"promotions": {"prod": {"revision": B}}})
+    canary, prod = rollout_status("chat-8b", release, pins, state, now=820.0, head_revision=B)
+    assert (canary.running, canary.note) == (A, "")
+    assert (prod.revision, prod.running, prod.state) == (B, B, "green")
+    assert prod.note == (
+        f"runs {B[:12]}, rolled back on canary: kept here until this stage's own alarms fire; "
+        "never promoted further"
+    )
+    git = Promotions.model_validate(  # the same once git records it; an entry without a
+        {"promotions": {"prod": {"revision": B}}, "rejected": [{"revision": B, "reason": "x"}]}
+    )  # stage (written by hand) holds for every stage
+    _, prod = rollout_status("chat-8b", release, git, RolloutState(), now=820.0, head_revision=B)
+    assert (prod.state, prod.note) == ("rejected", "")
