@@ -40,7 +40,7 @@ ROOT = Path(__file__).resolve().parent.parent
 GUIDES = ("docs/choose.md", "docs/optimize.md")
 COMMAND_TIMEOUT_S = 900  # a guard against a hung command, far above any guide command
 
-_FENCE = re.compile(r"^```(\S*)\s*$")
+_FENCE = re.compile(r"^(`{3,})(\S*)\s*$")
 _EXITS = re.compile(r"\bexits?\s+(\d+)\b")
 
 
@@ -58,11 +58,11 @@ class Command:
 
 @dataclass(frozen=True)
 class Block:
-    """One ```sh block and, when one follows it, the line span of its output block's body
-    (0-based, end exclusive)."""
+    """One ```sh block and, when one follows it, its output block: the lines of its opening
+    and closing fences (0-based) and its language ("text" or none)."""
 
     commands: tuple[Command, ...]
-    output: tuple[int, int] | None
+    output: tuple[int, int, str] | None
 
 
 @dataclass(frozen=True)
@@ -94,7 +94,7 @@ def parse(text: str, guide: str = "") -> list[Block]:
             i += 1
             continue
         end = _closing(lines, i)
-        if fence.group(1) == "sh":
+        if fence.group(2) == "sh":
             commands = tuple(_commands(lines, i + 1, end, guide))
             blocks.append(Block(commands, _output_after(lines, end)))
         i = end + 1
@@ -102,8 +102,11 @@ def parse(text: str, guide: str = "") -> list[Block]:
 
 
 def _closing(lines: list[str], start: int) -> int:
+    """The line that closes the fence opened at `start`: as many backticks, nothing else (a
+    longer fence can hold an output that has ``` lines of its own)."""
+    ticks = "`" * _ticks(lines[start])
     for j in range(start + 1, len(lines)):
-        if lines[j].strip() == "```":
+        if lines[j].strip() == ticks:
             return j
     raise ValueError(f"line {start + 1}: a code block that never ends")
 
@@ -143,9 +146,9 @@ def _output_after(lines: list[str], end: int) -> tuple[int, int] | None:
     while j < len(lines) and not lines[j].strip():
         j += 1
     fence = _FENCE.match(lines[j]) if j < len(lines) else None
-    if fence is None or fence.group(1) not in ("", "text"):
+    if fence is None or fence.group(2) not in ("", "text"):
         return None
-    return (j + 1, _closing(lines, j))
+    return (j, _closing(lines, j), fence.group(2))
 
 
 def shown(outcome: Outcome, clone: Path) -> str:
@@ -170,10 +173,17 @@ def rewrite(text: str, blocks: Sequence[Block], outputs: dict[int, str]) -> str:
             body = []
             for c in block.commands:
                 body += [f"$ {c.text}", *outputs[c.line].splitlines()]
-        edits.append((block.output, body))
+        start, end, language = block.output
+        fence = "`" * max([3, *(_ticks(line) + 1 for line in body)])
+        edits.append(((start, end), [fence + language, *body, fence]))
     for (start, end), body in sorted(edits, reverse=True):
-        lines[start:end] = body
+        lines[start : end + 1] = body
     return "\n".join(lines) + ("\n" if text.endswith("\n") else "")
+
+
+def _ticks(line: str) -> int:
+    """How many backticks a line starts with."""
+    return len(line) - len(line.lstrip("`"))
 
 
 class Sandbox:

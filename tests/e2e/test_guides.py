@@ -73,7 +73,7 @@ def test_parse_finds_commands_exits_and_output_blocks() -> None:
         [(23, "denv one", 0), (24, "denv two", 0)],
         [(32, "denv three", 0)],
     ]
-    assert [b.output for b in blocks] == [(7, 8), None, (27, 28), None]
+    assert [b.output for b in blocks] == [(6, 8, "text"), None, (26, 28, ""), None]
     assert blocks[1].commands[0].where == "guide.md:15"
 
 
@@ -85,6 +85,18 @@ def test_rewrite_puts_real_output_in_output_blocks_only() -> None:
     assert "```\n$ denv one\none's\n$ denv two\ntwo's\n```" in text
     assert "old" not in text and text.endswith("```\n")
     assert rewrite(SAMPLE, blocks, {}) == SAMPLE
+
+
+def test_an_output_with_fences_of_its_own_gets_a_longer_fence() -> None:
+    """`bench run` prints a mermaid chart in ``` fences: the output block must hold it, and
+    the next --write must find the same block again."""
+    blocks = parse(SAMPLE, "guide.md")
+    chart = "results: r.json\n```mermaid\nxychart-beta\n```"
+    once = rewrite(SAMPLE, blocks, {4: chart})
+    assert f"````text\n{chart}\n````\n" in once
+    again = parse(once, "guide.md")
+    assert [b.output for b in again][:2] == [(6, 11, "text"), None]
+    assert rewrite(once, again, {4: "plain"}).startswith(SAMPLE.split("old output")[0] + "plain")
 
 
 @pytest.mark.parametrize(
