@@ -141,7 +141,7 @@ def _comment(command: str) -> str:
     return ""
 
 
-def _output_after(lines: list[str], end: int) -> tuple[int, int] | None:
+def _output_after(lines: list[str], end: int) -> tuple[int, int, str] | None:
     j = end + 1
     while j < len(lines) and not lines[j].strip():
         j += 1
