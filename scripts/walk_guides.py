@@ -8,11 +8,12 @@ that follows an sh block, with only blank lines between, is that block's output;
 replaces it with the real output of the walk (stdout, with the clone's path removed). Commands
 that are placeholders or lists of options stay outside sh blocks.
 
-Each guide gets its own clone (`git clone` of this repository, on a branch named main, as a
-user's fresh clone is), with `denv` resolving to `sys.executable -m reconciler` of this
-working tree, and every state folder denv writes (XDG_STATE_HOME, XDG_CACHE_HOME, DENV_HOME,
-DENV_CACHE, DENV_OPTIMIZE_HOME) inside the temporary folder. Whatever the walk started on the
-local fleet is stopped at the end, and the folder removed.
+Each guide gets its own clone (`git clone` of this repository's committed HEAD, on a branch
+named main, as a user's fresh clone is: commit what the guides need), with `denv` resolving
+to `sys.executable -m reconciler` of this working tree, and every state folder denv writes
+(XDG_STATE_HOME, XDG_CACHE_HOME, DENV_HOME, DENV_CACHE, DENV_OPTIMIZE_HOME) inside the
+temporary folder. Whatever the walk started on the local fleet is stopped at the end, and
+the folder removed.
 
     python scripts/walk_guides.py [--write] [docs/choose.md docs/optimize.md]
 
@@ -195,7 +196,9 @@ class Sandbox:
         self.clone = folder / "repo"
         subprocess.run(["git", "clone", "-q", str(ROOT), str(self.clone)], check=True)
         git = ["git", "-C", str(self.clone)]
-        subprocess.run([*git, "branch", "-M", "main"], check=True)  # as a fresh clone is
+        # this repository's HEAD (detached in CI) on a branch named main, as a fresh clone is
+        subprocess.run([*git, "fetch", "-q", "origin", "HEAD"], check=True)
+        subprocess.run([*git, "checkout", "-q", "-B", "main", "FETCH_HEAD"], check=True)
         subprocess.run([*git, "config", "user.name", "Guide Walker"], check=True)
         subprocess.run([*git, "config", "user.email", "walker@denv.invalid"], check=True)
         shim = folder / "bin" / "denv"
