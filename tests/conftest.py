@@ -60,6 +60,7 @@ LONGEST_FIRST = (
     "tests/bench/test_bench_run_e2e.py",
     "tests/bench/test_trial_reclaim_e2e.py",
     "tests/forge/test_walkthrough.py",
+    "tests/e2e/test_guides.py",
 )
 
 
