@@ -23,7 +23,6 @@ from reconciler.forge.local import LocalForge
 from reconciler.parity.deploytime import deploy_time_parity
 from reconciler.reconcile.desired import Desired, DesiredDeployment, DesiredUnit
 from reconciler.reconcile.plan import Plan
-from reconciler.reconcile.revisions import stage_revisions
 from reconciler.reconcile.snapshot import Snapshot
 from reconciler.rollout.bot import RolloutBot
 from reconciler.rollout.revisions import Revisions, adjust_stages
@@ -186,7 +185,7 @@ def test_a_canary_rollback_leaves_prod_on_the_same_revision(
     def bot_pass(kept: dict[str, Any]) -> tuple[dict[str, Any], list[tuple[str, str]]]:
         """One pass, on the deployments the reconciler runs with the bot's overrides."""
         snap, revisions = snap_of(git_repo, [])
-        runs = adjust_stages(revisions, stage_revisions(snap.repo, snap.head), {"rollout": kept})
+        runs = adjust_stages(revisions, revisions.source.stages(snap.head), {"rollout": kept})
         found = {(s.stage, s.revision) for s in runs.running}
         wanted = [("canary", sims[0]), ("prod", sims[1])]
         on = [

@@ -12,7 +12,6 @@ import pytest
 
 from reconciler.forge.local import LocalForge
 from reconciler.reconcile.history import History
-from reconciler.reconcile.revisions import stage_revisions
 from reconciler.rollout.revisions import Revisions, adjust_stages
 from reconciler.spec.loader import open_repo
 from tests.reconcile.conftest import GitRepo, git_repo
@@ -109,5 +108,5 @@ def test_rolling_back_the_canary_by_hand_leaves_prod_on_the_revision(
     source = repo.source()
     source.sync()
     head = source.resolve()
-    runs = adjust_stages(Revisions(source), stage_revisions(main, head), {})
+    runs = adjust_stages(Revisions(source), source.stages(head), {})
     assert {(s.stage, s.revision) for s in runs.running if s.stage == "prod"} == {("prod", second)}

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import difflib
-import time
 from pathlib import Path
 
 import pytest
@@ -38,24 +37,20 @@ HOSTILE = [
 
 @pytest.mark.parametrize(("data", "line", "message"), HOSTILE)
 def test_hostile_yaml_is_refused_at_once(data: bytes, line: int, message: str) -> None:
-    started = time.perf_counter()
-    doc, problem = parse_yaml("fleets/bad.yaml", data)
-    elapsed = time.perf_counter() - started
+    doc, problem = parse_yaml("fleets/bad.yaml", data)  # an alias bomb ends: aliases refused
     assert doc is None
     assert problem is not None
     assert message in problem.message
     assert problem.line == line
     assert str(problem).startswith(f"fleets/bad.yaml:{line}:")
-    assert elapsed < 5.0  # a bound, not a benchmark: an alias bomb would take hours
 
 
 def test_largest_allowed_file_parses_in_bounded_time() -> None:
     line = "  - { name: host-0000, address: 10.0.0.1, gpus: 8 }\n"
     data = ("hosts:\n" + line * ((MAX_YAML_BYTES - 8) // len(line))).encode()
-    started = time.perf_counter()
-    doc, problem = parse_yaml("x.yaml", data)
+    doc, problem = parse_yaml("x.yaml", data)  # its time: benchmarks/yaml_parse.py
     assert problem is None and doc is not None
-    assert time.perf_counter() - started < 5.0  # takes ~0.3 s alone; bounds, not benchmarks
+    assert len(doc.data["hosts"]) == (MAX_YAML_BYTES - 8) // len(line)
 
 
 REPO_YAML = sorted(

@@ -346,8 +346,8 @@ def test_promotion_pins_and_rejections_change_only_their_lines(name: str) -> Non
     edits: list[Callable[[MemoryFiles], None]] = [
         lambda f: set_pin(f, "chat-8b", "prod", B, AT),  # a stage pinned already, or new
         lambda f: set_pin(f, "chat-8b", "canary", A, AT),
-        lambda f: add_rejection(f, "chat-8b", B, "ttft p99 2 s > 1.5 s", AT),
-        lambda f: add_rejection(f, "chat-8b", B, "again", AT),  # listed already: nothing
+        lambda f: add_rejection(f, "chat-8b", B, "ttft p99 2 s > 1.5 s", AT, "canary"),
+        lambda f: add_rejection(f, "chat-8b", B, "again", AT, "canary"),  # listed: nothing
     ]
     text = original
     for edit in edits:
