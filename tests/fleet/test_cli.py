@@ -87,7 +87,7 @@ def test_probe_over_ssh_with_one_host_down(tmp_path: Path, ssh_lab: SshLab) -> N
     seen = json.loads(run.stdout)
     assert sorted(seen["hosts"]) == ["n0", "n2"]
     assert all(len(h["gpus"]) == 4 and h["source"] == "simulated" for h in seen["hosts"].values())
-    assert list(seen["errors"]) == ["n1"] and "unreachable" in seen["errors"]["n1"]
+    assert list(seen["errors"]) == ["n1"] and "not reached: refused" in seen["errors"]["n1"]
     listed = json.loads(
         denv("fleet", "list", "--probe", "all", "--json", home=tmp_path / "home", cwd=repo).stdout
     )["fleets"][0]
