@@ -1,14 +1,19 @@
 """CLI: the typer app and its one error boundary.
 
 DenvError -> its message on stderr, exit 1; Ctrl-C -> exit 130; anything else is a bug:
-traceback, exit 3.
+traceback, exit 3. Libraries' log records (paramiko logs a traceback for every SSH handshake
+that fails) are shown only with `denv --debug`, which also shows where a DenvError came from.
 """
 
 from __future__ import annotations
 
 import importlib
+import logging
+import os
 import sys
 import traceback
+from collections.abc import Mapping, Sequence
+from typing import Annotated
 
 import typer
 from typer.exceptions import Abort, TyperException
@@ -74,7 +79,16 @@ def build_app(names: list[str] | None = None) -> typer.Typer:
     )
 
     @app.callback()
-    def denv() -> None:  # a group even with one command: `denv NAME …` keeps its NAME
+    def denv(
+        debug: Annotated[
+            bool,
+            typer.Option(
+                "--debug",
+                envvar="DENV_DEBUG",
+                help="Show the libraries' logs and the tracebacks behind errors.",
+            ),
+        ] = False,
+    ) -> None:  # a group even with one command: `denv NAME …` keeps its NAME
         """Run LLM inference fleets from git."""
 
     for name in COMMANDS:
@@ -101,13 +115,41 @@ def command_given(argv: list[str]) -> str | None:
     return first if first in COMMANDS else None
 
 
+def debugging(argv: Sequence[str], environ: Mapping[str, str]) -> bool:
+    """Whether `denv --debug …` (the option comes before the command) or DENV_DEBUG is set."""
+    command = next((i for i, arg in enumerate(argv) if arg[:1] != "-"), len(argv))
+    flag = environ.get("DENV_DEBUG", "").lower() in ("1", "true", "yes")
+    return flag or "--debug" in argv[:command]
+
+
+class _Plain(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        return f"{record.levelname.lower()}: {record.getMessage()}"
+
+
+def configure_logging(debug: bool) -> None:
+    """denv's own warnings as `warning: …` lines; other loggers' records only with --debug."""
+    handler = logging.StreamHandler(sys.stderr)
+    if debug:
+        handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+        logging.basicConfig(level=logging.DEBUG, handlers=[handler], force=True)
+        return
+    handler.setFormatter(_Plain())
+    handler.addFilter(lambda record: record.name.split(".")[0] == "reconciler")
+    logging.basicConfig(level=logging.WARNING, handlers=[handler], force=True)
+
+
 def main() -> None:
+    debug = debugging(sys.argv[1:], os.environ)
+    configure_logging(debug)
     try:
         # standalone_mode=False: click hands exit codes back instead of exiting itself
         given = command_given(sys.argv)
         app = build_app([given] if given else None)
         code = app(standalone_mode=False)
     except DenvError as exc:
+        if debug:
+            traceback.print_exc()
         print(str(exc), file=sys.stderr)
         sys.exit(1)
     except (KeyboardInterrupt, Abort):

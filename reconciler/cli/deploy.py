@@ -216,7 +216,8 @@ def deploy(
     as_json: JsonOption = False,
 ) -> None:
     """Deploy a benchmark result or a recipe: write releases/<name>/denv.yaml, check it fits
-    the fleet, validate, and open a pull request with the plan (or --commit it)."""
+    the fleet, validate, and open a pull request with the plan (or --commit it). Exit 1 when
+    the pull request's plan check fails (a host not reached, a deployment not placed)."""
     root = find_root(repo)
     loaded = load(repo)  # the work tree: results as `denv bench` ranked them
     chosen, topology, origin = _source(loaded, from_bench, recipe, target)
@@ -251,8 +252,11 @@ def deploy(
         summary.update(_propose(root, draft, text))
     if as_json:
         print_json(summary)
-        return
-    _print(summary)
+    else:
+        _print(summary)
+    check = summary.get("check")
+    if isinstance(check, dict) and check["conclusion"] != "success":
+        raise typer.Exit(1)  # the pull request is open, but its plan check failed
 
 
 def _print(summary: dict[str, object]) -> None:

@@ -55,10 +55,12 @@ def _row(repo: Repo, name: str, fleet: Fleet, seen: FleetObservation | None) -> 
         "units": None,
         "figures": "declared",
         "unreachable": [],
+        "errors": {},  # host -> why it was not reached
     }
     if seen is None:
         return row
     row["unreachable"] = sorted(seen.errors)
+    row["errors"] = dict(sorted(seen.errors.items()))
     if not seen.hosts:
         return row  # every host unreachable: the declared figures stand, marked so
     unused = sum(len(seen.free_gpus(host)) for host in seen.hosts)
@@ -85,7 +87,8 @@ def list_fleets(
     repo: RepoOption = Path("."),
     as_json: JsonOption = False,
 ) -> None:
-    """Fleets with hardware, NVLink domain size, GPUs, free GPUs and running units."""
+    """Fleets with hardware, NVLink domain size, GPUs, free GPUs and running units; exit 1
+    when a host asked for live figures did not answer (one line each says why)."""
     loaded = load(repo)
     transports = Transports(warn=_warn)
     rows = []
@@ -98,7 +101,13 @@ def list_fleets(
         transports.close()
     if as_json:
         print_json({"fleets": rows})
-        return
+    else:
+        _print_fleets(rows)
+    if any(row["errors"] for row in rows):
+        raise typer.Exit(1)
+
+
+def _print_fleets(rows: list[dict[str, Any]]) -> None:
     table = Table("FLEET", "PROVIDER", "HARDWARE", "DOMAIN", "GPUS", "FREE-GPUS", "UNITS", box=None)
     for row in rows:
         hardware = f"{row['hardware']} (simulated)" if row["simulated"] else row["hardware"]
@@ -118,8 +127,8 @@ def list_fleets(
         "what releases ask); live FREE-GPUS = unused GPUs − trial GPUs"
     )
     for row in rows:
-        for host in row["unreachable"]:
-            console.print(f"{row['fleet']}: host {host} not reached", markup=False)
+        for why in row["errors"].values():
+            console.print(f"{row['fleet']}: {why}", markup=False, soft_wrap=True)
 
 
 @app.command("probe")
@@ -196,8 +205,8 @@ def _print_probe(seen: FleetObservation) -> None:
             )
     console.print(gpus)
     console.print(units)
-    for host, error in sorted(seen.errors.items()):
-        console.print(f"{host}: {error}", markup=False)
+    for _, error in sorted(seen.errors.items()):
+        console.print(error, markup=False, soft_wrap=True)
 
 
 @app.command("logs")
@@ -276,7 +285,8 @@ def _print_runtimes(fleet: str, found: dict[str, Any], errors: dict[str, str]) -
     if not any(a["runtimes"] or a.get("weights") for a in found.values()):
         console.print("nothing prepared yet (the reconciler prepares before it starts units)")
     for host, error in sorted(errors.items()):
-        console.print(f"{host}: {error}", markup=False)
+        line = error if error.startswith(host) else f"{host}: {error}"
+        console.print(line, markup=False, soft_wrap=True)
 
 
 def _yes(value: bool) -> str:

@@ -59,7 +59,8 @@ def plan(
     markdown: MarkdownOption = False,
 ) -> None:
     """What would start, stop and be replaced: desired state from git, observed from the
-    fleets the releases use (`+` start, `~` replace, `-` stop)."""
+    fleets the releases use (`+` start, `~` replace, `-` stop). Exit 1 when a host did not
+    answer: the plan leaves out what runs there."""
     progress = Console(stderr=True)
     source = GitSource(repo, cache_dir())
     transports = Transports(warn=_warn)
@@ -78,3 +79,5 @@ def plan(
             console.print(Text(line, style=style), soft_wrap=True)
     else:
         typer.echo(render_text(result), nl=False)
+    if result.unreachable:
+        raise typer.Exit(1)

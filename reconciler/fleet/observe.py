@@ -1,5 +1,6 @@
 """Adapter: observing a fleet — one agent call per host, hosts in parallel with a limit, and
-a clear per-host error for a host that cannot be reached while the others carry on."""
+a clear per-host error for a host that cannot be reached while the others carry on: one line
+that starts with the host's name, and its cause."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from reconciler.errors import DenvError
 from reconciler.fleet.hostagent import AgentClient
 from reconciler.fleet.observed import HostObservation
 from reconciler.fleet.ssh import SshTransport
-from reconciler.fleet.transport import LocalTransport, Transport
+from reconciler.fleet.transport import Cause, HostUnreachable, LocalTransport, Transport
 from reconciler.spec.catalog import Hardware
 from reconciler.spec.fleet import Fleet, Host
 
@@ -23,6 +24,13 @@ class FleetObservation:
     fleet: str
     hosts: dict[str, HostObservation] = field(default_factory=dict)
     errors: dict[str, str] = field(default_factory=dict)  # host -> why it was not observed
+    causes: dict[str, Cause] = field(default_factory=dict)  # host -> the cause, in a word
+
+    def unreached(self) -> str:
+        """The hosts that did not answer, each with its cause: `n0 (timed out), n1 (refused)`."""
+        return ", ".join(
+            f"{host} ({self.causes.get(host, Cause.FAILED)})" for host in sorted(self.errors)
+        )
 
     def free_gpus(self, host: str, trial: set[int] | None = None) -> list[int]:
         """GPU indices that no unit and no foreign process uses (trial GPUs left out)."""
@@ -50,7 +58,7 @@ class Transports:
         if fleet.transport == "local":
             return LocalTransport(host.name, env=self.local_env)
         assert fleet.ssh is not None  # the fleet model requires it for ssh
-        return SshTransport(host, fleet.ssh, warn=self.warn)
+        return SshTransport(host, fleet.ssh, warn=self.warn, fleet=fleet.name)
 
     def get(self, fleet: Fleet, host: Host) -> Transport:
         key = (fleet.name, host.name)
@@ -82,19 +90,23 @@ def observe(
     """Probe every host of the fleet: GPUs and units, one round trip per host."""
     found = FleetObservation(fleet.name)
 
-    def probe(host: Host) -> tuple[str, HostObservation | str]:
+    def probe(host: Host) -> tuple[str, HostObservation | DenvError]:
         try:
             agent = AgentClient(transports.get(fleet, host), python=python)
             declared = simulated_gpus(fleet, host, hardware) if fleet.simulated else None
             return host.name, agent.probe(declared)
         except DenvError as exc:
-            return host.name, str(exc)
+            return host.name, exc
 
     workers = min(MAX_PARALLEL_HOSTS, max(1, len(fleet.hosts)))
     with ThreadPoolExecutor(max_workers=workers) as pool:
         for name, outcome in pool.map(probe, fleet.hosts):
-            if isinstance(outcome, str):
-                found.errors[name] = outcome
+            if isinstance(outcome, DenvError):
+                message = str(outcome)
+                found.errors[name] = message if message.startswith(name) else f"{name}: {message}"
+                found.causes[name] = (
+                    outcome.cause if isinstance(outcome, HostUnreachable) else Cause.FAILED
+                )
             else:
                 found.hosts[name] = outcome
     return found

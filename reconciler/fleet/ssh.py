@@ -2,12 +2,16 @@
 
 One connection per host stays open across calls and is re-dialled on failure: a new
 connection costs the host about 100 ms of CPU, a command on an open one a few milliseconds.
-Only *connecting* is retried (tenacity, backoff with jitter): once a command may have started,
-a failure is reported, never blindly run again.
+Only *connecting* is retried (tenacity, backoff with jitter), and only while the fleet's
+`connect_timeout` lasts: TCP connect, SSH banner and authentication together get that long,
+so a host that never answers is reported within it. A failure that dialling again cannot
+mend (a refused key, a changed host key) is not retried. Once a command may have started, a
+failure is reported, never blindly run again. `cause_of` (pure) names why a dial failed.
 """
 
 from __future__ import annotations
 
+import errno
 import select
 import shlex
 import socket
@@ -19,14 +23,15 @@ import fabric
 import paramiko
 from paramiko.ssh_exception import NoValidConnectionsError, SSHException
 from tenacity import (
-    retry,
-    retry_if_exception_type,
+    Retrying,
+    retry_if_exception,
     stop_after_attempt,
+    stop_before_delay,
     wait_random_exponential,
 )
 
-from reconciler.fleet.transport import Completed, HostUnreachable
-from reconciler.spec.fleet import Host, SshSettings
+from reconciler.fleet.transport import Cause, Completed, HostUnreachable
+from reconciler.spec.fleet import Host, SshSettings, reserved_name
 
 CONNECT_ERRORS = (
     NoValidConnectionsError,
@@ -36,7 +41,61 @@ CONNECT_ERRORS = (
     EOFError,
     SSHException,
     OSError,
+    ValueError,  # paramiko on a key file it cannot read
 )
+NO_ROUTE = (errno.EHOSTUNREACH, errno.ENETUNREACH)
+
+
+def _chain(exc: BaseException) -> list[BaseException]:
+    """The exception and those it was raised from or during, outermost first."""
+    found: list[BaseException] = []
+    current: BaseException | None = exc
+    while current is not None and current not in found:
+        found.append(current)
+        current = current.__cause__ or current.__context__
+    return found
+
+
+def cause_of(exc: BaseException, timeout: float) -> tuple[Cause, str]:
+    """Pure: why dialling a host failed, and a short detail (`timeout`: the dial's budget)."""
+    chain = _chain(exc)
+    text = str(exc).strip() or type(exc).__name__
+    if isinstance(exc, paramiko.BadHostKeyException):
+        return Cause.HOST_KEY_CHANGED, f"it offers another {exc.key.get_name()} key"
+    if isinstance(exc, paramiko.AuthenticationException):
+        if "timeout" in text.lower():
+            return Cause.TIMED_OUT, f"no answer to authentication within {timeout:g}s"
+        return Cause.AUTH_FAILED, text
+    if isinstance(exc, NoValidConnectionsError):
+        codes = {error.errno for error in exc.errors.values()}
+        if codes & set(NO_ROUTE):
+            return Cause.NO_ROUTE, "no route to the address"
+        return Cause.REFUSED, "nothing listens on the port"
+    if isinstance(exc, socket.gaierror):
+        return Cause.UNKNOWN_NAME, "the name does not resolve"
+    if isinstance(exc, ConnectionRefusedError):
+        return Cause.REFUSED, "nothing listens on the port"
+    if isinstance(exc, TimeoutError):
+        return Cause.TIMED_OUT, f"no TCP connection within {timeout:g}s"
+    if isinstance(exc, OSError) and exc.errno in NO_ROUTE:
+        return Cause.NO_ROUTE, "no route to the address"
+    if isinstance(exc, SSHException):
+        if "not found in known_hosts" in text:
+            return Cause.HOST_KEY_UNKNOWN, "no key for it in known_hosts"
+        if "No authentication methods" in text:
+            return Cause.AUTH_FAILED, "no key to offer"
+        if text.startswith("Error reading SSH protocol banner"):
+            if any(isinstance(e, EOFError | ConnectionError) for e in chain[1:]):
+                return Cause.CLOSED, "the host closed the connection before its SSH banner"
+            return Cause.TIMED_OUT, f"no SSH banner within {timeout:g}s"
+        if text in ("No existing session", "Negotiation timed out."):
+            return Cause.TIMED_OUT, f"no SSH handshake within {timeout:g}s"
+        return Cause.FAILED, text
+    if isinstance(exc, EOFError | ConnectionError):
+        return Cause.CLOSED, "the host closed the connection during the handshake"
+    if isinstance(exc, OSError):
+        return Cause.FAILED, exc.strerror or text
+    return Cause.FAILED, f"{type(exc).__name__}: {text}"
 
 
 class SshTransport:
@@ -46,6 +105,7 @@ class SshTransport:
         settings: SshSettings,
         warn: Callable[[str], None] = lambda _message: None,
         connect_attempts: int = 3,
+        fleet: str = "",
     ) -> None:
         self.host = host.name
         self.address = host.address or host.name
@@ -53,27 +113,28 @@ class SshTransport:
         self.settings = settings
         self.warn = warn
         self.connect_attempts = connect_attempts
+        self.fleet = fleet
         self._connection: fabric.Connection | None = None
 
-    def _dial(self) -> fabric.Connection:
+    def _dial(self, timeout: float) -> fabric.Connection:
         key = self.settings.key_file
+        keys = {"key_filename": str(Path(key).expanduser())} if key else {}
         connection = fabric.Connection(
             self.address,
             user=self.settings.user,
             port=self.port,
-            connect_timeout=self.settings.connect_timeout,
+            connect_timeout=timeout,
             connect_kwargs={
-                "key_filename": str(Path(key).expanduser()) if key else None,
+                **keys,
                 "look_for_keys": key is None,
                 "allow_agent": key is None,
-                "banner_timeout": self.settings.connect_timeout,
-                "auth_timeout": self.settings.connect_timeout,
+                "banner_timeout": timeout,
+                "auth_timeout": timeout,
             },
         )
         client = connection.client
         if self.settings.check_host_keys:
-            known = self.settings.known_hosts or "~/.ssh/known_hosts"
-            path = Path(known).expanduser()
+            path = Path(self._known_hosts).expanduser()
             if path.exists():
                 client.load_host_keys(str(path))
             client.set_missing_host_key_policy(paramiko.RejectPolicy())
@@ -83,31 +144,63 @@ class SshTransport:
                 "fleet file; for test hosts only)"
             )
             client.set_missing_host_key_policy(paramiko.AutoAddPolicy())
-        connection.open()
+        try:
+            connection.open()
+        except BaseException:
+            client.close()  # no half-open transport (and its thread) left behind
+            raise
         return connection
+
+    @property
+    def _known_hosts(self) -> str:
+        return self.settings.known_hosts or "~/.ssh/known_hosts"
+
+    def _unreached(self, cause: Cause, detail: str) -> HostUnreachable:
+        """One line: the host, where it was dialled, the cause and what to do."""
+        where = f"{self.address}:{self.port}"
+        if cause == Cause.EXAMPLE_HOST:
+            file = f"fleets/{self.fleet}.yaml" if self.fleet else "its fleet file"
+            detail = f"a name reserved for documentation; replace it in {file}"
+        elif cause == Cause.AUTH_FAILED:
+            key = self.settings.key_file or "your default keys and ssh agent"
+            detail = f"user {self.settings.user}, key {key}: {detail}"
+        elif cause == Cause.HOST_KEY_CHANGED:
+            name = self.address if self.port == 22 else f"[{self.address}]:{self.port}"
+            detail += (
+                f" than {self._known_hosts} holds; if the host was reinstalled, check the new "
+                f"key, then: ssh-keygen -R '{name}'"
+            )
+        elif cause == Cause.HOST_KEY_UNKNOWN:
+            detail = (
+                f"{self._known_hosts} has no key for it; check its key, then: "
+                f"ssh-keyscan -p {self.port} {self.address} >> {self._known_hosts}"
+            )
+        return HostUnreachable(f"{self.host} ({where}) not reached: {cause} — {detail}", cause)
 
     def _connected(self) -> fabric.Connection:
         if self._connection is not None and self._connection.is_connected:
             return self._connection
-        attempt = retry(
-            retry=retry_if_exception_type(CONNECT_ERRORS),
-            stop=stop_after_attempt(self.connect_attempts),
+        if reserved_name(self.address):
+            raise self._unreached(Cause.EXAMPLE_HOST, "")
+        budget = self.settings.connect_timeout
+        deadline = time.monotonic() + budget
+
+        def transient(exc: BaseException) -> bool:
+            return isinstance(exc, CONNECT_ERRORS) and cause_of(exc, budget)[0].retryable
+
+        attempts = Retrying(
+            retry=retry_if_exception(transient),
+            stop=stop_after_attempt(self.connect_attempts) | stop_before_delay(budget),
             wait=wait_random_exponential(multiplier=0.2, max=2.0),
             reraise=True,
-        )(self._dial)
+        )
         try:
-            self._connection = attempt()
-        except paramiko.BadHostKeyException as exc:
-            raise HostUnreachable(
-                f"{self.host}: host key does not match known_hosts ({exc.key.get_name()})"
-            ) from exc
-        except SSHException as exc:
-            raise HostUnreachable(f"{self.host} ({self.address}:{self.port}): {exc}") from exc
+            for attempt in attempts:
+                with attempt:  # TCP, banner and authentication share what is left
+                    self._connection = self._dial(max(deadline - time.monotonic(), 0.1))
         except CONNECT_ERRORS as exc:
-            raise HostUnreachable(
-                f"{self.host} ({self.address}:{self.port}) is "
-                f"unreachable: {exc or type(exc).__name__}"
-            ) from exc
+            raise self._unreached(*cause_of(exc, budget)) from exc
+        assert self._connection is not None
         return self._connection
 
     def run(
@@ -119,11 +212,13 @@ class SshTransport:
             return self._exec(connection, command, stdin, timeout)
         except TimeoutError as exc:
             self.close()
-            raise HostUnreachable(f"{self.host}: no answer in {timeout:g}s") from exc
+            message = f"{self.host}: no answer in {timeout:g}s"
+            raise HostUnreachable(message, Cause.TIMED_OUT) from exc
         except CONNECT_ERRORS as exc:
             self.close()  # the next call dials again; this one may have run: not retried
             raise HostUnreachable(
-                f"{self.host}: connection lost during a command: {exc or type(exc).__name__}"
+                f"{self.host}: connection lost during a command: {exc or type(exc).__name__}",
+                Cause.CLOSED,
             ) from exc
 
     def _exec(

@@ -9,14 +9,39 @@ import subprocess
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Protocol
 
 from reconciler.errors import DenvError
 from reconciler.spec.fleet import Fleet
 
 
+class Cause(StrEnum):
+    """Why a host was not reached: one word or two, shown beside the host's name."""
+
+    REFUSED = "refused"  # nothing listens on the port
+    TIMED_OUT = "timed out"  # no TCP connection, SSH banner or handshake within the timeout
+    NO_ROUTE = "no route"  # the network says the address cannot be reached
+    UNKNOWN_NAME = "unknown name"  # the name does not resolve
+    AUTH_FAILED = "auth failed"  # the host refused the user and key
+    HOST_KEY_CHANGED = "host key changed"  # known_hosts has another key for it
+    HOST_KEY_UNKNOWN = "host key unknown"  # known_hosts has no key for it
+    CLOSED = "closed"  # the host dropped the connection during the handshake
+    EXAMPLE_HOST = "example host"  # a name reserved for documentation: replace it
+    FAILED = "failed"  # anything else: the message says what
+
+    @property
+    def retryable(self) -> bool:
+        """Whether dialling again may help (a host restarting); a refused key never changes."""
+        return self in (Cause.REFUSED, Cause.TIMED_OUT, Cause.NO_ROUTE, Cause.CLOSED)
+
+
 class HostUnreachable(DenvError):
     """The host did not answer; nothing was run. Safe to retry."""
+
+    def __init__(self, message: str, cause: Cause = Cause.FAILED) -> None:
+        super().__init__(message)
+        self.cause = cause
 
 
 @dataclass(frozen=True)

@@ -163,7 +163,7 @@ def desired_units(
                 units = placer.add(deployment, context)
                 planned.append(_deployment(deployment, stage, units, runtimes, fleet.simulated))
             except DenvError as exc:
-                errors.append(_error(stage, name, str(exc)))
+                errors.append(_error(stage, name, _unplaced(str(exc), name, observation)))
                 continue
             sizes |= {u.replica_gpus for u in planned[-1].units if u.replica_gpus}
         fleets[name] = FleetCapacity(
@@ -257,6 +257,16 @@ def _deployment(
         endpoint=url(router.address, router.port) if router and router.port else None,
         units=tuple(wanted),
     )
+
+
+def _unplaced(why: str, fleet: str, observation: FleetObservation | None) -> str:
+    """Why a deployment was not placed: hosts that did not answer first, they are the reason
+    (their GPUs were left out, not found missing)."""
+    if observation is None or not observation.errors:
+        return why
+    if not observation.hosts:
+        return f"no host of {fleet} answered: {observation.unreached()}"
+    return f"{why}; hosts not reached (their GPUs left out): {observation.unreached()}"
 
 
 def _error(stage: StageRevision, fleet: str | None, message: str) -> DeploymentError:

@@ -110,6 +110,12 @@ class Plan(Spec):
 
     @computed_field  # type: ignore[prop-decorator]
     @property
+    def unreachable(self) -> int:
+        """Hosts of the observed fleets that did not answer: the plan cannot be complete."""
+        return sum(len(usage.unreachable) for usage in self.fleets)
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
     def empty(self) -> bool:
         """Nothing to start, stop or replace."""
         return all(action.kind == ActionKind.KEEP for action in self.actions)

@@ -32,11 +32,15 @@ def _units(count: int) -> str:
 def summary(plan: Plan) -> str:
     counts = plan.counts
     if plan.empty:
-        return f"No changes: {_units(counts['keep'])} up to date."
-    return (
-        f"Plan: {counts['start']} to start, {counts['replace']} to replace, "
-        f"{counts['stop']} to stop, {counts['keep']} unchanged."
-    )
+        line = f"No changes: {_units(counts['keep'])} up to date."
+    else:
+        line = (
+            f"Plan: {counts['start']} to start, {counts['replace']} to replace, "
+            f"{counts['stop']} to stop, {counts['keep']} unchanged."
+        )
+    if missed := plan.unreachable:
+        line += f" {missed} host{'s' * (missed != 1)} not reached: what runs there is not known."
+    return line
 
 
 def _short(revision: str | None) -> str:
@@ -96,8 +100,8 @@ def fleet_line(usage: FleetUsage) -> str:
         line += f" of {usage.gpus} ({usage.trial_gpus} kept for trials)"
     if not usage.observed:
         line += ", hosts as declared (not observed)"
-    for host, why in sorted(usage.unreachable.items()):
-        line += f"\n  host {host} not observed: {why}"
+    for _, why in sorted(usage.unreachable.items()):
+        line += f"\n  {why}"  # one line a host, its name first, then the cause
     return line
 
 
@@ -179,6 +183,9 @@ def render_markdown(plan: Plan) -> str:
                 f"{'…' if usage.gpus is None else usage.gpus} | "
                 f"{'…' if usage.trial_gpus is None else usage.trial_gpus} |"
             )
+        missed = [why for usage in plan.fleets for _, why in sorted(usage.unreachable.items())]
+        if missed:
+            lines += ["", *(f"- {_md(why)}" for why in missed)]
     return "\n".join(lines) + "\n"
 
 

@@ -8,6 +8,19 @@ from pydantic import Field, NonNegativeInt, PositiveFloat, PositiveInt, model_va
 
 from reconciler.spec.base import Slug, Spec
 
+# Names reserved for documentation and tests (RFC 2606, RFC 6761): they never resolve, so an
+# example fleet that names them can never reach anyone's machines.
+RESERVED_TLDS = ("example", "invalid", "test")
+RESERVED_DOMAINS = ("example.com", "example.net", "example.org")
+
+
+def reserved_name(address: str) -> bool:
+    """Whether a host name is one reserved for documentation (`h200-01.h200-use1.example`)."""
+    name = address.lower().rstrip(".")
+    if name.rsplit(".", 1)[-1] in RESERVED_TLDS and "." in name:
+        return True
+    return any(name == domain or name.endswith("." + domain) for domain in RESERVED_DOMAINS)
+
 
 class SshSettings(Spec):
     user: str = Field(min_length=1, pattern=r"^[A-Za-z0-9._-]+$")

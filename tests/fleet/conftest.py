@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import socket
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -44,6 +45,48 @@ def answers_at(address: str, port: int) -> bool:
             return True
     except OSError:
         return False
+
+
+class SilentListener:
+    """A TCP listener on loopback that accepts every connection and never sends a byte: an SSH
+    host whose banner never comes. `accepted` counts the connections it took."""
+
+    def __init__(self) -> None:
+        self.socket = socket.socket()
+        self.socket.bind(("127.0.0.1", 0))
+        self.socket.listen(64)
+        self.port: int = self.socket.getsockname()[1]
+        self.connections: list[socket.socket] = []
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+        self._thread.start()
+
+    @property
+    def accepted(self) -> int:
+        return len(self.connections)
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                connection, _ = self.socket.accept()
+            except OSError:
+                return  # closed
+            self.connections.append(connection)
+
+    def close(self) -> None:
+        self.socket.shutdown(socket.SHUT_RDWR)  # wakes the accept() above
+        self.socket.close()
+        self._thread.join()
+        for connection in self.connections:
+            connection.close()
+
+
+@pytest.fixture
+def silent() -> Iterator[SilentListener]:
+    listener = SilentListener()
+    try:
+        yield listener
+    finally:
+        listener.close()
 
 
 @pytest.fixture

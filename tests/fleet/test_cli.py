@@ -13,11 +13,17 @@ from pathlib import Path
 from reconciler.fleet.hostagent import AgentClient
 from reconciler.fleet.transport import LocalTransport
 from tests.conftest import ROOT
-from tests.fleet.sshd import SshLab
+from tests.fleet.conftest import SilentListener, free_port
+from tests.fleet.sshd import SshLab, keygen
+from tests.forge.gitrepo import init_repo
 
 
-def denv(*args: str, home: Path, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "DENV_HOME": str(home)}
+def denv(
+    *args: str, home: Path, cwd: Path = ROOT, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "DENV_HOME": str(home), **(env or {})}
+    for name in ("DENV_REPO", "DENV_FORGE", "GITHUB_ACTIONS", "DENV_DEBUG"):
+        env.pop(name, None)  # the local forge, this repository, no debug output
     return subprocess.run(
         [sys.executable, "-m", "reconciler", *args],
         capture_output=True,
@@ -81,7 +87,7 @@ def test_probe_over_ssh_with_one_host_down(tmp_path: Path, ssh_lab: SshLab) -> N
     seen = json.loads(run.stdout)
     assert sorted(seen["hosts"]) == ["n0", "n2"]
     assert all(len(h["gpus"]) == 4 and h["source"] == "simulated" for h in seen["hosts"].values())
-    assert list(seen["errors"]) == ["n1"] and "unreachable" in seen["errors"]["n1"]
+    assert list(seen["errors"]) == ["n1"] and "not reached: refused" in seen["errors"]["n1"]
     listed = json.loads(
         denv("fleet", "list", "--probe", "all", "--json", home=tmp_path / "home", cwd=repo).stdout
     )["fleets"][0]
@@ -108,3 +114,111 @@ def test_logs_of_a_unit_on_an_ssh_host(tmp_path: Path, ssh_lab: SshLab) -> None:
     missing = denv("fleet", "logs", "lab", "nope", home=tmp_path / "home", cwd=repo)
     assert missing.returncode == 1 and "no unit 'nope' on lab" in missing.stderr
     agent.stop("hello")
+
+
+def _fleet_file(repo: Path, lab: SshLab, hosts: list[tuple[str, int]], timeout: float) -> None:
+    lines = "\n".join(
+        f"    - {{ name: {name}, address: 127.0.0.1, port: {port}, gpus: 4 }}"
+        for name, port in hosts
+    )
+    (repo / "fleets").mkdir(parents=True, exist_ok=True)
+    (repo / "fleets" / "lab.yaml").write_text(
+        "fleet:\n  name: lab\n  provider: test\n  hardware: h200\n  simulated: true\n"
+        f"  transport: ssh\n  ssh: {{ user: root, key_file: {lab.client_key}, "
+        f"known_hosts: {lab.known_hosts}, connect_timeout: {timeout} }}\n  hosts:\n{lines}\n"
+    )
+
+
+def _denv_files(repo: Path) -> Path:
+    for folder in ("catalog", "recipes", "policies"):
+        shutil.copytree(ROOT / folder, repo / folder)
+    return repo
+
+
+def test_hosts_not_reached_one_line_each_with_its_cause(
+    tmp_path: Path, ssh_lab: SshLab, silent: SilentListener
+) -> None:
+    """A banner that never comes, a closed port, a key the host refuses, a host key that
+    changed: one line each, with its cause; no library traceback; exit 1."""
+    wrong_key = ssh_lab.start("wrong-key")
+    (wrong_key.folder / "authorized_keys").write_text(keygen(ssh_lab.folder / "other") + "\n")
+    moved = ssh_lab.start("moved")
+    new_key = keygen(ssh_lab.folder / "moved-new-key").split()
+    kept = [
+        line
+        for line in ssh_lab.known_hosts.read_text().splitlines()
+        if not line.startswith(f"[127.0.0.1]:{moved.port} ")
+    ]
+    kept.append(f"[127.0.0.1]:{moved.port} {new_key[0]} {new_key[1]}")
+    ssh_lab.known_hosts.write_text("\n".join(kept) + "\n")
+    hosts = {
+        "quiet": (silent.port, "timed out"),
+        "closed": (free_port(), "refused"),
+        "wrong-key": (wrong_key.port, "auth failed"),
+        "moved": (moved.port, "host key changed"),
+    }
+    repo = _denv_files(tmp_path / "repo")
+    _fleet_file(repo, ssh_lab, [(name, port) for name, (port, _) in hosts.items()], timeout=2)
+
+    run = denv("fleet", "list", "--probe", "all", home=tmp_path / "home", cwd=repo)
+    assert run.returncode == 1
+    assert run.stderr == ""  # paramiko's tracebacks are not shown without --debug
+    reached = [line for line in run.stdout.splitlines() if "not reached" in line]
+    assert len(reached) == len(hosts), run.stdout
+    for name, (port, cause) in hosts.items():
+        assert any(
+            line.startswith(f"lab: {name} (127.0.0.1:{port}) not reached: {cause} — ")
+            for line in reached
+        ), (name, run.stdout)
+    assert len(run.stdout.splitlines()) == 3 + len(hosts)  # the table, its note, one a host
+
+    listed = json.loads(
+        denv("fleet", "list", "--probe", "all", "--json", home=tmp_path / "home", cwd=repo).stdout
+    )["fleets"][0]
+    assert sorted(listed["errors"]) == sorted(hosts)
+
+    probe = denv("fleet", "probe", "lab", home=tmp_path / "home", cwd=repo)
+    assert probe.returncode == 1 and "Traceback" not in probe.stdout + probe.stderr
+
+    debug = denv("--debug", "fleet", "list", "--probe", "all", home=tmp_path / "home", cwd=repo)
+    assert debug.returncode == 1 and "paramiko" in debug.stderr  # the libraries' logs, asked for
+
+
+def test_a_plan_and_a_deploy_name_the_hosts_not_reached_and_exit_1(
+    tmp_path: Path, ssh_lab: SshLab, silent: SilentListener
+) -> None:
+    repo = _denv_files(tmp_path / "repo")
+    _fleet_file(repo, ssh_lab, [("quiet", silent.port), ("closed", free_port())], timeout=1)
+    release = (ROOT / "releases" / "chat-8b" / "denv.yaml").read_text()
+    (repo / "releases" / "chat").mkdir(parents=True)
+    (repo / "releases" / "chat" / "denv.yaml").write_text(
+        release.replace("fleets: [local]", "fleets: [lab]")
+    )
+    init_repo(repo)
+    env = {"DENV_CACHE": str(tmp_path / "cache"), "XDG_STATE_HOME": str(tmp_path / "xdg")}
+
+    plan = denv("plan", "--repo", str(repo), home=tmp_path / "home", cwd=repo, env=env)
+    assert plan.returncode == 1
+    assert "Traceback" not in plan.stdout + plan.stderr
+    assert "left as it runs: no host of lab answered: closed (refused), quiet (timed out)" in (
+        plan.stdout
+    )
+    assert "largest domain" not in plan.stdout
+    assert "2 hosts not reached" in plan.stdout
+
+    deploy = denv(
+        "deploy",
+        "--recipe",
+        "llama-3.1-8b/vllm@1",
+        "--target",
+        "lab",
+        "--name",
+        "chat-lab",
+        home=tmp_path / "home",
+        cwd=repo,
+        env=env,
+    )
+    assert deploy.returncode == 1, deploy.stdout + deploy.stderr
+    assert "Traceback" not in deploy.stdout + deploy.stderr
+    assert "check 'denv plan' failure: cannot be placed" in deploy.stdout
+    assert "no host of lab answered: closed (refused), quiet (timed out)" in deploy.stdout

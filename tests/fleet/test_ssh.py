@@ -9,10 +9,10 @@ import pytest
 
 from reconciler.fleet.hostagent import AgentClient
 from reconciler.fleet.ssh import SshTransport
-from reconciler.fleet.transport import HostUnreachable
+from reconciler.fleet.transport import Cause, HostUnreachable
 from reconciler.spec.fleet import Host
-from tests.fleet.conftest import ssh_settings, wait_for
-from tests.fleet.sshd import SshLab
+from tests.fleet.conftest import SilentListener, ssh_settings, wait_for
+from tests.fleet.sshd import SshLab, keygen
 
 
 def transport(lab: SshLab, name: str, address: str, port: int) -> SshTransport:
@@ -60,17 +60,64 @@ def test_agent_over_ssh_launches_a_unit_that_outlives_the_session(ssh_lab: SshLa
 def test_unknown_host_key_is_refused(ssh_lab: SshLab) -> None:
     server = ssh_lab.start("a")
     ssh_lab.known_hosts.write_text("")  # nobody vouches for this host
-    with pytest.raises(HostUnreachable, match="a "):
+    with pytest.raises(HostUnreachable, match=r"a .* not reached: host key unknown — ") as e:
         transport(ssh_lab, "a", server.address, server.port).run(["true"])
+    assert e.value.cause == Cause.HOST_KEY_UNKNOWN
 
 
 def test_unreachable_host_is_a_clear_error_quickly(ssh_lab: SshLab) -> None:
     server = ssh_lab.start("a")
     server.kill()
     started = time.monotonic()
-    with pytest.raises(HostUnreachable, match=r"a \(127.0.0.1:\d+\) is unreachable"):
+    with pytest.raises(HostUnreachable, match=r"a \(127.0.0.1:\d+\) not reached: refused") as e:
         transport(ssh_lab, "a", server.address, server.port).run(["true"])
     assert time.monotonic() - started < 10
+    assert e.value.cause == Cause.REFUSED
+
+
+def test_a_host_whose_banner_never_comes_times_out_once(
+    ssh_lab: SshLab, silent: SilentListener
+) -> None:
+    """TCP connects at once, then nothing: the banner timeout ends the dial, and the whole
+    connect timeout is spent, so it is not dialled again."""
+    ssh = transport(ssh_lab, "quiet", "127.0.0.1", silent.port)
+    ssh.settings = ssh.settings.model_copy(update={"connect_timeout": 1})
+    with pytest.raises(HostUnreachable) as e:
+        ssh.run(["true"])
+    assert e.value.cause == Cause.TIMED_OUT
+    assert str(e.value).startswith(f"quiet (127.0.0.1:{silent.port}) not reached: timed out — ")
+    assert "\n" not in str(e.value)
+    assert silent.accepted == 1
+
+
+def test_a_key_the_host_does_not_accept_is_auth_failed(ssh_lab: SshLab) -> None:
+    server = ssh_lab.start("a")
+    (server.folder / "authorized_keys").write_text(keygen(ssh_lab.folder / "other") + "\n")
+    with pytest.raises(HostUnreachable, match=r"not reached: auth failed — user root, key ") as e:
+        transport(ssh_lab, "a", server.address, server.port).run(["true"])
+    assert e.value.cause == Cause.AUTH_FAILED
+
+
+def test_a_changed_host_key_is_refused_with_what_to_do(ssh_lab: SshLab) -> None:
+    server = ssh_lab.start("a")
+    other = keygen(ssh_lab.folder / "other-host").split()
+    ssh_lab.known_hosts.write_text(f"[{server.address}]:{server.port} {other[0]} {other[1]}\n")
+    with pytest.raises(HostUnreachable, match=r"not reached: host key changed — ") as e:
+        transport(ssh_lab, "a", server.address, server.port).run(["true"])
+    assert e.value.cause == Cause.HOST_KEY_CHANGED
+    assert f"ssh-keygen -R '[{server.address}]:{server.port}'" in str(e.value)
+
+
+def test_an_example_host_is_never_dialled(ssh_lab: SshLab) -> None:
+    host = Host(name="h200-01", address="h200-01.h200-use1.example", gpus=8)
+    ssh = SshTransport(host, ssh_settings(ssh_lab), fleet="h200-use1")
+    with pytest.raises(HostUnreachable) as e:
+        ssh.run(["true"])
+    assert e.value.cause == Cause.EXAMPLE_HOST
+    assert str(e.value) == (
+        "h200-01 (h200-01.h200-use1.example:22) not reached: example host — a name reserved "
+        "for documentation; replace it in fleets/h200-use1.yaml"
+    )
 
 
 def test_hosts_in_network_namespaces(ssh_lab: SshLab) -> None:
