@@ -8,11 +8,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Protocol
-
-import pygit2
+from typing import TYPE_CHECKING, Protocol
 
 from reconciler.errors import DenvError
+
+if TYPE_CHECKING:  # imported where a commit is read: a work tree needs no git (start-up)
+    import pygit2
 
 # Where denv files live; everything else in the repository is not denv's business.
 DENV_DIRS = ("catalog", "recipes", "fleets", "releases", "policies", "results")
@@ -55,6 +56,8 @@ class WorkTree:
 
 class GitCommit:
     def __init__(self, repo_path: Path, rev: str) -> None:
+        import pygit2
+
         try:
             self.repo = pygit2.Repository(str(repo_path))
         except pygit2.GitError as exc:
@@ -68,6 +71,8 @@ class GitCommit:
         self.label = f"{repo_path}@{self.commit_id[:12]}"
 
     def files(self) -> Iterator[str]:
+        import pygit2
+
         for top in DENV_DIRS:
             if top in self.tree:
                 obj = self.tree[top]
@@ -75,6 +80,8 @@ class GitCommit:
                     yield from self._walk(obj, top)
 
     def _walk(self, tree: pygit2.Tree, prefix: str) -> Iterator[str]:
+        import pygit2
+
         for entry in sorted(tree, key=lambda e: e.name or ""):
             path = f"{prefix}/{entry.name}"
             if isinstance(entry, pygit2.Tree):
@@ -83,6 +90,8 @@ class GitCommit:
                 yield path
 
     def read(self, path: str) -> bytes:
+        import pygit2
+
         entry = self.tree[path]
         assert isinstance(entry, pygit2.Blob)
         if entry.filemode == pygit2.enums.FileMode.LINK:

@@ -35,6 +35,7 @@ ADAPTERS = (
     "github",
     "jinja2",
     "prometheus_client",
+    "pygit2",  # a commit's files; a work tree needs no git
 )
 HEAVY_FOR_HELP = (
     *ADAPTERS,
