@@ -4,6 +4,7 @@
     .venv/bin/python scripts/calibrate_sim.py --report        # errors of calibration.py's constants
     .venv/bin/python scripts/calibrate_sim.py --fit --write   # fit them again, write them
     .venv/bin/python scripts/calibrate_sim.py --report --disagg   # the P/D rows instead
+    .venv/bin/python scripts/calibrate_sim.py --errors   # both; write the error bands
 
 Points: the InferenceX DeepSeek-R1-0528 rows of results/published/inferencex.jsonl served by
 plain SGLang, aggregated (fixed ISL/OSL drawn from [0.8 L, L], closed-loop concurrency), the
@@ -38,6 +39,12 @@ sys.path.insert(0, str(REPO))
 from reconciler.cli.common import load  # noqa: E402
 from reconciler.engines.sim import calibration, traffic  # noqa: E402
 from reconciler.engines.sim.calibration import Efficiency, Tuning  # noqa: E402
+from reconciler.engines.sim.error_bands import (  # noqa: E402
+    ERRORS_FILE,
+    ErrorGroup,
+    ErrorTable,
+    markdown_table,
+)
 from reconciler.engines.sim.perf import WeightsDoNotFit  # noqa: E402
 from reconciler.engines.sim.predict import default_requests, predict  # noqa: E402
 from reconciler.engines.sim.stats import Prediction  # noqa: E402
@@ -57,6 +64,8 @@ RANGE_RATIO = 0.8  # InferenceX's RANDOM_RANGE_RATIO (published-results.md §4)
 FIT_REQUESTS_PER_CLIENT = 3  # fewer than a prediction's 11, to keep the search quick
 FIT_MAX_CONCURRENCY = 256
 PD_FIT_MAX_CONCURRENCY = 8
+ERRORS_PATH = REPO / "reconciler/engines/sim" / ERRORS_FILE
+Errors = tuple[float, float, float]  # |predicted / measured - 1|: tok/s/GPU, TTFT p50, TPOT p50
 PARAMS = ("mfu", "hbm", "kv_hbm", "layer_floor_s", "request_overhead_s")
 # Physically plausible ranges: no kernel reaches more than 80 % of peak FLOPS or 90 % of
 # the HBM bandwidth (STREAM-like copies reach about that on H100/MI300X).
@@ -154,7 +163,8 @@ def points(results: list[Result], hardware: dict[str, Hardware], disagg: bool) -
     for r in results:
         m = r.metrics
         if (
-            r.model != "deepseek-r1"
+            r.source.kind != "published"
+            or r.model != "deepseek-r1"
             or r.engine.name != "sglang"
             or r.topology is None
             or r.load.concurrency is None
@@ -368,10 +378,19 @@ def _search_scalar(
     return best
 
 
-def report(pts: list[Point], model: ModelArch, verbose: bool) -> None:
-    rows: dict[str, list[tuple[float, float, float]]] = {}
-    for point in pts:
-        p = run(point, model, None, None)
+def _predicted(point: Point, model: ModelArch) -> Prediction | None:
+    return run(point, model, None, None)
+
+
+def residuals(
+    pts: list[Point], model: ModelArch, verbose: bool, jobs: int = 1
+) -> dict[str, list[Errors]]:
+    """Each point's absolute relative error of tok/s/GPU, TTFT p50 and TPOT p50 under the
+    constants of calibration.py, grouped by hardware and by the summary groups."""
+    rows: dict[str, list[Errors]] = {}
+    with Pool(jobs) as pool:
+        predictions = pool.starmap(_predicted, [(point, model) for point in pts])
+    for point, p in zip(pts, predictions, strict=True):
         if p is None:
             print(f"  {point.result.id}: weights do not fit", file=sys.stderr)
             continue
@@ -392,12 +411,38 @@ def report(pts: list[Point], model: ModelArch, verbose: bool) -> None:
                 f"  ttft {p.ttft_ms.p50:9.1f} / {point.ttft:9.1f}"
                 f"  tpot {p.tpot_ms.p50:7.2f} / {point.tpot:7.2f}"
             )
-    print("| hardware | points | tok/s/GPU MdAPE | TTFT p50 MdAPE | TPOT p50 MdAPE |")
-    print("|---|---:|---:|---:|---:|")
-    for hw in sorted(rows, key=lambda k: (k.startswith("all"), k)):
-        found = rows[hw]
-        cells = [f"{100 * statistics.median(e[i] for e in found):.0f}%" for i in range(3)]
-        print(f"| {hw} | {len(found)} | " + " | ".join(cells) + " |")
+    return rows
+
+
+def error_groups(rows: dict[str, list[Errors]]) -> list[ErrorGroup]:
+    """Median absolute percentage error per group: hardware first, then the summaries."""
+    out = []
+    for group in sorted(rows, key=lambda k: (k.startswith("all"), k)):
+        found = rows[group]
+        pct = [round(100 * statistics.median(e[i] for e in found), 1) for i in range(3)]
+        out.append(
+            ErrorGroup(
+                group=group,
+                points=len(found),
+                tok_s_per_gpu=pct[0],
+                ttft_p50=pct[1],
+                tpot_p50=pct[2],
+            )
+        )
+    return out
+
+
+def write_errors(agg: list[ErrorGroup], disagg: list[ErrorGroup]) -> None:
+    """The error bands `denv bench` shows on simulated rows, and docs/simulator.md's tables."""
+    table = ErrorTable(
+        generated=f"{dt.date.today()} by `.venv/bin/python scripts/calibrate_sim.py --errors`",
+        engine="sglang",
+        model="deepseek-r1",
+        aggregated=tuple(agg),
+        disaggregated=tuple(disagg),
+    )
+    ERRORS_PATH.write_text(table.model_dump_json(indent=2) + "\n")
+    print(f"wrote {ERRORS_PATH.relative_to(REPO)}", file=sys.stderr)
 
 
 def main() -> None:
@@ -407,7 +452,12 @@ def main() -> None:
     parser.add_argument("--disagg", action="store_true", help="the P/D rows instead")
     parser.add_argument("--verbose", action="store_true", help="every point")
     parser.add_argument("--sweeps", type=int, default=12)
-    parser.add_argument("--jobs", type=int, default=2, help="processes for the fit")
+    parser.add_argument("--jobs", type=int, default=2, help="processes for the fit and the reports")
+    parser.add_argument(
+        "--errors",
+        action="store_true",
+        help=f"both reports; write the error bands to {ERRORS_PATH.relative_to(REPO)}",
+    )
     parser.add_argument(
         "--write", action="store_true", help="with --fit: write the constants into calibration.py"
     )
@@ -429,8 +479,17 @@ def main() -> None:
         print(block)
         if args.write:
             _write(block)
-    if args.report or not args.fit:
-        report(disagg if args.disagg else agg, model, args.verbose)
+    if args.errors:
+        tables = [
+            error_groups(residuals(pts, model, args.verbose, args.jobs)) for pts in (agg, disagg)
+        ]
+        write_errors(*tables)
+        for mode, table in zip(("aggregated", "disaggregated"), tables, strict=True):
+            print(f"{mode}:\n{markdown_table(table)}")
+    elif args.report or not args.fit:
+        pts = disagg if args.disagg else agg
+        table = error_groups(residuals(pts, model, args.verbose, args.jobs))
+        print(markdown_table(table))
 
 
 def _write(block: str) -> None:

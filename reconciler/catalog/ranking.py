@@ -15,7 +15,7 @@ from typing import Literal
 
 from reconciler.catalog.cost import canonical_key, price_for, usd_per_m_output
 from reconciler.catalog.latency import Judgement, LatencyTarget, Verdict
-from reconciler.catalog.workloads import matches, profile_for
+from reconciler.catalog.workloads import covered, matches, profile_for
 from reconciler.spec.base import Spec
 from reconciler.spec.catalog import Offer
 from reconciler.spec.recipe import total_gpus
@@ -26,7 +26,22 @@ RankBy = Literal["cost", "throughput", "speed"]
 SourceKind = Literal["published", "measured", "simulated"]
 RESULT_PRICE_SOURCE = "result"
 _NO_ALIASES: Mapping[str, str] = MappingProxyType({})
+_NO_BANDS: Mapping[str, ErrorBand] = MappingProxyType({})
 _MET = Judgement(verdict=Verdict.MET)
+
+
+class ErrorBand(Spec):
+    """How far a simulated figure may be from a measured one: the simulator's median absolute
+    percentage error on its calibration points (docs/simulator.md, "Errors")."""
+
+    pct: float  # e.g. 8.0 for ±8 %
+    metric: str  # the figure it applies to: tok/s/GPU, TTFT p50, TPOT p50
+    basis: str  # which calibration points, and what they do not cover
+    extrapolated: bool  # no calibration point of this hardware, engine or model
+
+    @property
+    def text(self) -> str:
+        return f"±{round(self.pct)}%" + ("*" if self.extrapolated else "")
 
 
 class Row(Spec):
@@ -53,6 +68,7 @@ class Row(Spec):
     source: SourceKind  # a simulated figure is always labelled so
     url: str | None
     reason: str | None = None  # why the row is missed; None on ranked rows
+    band: ErrorBand | None = None  # simulated rows: the error band of the rank figure
 
 
 class Ranking(Spec):
@@ -85,9 +101,12 @@ def rank(
     by: RankBy,
     prices: Mapping[str, float],
     model_aliases: Mapping[str, str] = _NO_ALIASES,
+    bands: Mapping[str, ErrorBand] = _NO_BANDS,
 ) -> Ranking:
     """Rank configurations; the rules are in docs/benchmarks.md ("How a configuration's
-    operating point is chosen"). Aliases map alias -> catalog id, in any case."""
+    operating point is chosen"). Aliases map alias -> catalog id, in any case. `bands` gives
+    simulated results (by id) the error band of the rank figure. A simulated result is left
+    out where a published or measured result of its recipe, hardware and workload exists."""
     hw_aliases = {k.lower(): v.lower() for k, v in hardware_aliases.items()}
     model_map = {k.lower(): v.lower() for k, v in model_aliases.items()}
     profile = profile_for(workload, profiles) if workload is not None else None
@@ -96,11 +115,16 @@ def rank(
     wanted_hw = canonical_key(hardware, hw_aliases) if hardware else None
     wanted_model = canonical_key(model, model_map) if model else None
 
+    known = [p.id for p in profiles]
+    results = tuple(results)
+    done = covered(results, profiles, lambda key: canonical_key(key, hw_aliases))
+
     def keep(result: Result) -> bool:
         return (
             (wanted_model is None or canonical_key(result.model, model_map) == wanted_model)
             and (wanted_hw is None or canonical_key(result.hardware, hw_aliases) == wanted_hw)
-            and (profile is None or matches(profile, result))
+            and (profile is None or matches(profile, result, known))
+            and not _superseded(result, done, hw_aliases)
         )
 
     def config_key(result: Result) -> Hashable:
@@ -108,7 +132,7 @@ def rank(
 
     points: dict[Hashable, list[_Point]] = {}
     for result in _newest_per_point(filter(keep, results), config_key):
-        point = _point(result, target, by, prices, offers, hw_aliases)
+        point = _point(result, target, by, prices, offers, hw_aliases, bands.get(result.id))
         points.setdefault(config_key(result), []).append(point)
     ranked: list[_Point] = []
     missed: list[tuple[_Point, str]] = []
@@ -124,6 +148,17 @@ def rank(
         ranked=tuple(p.row for p in ranked),
         missed=tuple(p.row.model_copy(update={"reason": reason}) for p, reason in missed),
     )
+
+
+def _superseded(
+    result: Result, done: set[tuple[str, str, str]], hw_aliases: Mapping[str, str]
+) -> bool:
+    """A simulated result of a recipe, hardware and workload that a published or measured
+    result also covers: that one wins."""
+    if result.source.kind != "simulated" or result.workload.name is None:
+        return False
+    hardware = canonical_key(result.hardware, hw_aliases)
+    return (result.recipe.id or "", hardware, result.workload.name.lower()) in done
 
 
 def _closeness(point: _Point) -> tuple[float, tuple[int, float, str]]:
@@ -227,8 +262,11 @@ def _point(
     prices: Mapping[str, float],
     offers: Sequence[Offer],
     hw_aliases: Mapping[str, str],
+    band: ErrorBand | None,
 ) -> _Point:
     row = _row(result, prices, offers, hw_aliases)
+    if band is not None and result.source.kind == "simulated":
+        row = row.model_copy(update={"band": band})
     judgement = target.judge(result.metrics) if target is not None else _MET
     return _Point(
         row=row, judgement=judgement, value=_rank_value(row, by), lacking=_lacking(row, by)

@@ -14,11 +14,11 @@ from rich.table import Table
 
 from reconciler.catalog.cost import parse_price_overrides, price_for, usd_per_m_output
 from reconciler.catalog.latency import parse_latency_target
-from reconciler.catalog.ranking import Ranking, Row, rank
+from reconciler.catalog.ranking import ErrorBand, RankBy, Ranking, Row, rank
 from reconciler.cli import bench_run
 from reconciler.cli.common import JsonOption, RepoOption, console, load, print_json, show
 from reconciler.errors import NotFound
-from reconciler.spec.recipe import describe_topology, total_gpus
+from reconciler.spec.recipe import AggregatedTopology, describe_topology, total_gpus
 from reconciler.spec.repo import Repo
 from reconciler.spec.result import Percentiles, Result
 
@@ -88,6 +88,7 @@ def bench(
         by=rank_by,
         prices=prices,
         model_aliases=model_aliases,
+        bands=_bands(loaded.results, rank_by),
     )
     _remember(loaded, ranking, prices)
     if as_json:
@@ -109,6 +110,31 @@ def bench(
         if v
     )
     _print_ranking(ranking, rank_by, limit, criteria or "all results")
+
+
+def _bands(results: list[Result], rank_by: RankBy) -> dict[str, ErrorBand]:
+    """Each simulated result's error band on the rank figure, from the calibration's error
+    table (docs/simulator.md, "Errors")."""
+    from reconciler.engines.sim.error_bands import band, read_error_table
+
+    simulated = [r for r in results if r.source.kind == "simulated"]
+    if not simulated:
+        return {}
+    table = read_error_table()
+    metric: Literal["tok_s_per_gpu", "tpot_p50"] = (
+        "tpot_p50" if rank_by == "speed" else "tok_s_per_gpu"
+    )
+    out = {}
+    for r in simulated:
+        mode: Literal["aggregated", "disaggregated"] = (
+            "disaggregated"
+            if r.topology is not None and not isinstance(r.topology, AggregatedTopology)
+            else "aggregated"
+        )
+        found = band(table, r.hardware, r.engine.name, r.model, mode, metric)
+        if found is not None:
+            out[r.id] = found
+    return out
 
 
 COLUMNS = ("#", "MODEL", "GPU", "RECIPE", "TTFT-P99", "TOK/S", "TOK/S/GPU", "$/M-OUT", "SOURCE")
@@ -139,6 +165,14 @@ def _print_ranking(ranking: Ranking, rank_by: str, limit: int, criteria: str) ->
             limit,
             "missed",
         )
+    rows = ranking.ranked[:limit] + ranking.missed[:limit]
+    if any(row.band is not None for row in rows):
+        console.print(
+            "simulated: predicted by denv's performance model, not measured; ±N% = its median "
+            "error on that figure where calibrated (docs/simulator.md); * = extrapolated: no "
+            "calibration point of that hardware, engine or model",
+            markup=False,
+        )
     console.print("row details: denv bench get N; '…' = the source does not give the figure")
 
 
@@ -154,7 +188,7 @@ def _cells(number: int, row: Row) -> list[str]:
         show(row.output_tok_s, 0),
         show(row.output_tok_s_per_gpu, 1),
         f"${row.usd_per_m_output:.3f}" if row.usd_per_m_output is not None else "…",
-        row.source,
+        row.source + (f" {row.band.text}" if row.band is not None else ""),
     ]
 
 

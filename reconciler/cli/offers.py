@@ -1,4 +1,5 @@
-"""CLI: `denv offers` — where to get a GPU and at what price."""
+"""CLI: `denv offers` — where to get a GPU and at what price: providers' public list prices,
+then modelled total-cost-of-ownership tiers, which are estimates and not quotes."""
 
 from __future__ import annotations
 
@@ -11,6 +12,12 @@ from rich.table import Table
 from reconciler.cli.common import JsonOption, RepoOption, console, load, print_json
 from reconciler.errors import NotFound
 from reconciler.spec.catalog import Offer
+
+KINDS = {
+    "list_price": "public list prices: what a provider publishes for renting it",
+    "modelled_tco": "modelled TCO, not a quote: a cost model's $/GPU-hour for owning or "
+    "renting it (SemiAnalysis AI Cloud TCO model)",
+}
 
 
 def current(offers: list[Offer]) -> list[Offer]:
@@ -29,7 +36,7 @@ def offers(
     repo: RepoOption = Path("."),
     as_json: JsonOption = False,
 ) -> None:
-    """Where to get HARDWARE, cheapest first."""
+    """Where to get HARDWARE: providers' list prices, then modelled TCO tiers; cheapest first."""
     loaded = load(repo)
     spec = loaded.resolve_hardware(hardware)
     if spec is None:
@@ -41,19 +48,33 @@ def offers(
         sorted(matching, key=lambda o: (o.gpu_hour, o.provider)) if show_all else current(matching)
     )
     if as_json:
-        print_json({"hardware": spec.id, "offers": [o.model_dump(mode="json") for o in chosen]})
+        print_json(
+            {
+                "hardware": spec.id,
+                "kinds": KINDS,
+                "offers": [o.model_dump(mode="json") for o in chosen],
+            }
+        )
         return
-    table = Table(
-        "PROVIDER",
-        "TIER",
-        "REGION",
-        "$/GPU-HOUR",
-        "AS-OF",
-        "SOURCE",
-        box=None,
-        title=f"{spec.name} ({spec.id}) — cheapest first",
-    )
-    for offer in chosen:
+    for kind, heading in KINDS.items():
+        part = [o for o in chosen if o.kind == kind]
+        console.print(f"{spec.name} ({spec.id}) — {heading}; cheapest first", markup=False)
+        if part:
+            console.print(_table(part))
+        elif kind == "list_price":
+            console.print(
+                f"  none for {spec.id} in catalog/offers.yaml (the reference data has none); "
+                "add a provider's price as kind: list_price with its page and date",
+                markup=False,
+            )
+        else:
+            console.print(f"  none for {spec.id} in catalog/offers.yaml", markup=False)
+        console.print("")
+
+
+def _table(part: list[Offer]) -> Table:
+    table = Table("PROVIDER", "TIER", "REGION", "$/GPU-HOUR", "AS-OF", "SOURCE", box=None)
+    for offer in part:
         table.add_row(
             offer.provider,
             offer.tier or "…",
@@ -62,6 +83,4 @@ def offers(
             offer.as_of.isoformat(),
             offer.source.url,
         )
-    console.print(table)
-    if not chosen:
-        console.print(f"no offers for {spec.id} in catalog/offers.yaml")
+    return table

@@ -42,7 +42,12 @@ class HardwareFile(Spec):
 
 
 class Offer(Spec):
+    """A price per GPU-hour. `list_price`: what a provider publishes for renting it;
+    `modelled_tco`: a cost model's estimate of owning or renting it (SemiAnalysis's AI Cloud
+    TCO tiers), not a quote anyone offers."""
+
     hardware: Slug
+    kind: Literal["list_price", "modelled_tco"] = "list_price"
     provider: str
     tier: str | None = None
     region: str = "global"

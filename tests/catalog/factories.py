@@ -35,6 +35,7 @@ def result(
     price: tuple[float, str] | None = None,
     usd_per_m_output: float | None = None,
     recipe: str | None = None,
+    workload: str | None = None,
 ) -> Result:
     return Result.model_validate(
         {
@@ -46,7 +47,7 @@ def result(
             "gpus": gpus,
             "topology": topology,
             "recipe": {"id": recipe},
-            "workload": {"isl": isl, "osl": osl},
+            "workload": {"name": workload, "isl": isl, "osl": osl},
             "load": {"concurrency": concurrency},
             "metrics": {
                 "ttft_ms": {"p99": ttft_p99_ms},
@@ -57,7 +58,11 @@ def result(
             },
             "price": None if price is None else {"gpu_hour": price[0], "source": price[1]},
             "usd_per_m_output": usd_per_m_output,
-            "source": {"kind": kind, "url": f"https://example.org/{id}", "at": at},
+            "source": {
+                "kind": kind,
+                "url": None if kind == "simulated" else f"https://example.org/{id}",
+                "at": at,
+            },
         }
     )
 

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from reconciler.catalog.latency import parse_latency_target
-from reconciler.catalog.ranking import RankBy, Ranking, rank
+from reconciler.catalog.ranking import ErrorBand, RankBy, Ranking, rank
 from reconciler.errors import UsageError
 from reconciler.spec.result import Result
 from tests.catalog.factories import PROFILES, offer, result
@@ -269,3 +269,63 @@ def test_row_json_names() -> None:
         "source", "url", "reason",
     } <= set(row)  # fmt: skip
     assert row["reason"] == C_MISS
+
+
+# Simulated rows: llama on h200 for agent and rag (both 8k in / 1k out), and a simulated row
+# of recipe ds/sglang@1 on h200 for agent that a published result of the same recipe covers.
+BAND = ErrorBand(pct=8.0, metric="tok/s/GPU", basis="h200, 17 points", extrapolated=False)
+SIMULATED = (
+    result("sim-llama-agent", model="llama-3.1-8b", recipe="llama/vllm@1", workload="agent",
+           kind="simulated", isl=8000, osl=1000, output_tok_s=20000, ttft_p99_ms=400),
+    result("sim-llama-rag", model="llama-3.1-8b", recipe="llama/vllm@1", workload="rag",
+           kind="simulated", isl=4096, osl=512, output_tok_s=30000, ttft_p99_ms=300),
+    result("sim-ds-agent", recipe="ds/sglang@1", workload="agent", kind="simulated",
+           isl=8000, osl=1000, output_tok_s=90000, ttft_p99_ms=100),
+    result("pub-ds-8k", recipe="ds/sglang@1", isl=8192, osl=1024, output_tok_s=5000,
+           ttft_p99_ms=900),
+)  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("workload", "ranked"),
+    [
+        pytest.param("agent", ["sim-llama-agent", "pub-ds-8k"], id="agent"),
+        pytest.param("rag", ["sim-llama-rag", "pub-ds-8k"], id="rag"),
+    ],
+)
+def test_simulated_rows_count_for_their_own_workload_only(workload: str, ranked: list[str]) -> None:
+    """A simulated rag row is not an agent row though its lengths fall in both; the published
+    8k/1k row counts for both by its lengths; the simulated row its recipe, hardware and
+    workload share with a published one is left out."""
+    ranking = _rank(SIMULATED, workload=workload, by="throughput")
+    assert [r.result for r in ranking.rows] == ranked
+
+
+def test_simulated_rows_keep_their_label_and_band() -> None:
+    bands = {"sim-llama-agent": BAND}
+    ranking = rank(
+        SIMULATED,
+        profiles=PROFILES,
+        offers=OFFERS,
+        hardware_aliases=ALIASES,
+        workload="agent",
+        target=None,
+        model=None,
+        hardware=None,
+        by="throughput",
+        prices={},
+        bands=bands,
+    )
+    sim, pub = ranking.ranked
+    assert (sim.source, sim.band, sim.url) == ("simulated", BAND, None)
+    assert (pub.source, pub.band) == ("published", None)
+    assert sim.model_dump(mode="json")["band"]["pct"] == 8.0 and BAND.text == "±8%"
+
+
+def test_published_row_wins_where_both_exist_on_an_alias() -> None:
+    """The published row names the hardware by an alias; it still covers the simulated one."""
+    pub = result("pub-gb", hardware="gb200", recipe="ds/sglang@1", isl=8192, osl=1024)
+    sim = result("sim-gb", hardware="gb200-nvl72", recipe="ds/sglang@1", workload="agent",
+                 kind="simulated", isl=8000, osl=1000)  # fmt: skip
+    ranking = _rank((pub, sim), workload="agent", target=None, by="throughput")
+    assert [r.result for r in ranking.rows] == ["pub-gb"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -61,9 +62,42 @@ def test_ranking_json_shape_and_order(denv) -> None:  # type: ignore[no-untyped-
     assert all(row["reason"] for row in ranking["missed"])
 
 
+def _ranked(denv, workload: str, *extra: str) -> list[dict[str, object]]:  # type: ignore[no-untyped-def]
+    run = denv("bench", "--workload", workload, "--latency", "p99<1.5s", *extra, "--json")
+    assert run.returncode == 0, run.stderr
+    rows: list[dict[str, object]] = json.loads(run.stdout)["ranked"]
+    return rows
+
+
+def test_agent_rag_and_coding_rank_different_lists_of_several_models(denv) -> None:  # type: ignore[no-untyped-def]
+    lists = {w: _ranked(denv, w) for w in ("agent", "rag", "coding")}
+    ids = {w: [row["result"] for row in rows] for w, rows in lists.items()}
+    assert ids["agent"] != ids["rag"] and ids["agent"] != ids["coding"]
+    assert ids["rag"] != ids["coding"]
+    for rows in lists.values():
+        assert len({row["model"] for row in rows}) >= 3
+        assert {row["source"] for row in rows} == {"published", "simulated"}
+
+
+def test_simulated_rows_carry_label_and_band(denv) -> None:  # type: ignore[no-untyped-def]
+    rows = _ranked(denv, "chat")
+    simulated = [row for row in rows if row["source"] == "simulated"]
+    assert simulated and all(row["url"] is None for row in simulated)
+    for row in simulated:
+        band = row["band"]
+        assert isinstance(band, dict) and band["pct"] > 0 and band["metric"] == "tok/s/GPU"
+        assert band["basis"]
+    assert all(row["band"] is None for row in rows if row["source"] == "published")
+    text = denv("bench", "--workload", "chat", "--latency", "p99<1.5s", "--limit", "200")
+    assert text.returncode == 0, text.stderr
+    assert re.search(r"simulated ±\d+%", text.stdout)
+    assert "not measured" in text.stdout
+
+
 def test_get_row_of_the_last_ranking(denv) -> None:  # type: ignore[no-untyped-def]
-    first = json.loads(denv("bench", "--rank", "throughput", "--json").stdout)["ranked"][0]
-    run = denv("bench", "get", "1", "--json")
+    ranked = json.loads(denv("bench", "--rank", "throughput", "--json").stdout)["ranked"]
+    number, first = next((n, r) for n, r in enumerate(ranked, 1) if r["source"] == "published")
+    run = denv("bench", "get", str(number), "--json")
     assert run.returncode == 0, run.stderr
     details = json.loads(run.stdout)
     assert details["result"] == first["result"]
@@ -116,6 +150,48 @@ def test_offers_cheapest_first(denv) -> None:  # type: ignore[no-untyped-def]
     offers = json.loads(denv("offers", "--hardware", "gb200", "--json").stdout)
     prices = [o["gpu_hour"] for o in offers["offers"]]
     assert offers["hardware"] == "gb200-nvl72" and prices == sorted(prices) and prices
+
+
+def test_offers_label_modelled_tco_apart_from_list_prices(denv) -> None:  # type: ignore[no-untyped-def]
+    run = denv("offers", "--hardware", "h200")
+    assert run.returncode == 0, run.stderr
+    text = " ".join(run.stdout.split())
+    listed, modelled = text.split("modelled TCO, not a quote")
+    assert "public list prices" in listed and "none for h200" in listed
+    assert "SemiAnalysis TCO: hyperscaler" in modelled and "2026-07-31" in modelled
+    assert "https://github.com/SemiAnalysisAI/InferenceX-app" in modelled
+    offers = json.loads(denv("offers", "--hardware", "h200", "--json").stdout)
+    assert "not a quote" in offers["kinds"]["modelled_tco"]
+    assert {o["kind"] for o in offers["offers"]} == {"modelled_tco"}
+    assert all(o["source"]["url"] and o["as_of"] for o in offers["offers"])
+
+
+def test_offers_show_a_list_price_with_its_source_and_date(denv, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    (tmp_path / "catalog").mkdir()
+    (tmp_path / "catalog" / "hardware.yaml").write_text(
+        (ROOT / "catalog" / "hardware.yaml").read_text()
+    )
+    (tmp_path / "catalog" / "offers.yaml").write_text(
+        "offers:\n"
+        "  - {hardware: h200, kind: list_price, provider: Example Cloud, gpu_hour: 3.5,\n"
+        "     as_of: 2026-11-01, source: {url: 'https://cloud.example/pricing'}}\n"
+        "  - {hardware: h200, kind: modelled_tco, provider: 'SemiAnalysis TCO: neocloud',\n"
+        "     tier: neocloud, gpu_hour: 1.59, as_of: 2026-07-31,\n"
+        "     source: {url: 'https://example.org/tco'}}\n"
+    )
+    run = denv("offers", "--hardware", "h200", "--repo", str(tmp_path))
+    assert run.returncode == 0, run.stderr
+    listed, modelled = " ".join(run.stdout.split()).split("modelled TCO, not a quote")
+    assert "Example Cloud" in listed and "3.50 2026-11-01 https://cloud.example/pricing" in listed
+    assert "Example Cloud" not in modelled and "1.59" in modelled
+    offers = json.loads(
+        denv("offers", "--hardware", "h200", "--repo", str(tmp_path), "--json").stdout
+    )
+    kinds = [(o["provider"], o["kind"]) for o in offers["offers"]]
+    assert kinds == [
+        ("SemiAnalysis TCO: neocloud", "modelled_tco"),
+        ("Example Cloud", "list_price"),
+    ]
 
 
 def test_recipe_fit_names_what_is_missing(denv) -> None:  # type: ignore[no-untyped-def]

@@ -1,0 +1,83 @@
+"""The simulator's error table: docs/simulator.md shows what calibration_errors.json holds,
+and a simulated row's band follows its hardware, engine, model and layout."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from reconciler.engines.sim.error_bands import (
+    ErrorGroup,
+    ErrorTable,
+    band,
+    markdown_table,
+    read_error_table,
+)
+from tests.conftest import ROOT
+
+TABLE = ErrorTable(
+    generated="test",
+    engine="sglang",
+    model="deepseek-r1",
+    aggregated=(
+        ErrorGroup(group="h200", points=17, tok_s_per_gpu=3.2, ttft_p50=6.0, tpot_p50=5.4),
+        ErrorGroup(group="all", points=174, tok_s_per_gpu=8.4, ttft_p50=15.0, tpot_p50=9.1),
+    ),
+    disaggregated=(
+        ErrorGroup(group="all", points=137, tok_s_per_gpu=19.0, ttft_p50=49.0, tpot_p50=17.0),
+    ),
+)
+
+
+def _doc_table(after: str) -> str:
+    """The first Markdown table after the paragraph that starts with `after`."""
+    text = (ROOT / "docs" / "simulator.md").read_text()
+    tail = text[text.index(after) :]
+    found = re.search(r"^\|.*(?:\n\|.*)*", tail, flags=re.MULTILINE)
+    assert found is not None, f"no table after {after!r}"
+    return found.group(0)
+
+
+@pytest.mark.parametrize(
+    ("heading", "mode"),
+    [("**Errors.**", "aggregated"), ("**Disaggregated points**", "disaggregated")],
+)
+def test_docs_tables_show_the_error_file(heading: str, mode: str) -> None:
+    table = read_error_table()
+    groups = table.aggregated if mode == "aggregated" else table.disaggregated
+    assert _doc_table(heading) == markdown_table(groups)
+
+
+@pytest.mark.parametrize(
+    ("hardware", "engine", "model", "mode", "pct", "extrapolated", "basis"),
+    [
+        pytest.param("h200", "sglang", "deepseek-r1", "aggregated", 3.2, False,
+                     "h200, 17 aggregated sglang deepseek-r1 points", id="calibrated"),
+        pytest.param("h100", "sglang", "deepseek-r1", "aggregated", 8.4, True,
+                     "174 aggregated sglang deepseek-r1 points; none on h100", id="other-gpu"),
+        pytest.param("h200", "vllm", "llama-3.1-8b", "aggregated", 3.2, True,
+                     "h200, 17 aggregated sglang deepseek-r1 points; vllm not calibrated; "
+                     "llama-3.1-8b not calibrated", id="other-engine-and-model"),
+        pytest.param("h200", "sglang", "deepseek-r1", "disaggregated", 19.0, True,
+                     "137 disaggregated sglang deepseek-r1 points; none on h200", id="pd"),
+    ],
+)  # fmt: skip
+def test_band_for_hardware_engine_and_layout(
+    hardware: str,
+    engine: str,
+    model: str,
+    mode: str,
+    pct: float,
+    extrapolated: bool,
+    basis: str,
+) -> None:
+    found = band(TABLE, hardware, engine, model, mode, "tok_s_per_gpu")  # type: ignore[arg-type]
+    assert found is not None
+    assert (found.pct, found.extrapolated, found.basis) == (pct, extrapolated, basis)
+    assert found.text == f"±{round(pct)}%" + ("*" if extrapolated else "")
+
+
+def test_band_of_the_speed_figure_is_tpot() -> None:
+    found = band(TABLE, "h200", "sglang", "deepseek-r1", "aggregated", "tpot_p50")
+    assert found is not None and (found.pct, found.metric) == (5.4, "TPOT p50")
