@@ -91,10 +91,8 @@ def run_of(
 
 
 async def _replay(
-    endpoint: TrialEndpoint, work: Workload, speed: float, progress: Progress
+    target: Target, endpoint: TrialEndpoint, work: Workload, speed: float, progress: Progress
 ) -> tuple[list[RequestRecord], bool]:
-    target = Target(url=endpoint.url, model=endpoint.model, timeout_s=work.timeout_s)
-    target = target.model_copy(update={"prompt": await prompt_format(target)})
     records: list[RequestRecord] = []
     stop = asyncio.Event()
     lines, at = work.run(speed)
@@ -131,15 +129,20 @@ def measure(
     fleet: Fleet,
     transports: Transports,
     progress: Progress = lambda *_: None,
+    target: Target | None = None,
+    check: bool = True,
 ) -> Run:
     """One run of the workload at `speed` against a trial deployment. DenvError when the
-    endpoint cannot be reached or an engine of the trial exited during the run."""
+    endpoint cannot be reached or (`check`) an engine of the trial exited during the run.
+    `target`: the endpoint as the load generator sends to it (default: asked of it)."""
     try:
-        records, stopped = asyncio.run(_replay(endpoint, work, speed, progress))
+        target = target or _target(endpoint, work)
+        records, stopped = asyncio.run(_replay(target, endpoint, work, speed, progress))
     except (aiohttp.ClientError, TimeoutError) as exc:
         why = str(exc) or type(exc).__name__
         raise DenvError(f"{endpoint.url}: cannot reach the trial: {why}") from exc
-    check_running(endpoint, fleet, transports)
+    if check:
+        check_running(endpoint, fleet, transports)
     level = level_metrics(records, Load(rate=work.rate(speed)), gpus=endpoint.gpus,
                           target=work.target)  # fmt: skip
     return run_of(level, work, endpoint.gpus, speed, stopped)
@@ -158,12 +161,25 @@ def capacity(
     held the target, with every run tried; the slowest run tried when none held.
     `progress(speed)` gives each run's progress callback."""
 
+    try:
+        target = _target(endpoint, work)  # once a search: its prompt form does not change
+    except (aiohttp.ClientError, TimeoutError) as exc:
+        why = str(exc) or type(exc).__name__
+        raise DenvError(f"{endpoint.url}: cannot reach the trial: {why}") from exc
+
     def probe(speed: float) -> Run:
         return measure(endpoint, work, speed, fleet=fleet, transports=transports,
-                       progress=progress(speed))  # fmt: skip
+                       progress=progress(speed), target=target, check=False)  # fmt: skip
 
     found = search(probe, lambda run: run.miss is None, ladder)
+    check_running(endpoint, fleet, transports)  # an engine that died shows here, once
     return with_tried(found)
+
+
+def _target(endpoint: TrialEndpoint, work: Workload) -> Target:
+    """The trial's endpoint with the prompt form it takes (loadgen.prompt_format)."""
+    target = Target(url=endpoint.url, model=endpoint.model, timeout_s=work.timeout_s)
+    return target.model_copy(update={"prompt": asyncio.run(prompt_format(target))})
 
 
 def with_tried(found: Found[Run]) -> Run:
