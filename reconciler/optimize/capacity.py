@@ -53,10 +53,10 @@ class Ladder:
     highest: float = 64.0
 
     def near(self, speed: float) -> Ladder:
-        """A verification repeat's ladder: from a capacity found, one grid step at a time,
-        three runs at most (holds: a step up to see it is the edge; misses: down until one
-        holds)."""
-        return Ladder(start=speed, factor=1, max_runs=3, lowest=self.lowest, highest=self.highest)
+        """A verification repeat's ladder: from a capacity found, three runs at most (holds:
+        two grid steps up, then one between when that misses; misses: two steps down, and
+        two more when that misses too)."""
+        return Ladder(start=speed, factor=2, max_runs=3, lowest=self.lowest, highest=self.highest)
 
 
 # The latency goal reads the traffic at its own rate: one run, no search.

@@ -21,6 +21,7 @@ import aiohttp
 from reconciler.bench.loadgen import Target, open_loop, prompt_format
 from reconciler.bench.metrics import LevelMetrics, level_metrics
 from reconciler.bench.records import RequestRecord
+from reconciler.bench.saturation import BEHIND
 from reconciler.bench.trial import TrialEndpoint, check_running, new_trial_id, trial_deployment
 from reconciler.errors import DenvError
 from reconciler.fleet.observe import Transports
@@ -77,12 +78,20 @@ def run_of(
     if metrics.goodput_rps is not None:
         good = min(round(metrics.goodput_rps * level.window_s), answered)
     pace = level.saturation
+    offered = work.rate(speed)
+    miss = run_miss(work.target, metrics, pace.arrival_rps, pace.answer_rps)
+    if pace.arrival_rps and pace.arrival_rps < BEHIND * offered:
+        # the load generator fell behind its schedule: this run measured the client
+        miss = (
+            f"the load generator sent {pace.arrival_rps:.3g} of {offered:.3g} requests/s: "
+            "the machine it runs on cannot offer more"
+        )
     at = served(pace.arrival_rps or work.rate(speed), answered + (metrics.errors or 0), good,
                 level.output_tokens)  # fmt: skip
     return Run(
         metrics=metrics,
         goal=goal_value(work.goal, metrics, gpus, work.gpu_hour, at),
-        miss=run_miss(work.target, metrics, pace.arrival_rps, pace.answer_rps),
+        miss=miss,
         stopped_early=stopped,
         speed=speed,
         rate=work.rate(speed),

@@ -59,5 +59,11 @@ def test_a_repeat_searches_near_a_capacity_found() -> None:
     seen: list[float] = []
     probe, held = edge_at(2.0, seen)
     found = search(probe, held, Ladder().near(2.0))  # type: ignore[arg-type]
-    assert seen == [2.0, speed_at(grid(2.0) + 1)]  # holds; one step up misses: done
+    # holds; two steps up misses; the one between misses: done, within the three runs
+    assert seen == [2.0, speed_at(grid(2.0) + 2), speed_at(grid(2.0) + 1)]
     assert found.capacity is not None and found.capacity.speed == 2.0
+    seen.clear()
+    probe, held = edge_at(1.7, seen)  # lower than found before: two steps down, two more
+    found = search(probe, held, Ladder().near(2.0))  # type: ignore[arg-type]
+    assert seen == [2.0, speed_at(grid(2.0) - 2), speed_at(grid(2.0) - 4)]
+    assert found.capacity is not None and found.capacity.speed <= 1.7

@@ -133,7 +133,7 @@ def test_the_loop_verifies_a_winner_and_keeps_fp8_out(denv_repo: Path, edit: Edi
     # capacity; a verification repeat's near the side's own, one grid step at a time
     assert loop.ladders[0].start == 1.0 and loop.ladders[0].factor == 16
     assert loop.ladders[1].start == final.current.runs[0].speed
-    assert {ladder.factor for ladder in loop.ladders[2:]} >= {1}
+    assert {ladder.factor for ladder in loop.ladders[2:]} >= {2}
 
     later = [r for r in rows.values() if r.status is Status.REJECTED and "fp8" not in r.change]
     assert all((r.reason or "").startswith(f"not better than verified {winner.id}") for r in later)
