@@ -330,6 +330,8 @@ class Study:
         metrics = outcome.metrics
         _constrain(trial, violation(outcome, self.target) if miss is None else miss)
         trial.set_user_attr("tok_s_gpu", metrics.output_tok_s_per_gpu)
+        trial.set_user_attr("goodput_gpu", outcome.value("throughput"))  # at its rate
+        trial.set_user_attr("rate", outcome.rate)
         trial.set_user_attr("ttft_p99_ms", metrics.ttft_ms.p99)
         trial.set_user_attr("itl_p99_ms", metrics.itl_ms.p99)
         trial.set_user_attr("simulated", outcome.simulated)
