@@ -62,7 +62,7 @@ SUITE=$(mktemp -t denv-parity.XXXXXX.jsonl)
 head -n 24 "$REPO/policies/parity/default.jsonl" > "$SUITE"
 
 "$DENV" optimize start chat-opt/canary --goal throughput --budget-gpus 2 --levers max_batch \
-  --max-trials 1 --requests 48 --run-seconds 2s --seed 1 --auto --ready-timeout 60s \
+  --max-trials 1 --requests 24 --run-seconds 1s --seed 1 --auto --ready-timeout 60s \
   --parity-suite "$SUITE" --repo "$REPO"
 rm -f "$SUITE"
 NUMBER=$("$DENV" optimize status --repo "$REPO" --json | "$PY" -c \
