@@ -7,11 +7,13 @@ recipes), the parallel layout (TP, EP, DP attention, replicas) and max_batch. "M
 candidate is simulated: `denv sim predict` on the traffic (closed loop) under a perturbed
 calibration — efficiencies and all-reduce latency scaled by factors drawn per landscape, engine
 and TP size, standing for what the performance model gets wrong about real hardware — and ±2%
-of run-to-run noise on tok/s/GPU. The pre-screen predicts the same
+of run-to-run noise on goodput/GPU. The pre-screen predicts the same
 traffic with the calibrated model, so it ranks well but not perfectly.
 
 The latency target of a landscape is TTFT p99 under the 40th percentile of the grid's measured
-TTFT p99 (so some 40% of the grid meets it); the goal is tok/s/GPU. Every candidate of the grid
+TTFT p99 (so some 40% of the grid meets it); the goal is goodput/GPU (answered requests per
+second per GPU, closed loop: the search's landscape, not the optimizer's capacity search, which
+`reconciler/optimize/capacity.py` and its tests cover). Every candidate of the grid
 is measured once, up front, to know the best; then each strategy is replayed against those
 figures and counts real trials until one lands within 3% of the best (meeting the target):
 
@@ -47,7 +49,7 @@ from reconciler.engines.sim.calibration import Tuning, efficiency  # noqa: E402
 from reconciler.engines.sim.predict import predict  # noqa: E402
 from reconciler.engines.sim.stats import percentile  # noqa: E402
 from reconciler.optimize.outcome import Outcome, violation, within  # noqa: E402
-from reconciler.optimize.prescreen import prescreen  # noqa: E402
+from reconciler.optimize.prescreen import Scored, ranked, scored  # noqa: E402
 from reconciler.optimize.space import Baseline, Candidate, SearchSpace  # noqa: E402
 from reconciler.optimize.study import Study  # noqa: E402
 from reconciler.spec.fleet import Fleet, Host  # noqa: E402
@@ -125,16 +127,35 @@ def _measure(
         collective_s=base.collective_s * collective,
     )
     prediction = predict(
-        recipe, hw, space.model, requests, shape.concurrency, tuning=Tuning(efficiency=tuned)
+        recipe,
+        hw,
+        space.model,
+        requests,
+        shape.concurrency,
+        tuning=Tuning(efficiency=tuned),
     )
     outcome = Outcome.from_prediction(prediction, space.gpu_hour)
     # Run-to-run noise of a real measurement: ±2%, fixed per candidate.
     noise = random.Random(f"{name}/{candidate.id}").uniform(0.98, 1.02)
-    metrics = outcome.metrics
-    tok_s = metrics.output_tok_s_per_gpu
-    if tok_s is not None:
-        metrics = metrics.model_copy(update={"output_tok_s_per_gpu": tok_s * noise})
-    return outcome.model_copy(update={"metrics": metrics})
+    at = outcome.served
+    if at is not None:
+        at = at.model_copy(update={"goodput_rps": at.goodput_rps * noise})
+    return outcome.model_copy(update={"served": at})
+
+
+def _screen(
+    space: SearchSpace, grid: list[Candidate], requests: list, target: LatencyTarget, shape: Shape
+) -> list[Scored]:
+    """The pre-screen's ranking of the model's own predictions (untuned), closed loop."""
+    out = []
+    for candidate in grid:
+        recipe = space.recipe_of(candidate)
+        prediction = predict(
+            recipe, space.hardware, space.model, requests, shape.concurrency, target=target
+        )
+        outcome = Outcome.from_prediction(prediction, space.gpu_hour)
+        out.append(scored(candidate, outcome, target, GOAL))
+    return ranked(out, GOAL)
 
 
 def landscape(repo: Repo, model: str, hardware: str, workload: str, shape: Shape) -> Landscape:
@@ -163,7 +184,7 @@ def landscape(repo: Repo, model: str, hardware: str, workload: str, shape: Shape
     }
     best = max(feasible.values())
     hits = {cid for cid, v in feasible.items() if within(GOAL, v, best, SHARE)}
-    screened = prescreen(space, grid, requests, target, GOAL, concurrency=shape.concurrency)
+    screened = _screen(space, grid, requests, target, shape)
     return Landscape(name, space, grid, measured, target, hits, best, screened)
 
 
@@ -259,7 +280,7 @@ def main() -> None:
     started = time.perf_counter()
     if not args.json:
         print(
-            f"SIMULATED — trials to within {SHARE:.0%} of the grid's best (tok/s/GPU, meeting "
+            f"SIMULATED — trials to within {SHARE:.0%} of the grid's best (goodput/GPU, meeting "
             f"the target), medians over {args.seeds} seeds; {shape.requests} requests, "
             f"{shape.concurrency} clients, {BUDGET_GPUS}-GPU budget"
         )

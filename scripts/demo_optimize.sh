@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The demo's last step: the optimizer on the local fleet of simulated GPUs. A release with a
-# deliberately poor recipe (max_batch 4 under 16 clients) and its recorded traffic shape go
-# into the repository; `denv optimize start --auto` measures it on trial GPUs, trials
+# deliberately poor recipe (max_batch 4: four sequences at a time) and its recorded traffic
+# shape go into the repository; `denv optimize start --auto` measures the highest rate of that
+# traffic each recipe holds the latency target at (goodput per GPU there), trials
 # candidates, verifies the winner (repeats and parity against the release) and opens a local
 # pull request that edits the release's denv.yaml in place.
 #
@@ -61,7 +62,7 @@ SUITE=$(mktemp -t denv-parity.XXXXXX.jsonl)
 head -n 24 "$REPO/policies/parity/default.jsonl" > "$SUITE"
 
 "$DENV" optimize start chat-opt/canary --goal throughput --budget-gpus 2 --levers max_batch \
-  --max-trials 1 --concurrency 16 --requests 48 --seed 1 --auto --ready-timeout 60s \
+  --max-trials 1 --requests 24 --run-seconds 1s --seed 1 --auto --ready-timeout 60s \
   --parity-suite "$SUITE" --repo "$REPO"
 rm -f "$SUITE"
 NUMBER=$("$DENV" optimize status --repo "$REPO" --json | "$PY" -c \

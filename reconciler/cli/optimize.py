@@ -23,8 +23,8 @@ from reconciler.cli.optimize_run import (
 )
 from reconciler.errors import DenvError, UsageError
 from reconciler.fleet.observe import Transports
-from reconciler.optimize.candidates import HEADERS, StudyState, table
-from reconciler.optimize.goal import GOALS, Goal
+from reconciler.optimize.candidates import StudyState, headers, table
+from reconciler.optimize.goal import GOAL_METRIC, GOALS, Goal
 from reconciler.optimize.start import StartOptions, split_target
 from reconciler.optimize.state import StateStore
 from reconciler.spec.base import Spec
@@ -40,7 +40,11 @@ def start(
         int, typer.Option("--budget-gpus", min=1, help="Most trial GPUs in use at once.")
     ],
     goal: Annotated[
-        str, typer.Option(help="throughput (tok/s/GPU), latency (TTFT p99) or cost ($/M output).")
+        str,
+        typer.Option(
+            help="throughput (goodput/GPU at capacity), latency (TTFT p99) or cost ($/M output "
+            "at capacity)."
+        ),
     ] = "throughput",
     auto: Annotated[
         bool, typer.Option("--auto", help="Open the pull request for verified winners.")
@@ -49,8 +53,12 @@ def start(
         Path | None,
         typer.Option(help="A Mooncake trace (default: the stage's recorded shape)."),
     ] = None,
-    concurrency: Annotated[int, typer.Option(min=1, help="Clients of every run.")] = 16,
-    requests: Annotated[int, typer.Option(min=1, help="Requests of every run.")] = 64,
+    requests: Annotated[
+        int, typer.Option(min=1, help="Requests of every run (at least 24), sent open loop.")
+    ] = 64,
+    run_seconds: Annotated[
+        str, typer.Option(help="How long each run's arrivals last (at any rate).")
+    ] = "10s",
     levers: Annotated[
         str | None,
         typer.Option(help="Parts of the space to search, e.g. settings,kv (default: all)."),
@@ -93,8 +101,8 @@ def start(
         budget_gpus=budget_gpus,
         auto=auto,
         traffic=traffic,
-        concurrency=concurrency,
         requests=requests,
+        run_s=seconds("--run-seconds", run_seconds),
         levers=[p.strip() for p in levers.split(",") if p.strip()] if levers else None,
         storage=storage,
         max_trials=max_trials,
@@ -131,13 +139,14 @@ def _print_table(state: StudyState) -> None:
         f"{state.trials} trial{'' if state.trials == 1 else 's'})",
         title_justify="left",
     )
-    for header in HEADERS:
+    for header in headers(state.goal):
         shown.add_column(header, overflow="fold")
     for row in table(state):
         shown.add_row(*row)
     console.print(shown)
     if state.target:
         console.print(f"latency target: {state.target}", markup=False, highlight=False)
+    console.print(f"goal: {GOAL_METRIC[state.goal]}", markup=False, highlight=False)
     if state.note:
         console.print(f"{state.state}: {state.note}", markup=False, highlight=False)
 

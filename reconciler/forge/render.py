@@ -230,6 +230,16 @@ def render_candidate(view: CandidateView) -> str:
     else:  # one run each has no interval (the optimizer's verify.gain_interval)
         runs += " (no interval)"
     rows = [(c.lever, c.current, c.candidate) for c in view.changes]
+    figures = [f"| {view.metric} | {number(view.current_value)} | {number(view.candidate_value)} |"]
+    measured_at = ""
+    if view.current_rate is not None and view.candidate_rate is not None:
+        current_rate, candidate_rate = number(view.current_rate), number(view.candidate_rate)
+        figures.append(f"| capacity (req/s) | {current_rate} | {candidate_rate} |")
+        held = f" `{view.latency_target}`" if view.latency_target else ""
+        measured_at = (
+            "Each is measured at its capacity: the highest rate of the stage's traffic (its "
+            f"own arrival pattern, time-scaled) that holds the latency target{held}.\n"
+        )
     return _fill(
         "candidate",
         release=view.release,
@@ -242,8 +252,8 @@ def render_candidate(view: CandidateView) -> str:
         candidate_recipe=view.candidate_recipe,
         simulated=" Measured on simulated GPUs." if view.simulated else "",
         changes=table(("lever", "current", "candidate"), rows),
-        current_value=number(view.current_value),
-        candidate_value=number(view.candidate_value),
+        figures="\n".join(figures),
+        measured_at=measured_at,
         interval=interval,
         runs=runs,
         trials=_counted(view.trials, "trial"),

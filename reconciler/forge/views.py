@@ -91,9 +91,13 @@ class CandidateView(Record):
     current_recipe: str
     candidate_recipe: str
     changes: list[LeverChange]
-    metric: str  # the goal's figure, e.g. "tok/s/GPU"
+    metric: str  # the goal's figure, e.g. "goodput/GPU (req/s)"
     current_value: float
     candidate_value: float
+    # the capacity each was measured at (requests/s of the traffic holding the target)
+    current_rate: float | None = None
+    candidate_rate: float | None = None
+    latency_target: str | None = None  # e.g. "ttft:p99<1.5s"
     ci_low: float  # confidence interval of the gain, as fractions
     ci_high: float
     repeats: int

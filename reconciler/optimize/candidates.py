@@ -15,7 +15,7 @@ from typing import Any
 from pydantic import Field
 
 from reconciler.bench.traffic_stats import TraceStats
-from reconciler.optimize.goal import Goal, higher_is_better
+from reconciler.optimize.goal import Goal, Served, higher_is_better
 from reconciler.optimize.verify import Gain
 from reconciler.spec.base import Spec
 from reconciler.spec.result import Metrics
@@ -29,13 +29,28 @@ class Status(StrEnum):
     REJECTED = "rejected"
 
 
+class Probe(Spec):
+    """One run of a capacity search: the traffic at a speed, and whether it held."""
+
+    speed: float  # × the traffic's recorded arrival rate
+    rate: float  # requests/s sent
+    goal: float | None
+    miss: str | None = None
+    stopped_early: bool = False
+
+
 class Run(Spec):
-    """One measurement of a candidate (or of the current release) on the traffic."""
+    """One measurement of a candidate (or of the current release) on the traffic: the run at
+    the highest rate that held the target (capacity.py), with the runs its search tried."""
 
     metrics: Metrics
     goal: float | None  # the goal's figure for this run
     miss: str | None = None  # why it missed the latency target; None when it met it
     stopped_early: bool = False  # cut short: it clearly missed the target
+    speed: float | None = None  # × the traffic's recorded rate
+    rate: float | None = None  # requests/s sent: the capacity, when it held
+    tried: list[Probe] = []  # the search's runs, in the order they ran
+    served: Served | None = None  # goodput and output tok/s at its rate (goal.py)
 
 
 class Row(Spec):
@@ -59,7 +74,8 @@ class Row(Spec):
     at: dt.datetime
 
     def mean(self, pick: str) -> float | None:
-        """Mean over runs of `goal`, `tok_s_gpu` or `ttft_p99` (runs lacking it left out)."""
+        """Mean over runs of `goal`, `rate`, `tok_s_gpu` or `ttft_p99` (runs lacking it left
+        out)."""
         values = [v for v in (_figure(run, pick) for run in self.runs) if v is not None]
         return sum(values) / len(values) if values else None
 
@@ -67,6 +83,8 @@ class Row(Spec):
 def _figure(run: Run, pick: str) -> float | None:
     if pick == "goal":
         return run.goal
+    if pick == "rate":
+        return run.rate if run.miss is None else None
     if pick == "tok_s_gpu":
         return run.metrics.output_tok_s_per_gpu
     return run.metrics.ttft_ms.p99
@@ -85,6 +103,7 @@ class StudyState(Spec):
     storage: str  # optuna's storage URL, with any password left out
     traffic: str  # where the traffic came from
     traffic_digest: str
+    levers: list[str] | None = None  # the levers searched; None: all
     shape: TraceStats  # the shape optimized for (drift is measured from it)
     catalog: list[str] = []  # recipe ids and engine versions for the model, when it started
     base_revision: str | None = None  # the release's commit the study measured
@@ -127,7 +146,18 @@ class StudyState(Spec):
 
 # -- the table ------------------------------------------------------------------------------
 
-HEADERS = ("CANDIDATE", "CHANGE", "TOK/S/GPU", "TTFT-P99", "PARITY", "STATUS")
+# The goal's column: goodput per GPU (req/s) or $/M output at capacity; TTFT p99 at the
+# traffic's own rate. RATE: the capacity found (requests/s that held the target).
+GOAL_HEADER: dict[Goal, str] = {
+    "throughput": "GOODPUT/GPU",
+    "cost": "$/M-OUTPUT",
+    "latency": "GOAL TTFT-P99",
+}
+GOAL_DIGITS: dict[Goal, int] = {"throughput": 2, "cost": 3, "latency": 0}
+
+
+def headers(goal: Goal) -> tuple[str, ...]:
+    return ("CANDIDATE", "CHANGE", GOAL_HEADER[goal], "RATE", "TTFT-P99", "PARITY", "STATUS")
 
 
 def versus(value: float | None, current: float | None, digits: int = 0) -> str:
@@ -160,30 +190,26 @@ def parity_text(row: Row) -> str:
 
 def table(state: StudyState) -> list[tuple[str, ...]]:
     """The rows of the candidates table: the current release first, then the candidates,
-    verified first, then by goal figure (best first), then trialing and rejected."""
-    now_tok, now_ttft = state.current.mean("tok_s_gpu"), state.current.mean("ttft_p99")
-    rows: list[tuple[str, ...]] = [
-        (
-            "current",
-            "(the release as it is)",
-            versus(now_tok, None),
-            versus(now_ttft, None) + (" ms" if now_ttft is not None else ""),
-            "",
-            "baseline",
+    verified first, then by goal figure (best first), then trialing and rejected. Each
+    figure is the mean over the row's runs, with its change against the current one."""
+    digits = GOAL_DIGITS[state.goal]
+    now = {pick: state.current.mean(pick) for pick in ("goal", "rate", "ttft_p99")}
+
+    def cells(row: Row, against: dict[str, float | None]) -> tuple[str, str, str]:
+        ttft = row.mean("ttft_p99")
+        rate = row.mean("rate")
+        return (
+            versus(row.mean("goal"), against["goal"], digits),
+            versus(rate, against["rate"], 1) + (" req/s" if rate is not None else ""),
+            versus(ttft, against["ttft_p99"]) + (" ms" if ttft is not None else ""),
         )
+
+    none: dict[str, float | None] = {"goal": None, "rate": None, "ttft_p99": None}
+    rows: list[tuple[str, ...]] = [
+        ("current", "(the release as it is)", *cells(state.current, none), "", "baseline")
     ]
     for row in ranked(state):
-        ttft = row.mean("ttft_p99")
-        rows.append(
-            (
-                row.id,
-                row.change,
-                versus(row.mean("tok_s_gpu"), now_tok),
-                versus(ttft, now_ttft) + (" ms" if ttft is not None else ""),
-                parity_text(row),
-                status_text(row),
-            )
-        )
+        rows.append((row.id, row.change, *cells(row, now), parity_text(row), status_text(row)))
     return rows
 
 

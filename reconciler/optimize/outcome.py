@@ -6,9 +6,10 @@ from __future__ import annotations
 
 from pydantic import PositiveInt
 
+from reconciler.bench.saturation import BEHIND
 from reconciler.catalog.latency import LatencyTarget, Verdict
 from reconciler.engines.sim.stats import Pcts, Prediction
-from reconciler.optimize.goal import Goal, goal_value, higher_is_better
+from reconciler.optimize.goal import Goal, Served, goal_value, higher_is_better, served
 from reconciler.spec.base import Spec
 from reconciler.spec.result import Metrics, Percentiles
 
@@ -24,9 +25,26 @@ class Outcome(Spec):
     gpus: PositiveInt  # every GPU of the deployment, prefill included
     gpu_hour: float | None = None  # the price it is costed at; None: no $/M
     simulated: bool = False  # predicted by the simulator's model, not measured
+    behind: bool = False  # its answers fell behind its arrivals: it did not hold the load
+    rate: float | None = None  # the arrival rate it was taken at (requests/s)
+    served: Served | None = None  # goodput and output at that rate (goal.py)
 
     @classmethod
     def from_prediction(cls, prediction: Prediction, gpu_hour: float | None) -> Outcome:
+        arrivals, answers = prediction.arrival_rps, prediction.answer_rps
+        measured = prediction.requests + prediction.errors
+        at = served(
+            arrivals or prediction.rate or 0.0,
+            measured,
+            prediction.good or 0,
+            prediction.output_tokens or 0,
+        )
+        if at is None and prediction.goodput_rps is not None:  # closed loop: over its window
+            at = Served(
+                rate=round(prediction.requests / max(prediction.duration_s, 1e-9), 3),
+                goodput_rps=prediction.goodput_rps,
+                output_tok_s=prediction.output_tok_s,
+            )
         return cls(
             metrics=Metrics(
                 ttft_ms=_percentiles(prediction.ttft_ms),
@@ -36,16 +54,20 @@ class Outcome(Spec):
                 output_tok_s=prediction.output_tok_s,
                 output_tok_s_per_gpu=prediction.output_tok_s_per_gpu,
                 total_tok_s_per_gpu=prediction.total_tok_s_per_gpu,
+                goodput_rps=prediction.goodput_rps,
                 requests=prediction.requests,
                 errors=prediction.errors,
             ),
             gpus=prediction.gpus,
             gpu_hour=gpu_hour,
             simulated=True,
+            behind=bool(arrivals and answers is not None and answers < BEHIND * arrivals),
+            rate=prediction.rate,
+            served=at,
         )
 
     def value(self, goal: Goal) -> float | None:
-        return goal_value(goal, self.metrics, self.gpus, self.gpu_hour)
+        return goal_value(goal, self.metrics, self.gpus, self.gpu_hour, self.served)
 
 
 def _percentiles(p: Pcts) -> Percentiles:
@@ -54,18 +76,32 @@ def _percentiles(p: Pcts) -> Percentiles:
 
 def violation(outcome: Outcome, target: LatencyTarget | None) -> float:
     """How far outside the latency target the outcome lies: the worst value/limit ratio - 1,
-    so <= 0 meets it. Errors, or a figure the target needs but lacks, count as missed."""
+    so <= 0 meets it. Errors, answers falling behind arrivals, or a figure the target needs
+    but lacks, count as missed."""
     metrics = outcome.metrics
     if metrics.errors:
         return MISSED + metrics.errors / max(metrics.requests or 0, 1)
     if target is None:
-        return 0.0
+        return MISSED if outcome.behind else 0.0
     judgement = target.judge(metrics)
     if judgement.verdict is Verdict.MISSING or judgement.worst_ratio is None:
         return MISSED
     if judgement.verdict is Verdict.MISSED:
         return max(judgement.worst_ratio - 1.0, 1e-9)
-    return judgement.worst_ratio - 1.0
+    return MISSED if outcome.behind else judgement.worst_ratio - 1.0
+
+
+# A run stops early once its figures so far lie this far outside the target, over at least
+# this many answers.
+EARLY_STOP_MISS = 0.25
+MIN_EARLY_REQUESTS = 10
+
+
+def clearly_misses(partial: Outcome, target: LatencyTarget | None) -> bool:
+    """Whether a run's figures so far clearly miss the latency target (stop it there)."""
+    if target is None or (partial.metrics.requests or 0) < MIN_EARLY_REQUESTS:
+        return False
+    return violation(partial, target) > EARLY_STOP_MISS
 
 
 def beats(goal: Goal, a: float, b: float) -> bool:

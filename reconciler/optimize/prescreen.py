@@ -1,20 +1,25 @@
 """Pure logic (CPU only): the pre-screen — each candidate's figures on the traffic as the
 simulator's performance model predicts them (`denv sim predict`, virtual time), ranked by the
-goal with the latency target as a constraint. Predictions are labelled simulated; they choose
-what to trial first, and never stand in for a measurement."""
+goal with the latency target as a constraint. The prediction runs the same capacity search
+as a trial (capacity.py: the traffic open loop at its own arrival pattern, time-scaled), so
+it predicts the same figure: goodput per GPU, or $/M output, at the highest rate that holds
+the target. Predictions are labelled simulated; they choose what to trial first, and never
+stand in for a measurement."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from reconciler.catalog.latency import LatencyTarget
 from reconciler.engines.sim.predict import predict
-from reconciler.engines.sim.traffic import Request
+from reconciler.engines.sim.traffic import Request, traced
 from reconciler.errors import DenvError
-from reconciler.optimize.goal import Goal, higher_is_better
+from reconciler.optimize.capacity import AT_RECORDED_RATE, Found, Ladder, search
+from reconciler.optimize.goal import Goal, higher_is_better, searches_capacity
 from reconciler.optimize.outcome import Outcome, violation
 from reconciler.optimize.space import Candidate, SearchSpace
+from reconciler.optimize.workload import Workload
 
 Progress = Callable[[int, int], None]  # (done, total)
 
@@ -22,6 +27,12 @@ Progress = Callable[[int, int], None]  # (done, total)
 # median errors over its calibration points are 8% (tok/s/GPU) to 15% (TTFT p50), see
 # docs/simulator.md, "Errors".
 MODEL_MARGIN = 0.1
+# A predicted run's most requests: a prediction costs about a millisecond of CPU a request,
+# and the search makes several a candidate. Runs of the trials may be longer (a fast
+# deployment at a high rate): its prediction is then of a shorter run of the same traffic.
+PREDICTED_REQUESTS = 120
+# The pre-screen's search stops at four grid steps (19%), about the model's own error.
+RESOLUTION = 4
 # Predictions this close (relative) on the goal and the target are taken as one: the levers
 # that tell them apart did not matter to the model.
 ALIKE = 0.005
@@ -45,54 +56,95 @@ class Scored:
 def prescreen(
     space: SearchSpace,
     candidates: Sequence[Candidate],
-    requests: Sequence[Request],
-    target: LatencyTarget | None,
-    goal: Goal,
+    work: Workload,
     *,
-    concurrency: int | None = None,
-    rate: float | None = None,
+    ladder: Ladder | None = None,
     progress: Progress | None = None,
 ) -> list[Scored]:
-    """Predict every candidate on `requests` — `concurrency` clients (closed loop, as the
-    trials replay), else each request at its send time — and rank them: those meeting the
-    target first, best goal figure first; then the rest, nearest the target first."""
+    """Predict every candidate on the workload's runs (the traffic open loop, as trials send
+    it) and rank them: those meeting the target first, best goal figure first; then the rest,
+    nearest the target first. `ladder`: the capacity search's (default: from the current
+    release's predicted capacity)."""
+    work = predicted_runs(work)
+    if ladder is None:
+        ladder = start_ladder(space, work)
     scored: list[Scored] = []
     for done, candidate in enumerate(candidates, start=1):
-        scored.append(score(space, candidate, requests, target, goal, concurrency, rate))
+        scored.append(score(space, candidate, work, ladder))
         if progress is not None:
             progress(done, len(candidates))
-    return ranked(scored, goal)
+    return ranked(scored, work.goal)
+
+
+def predicted_runs(work: Workload) -> Workload:
+    """The workload as the pre-screen predicts it: runs of PREDICTED_REQUESTS at most."""
+    cap = min(work.max_requests, max(PREDICTED_REQUESTS, work.requests))
+    return work.model_copy(update={"max_requests": cap})
+
+
+def start_ladder(space: SearchSpace, work: Workload) -> Ladder:
+    """The search every candidate's prediction runs: from the current release's predicted
+    capacity (candidates lie near it, so fewer predictions find theirs), as trials start
+    from its measured one."""
+    if not searches_capacity(work.goal):
+        return AT_RECORDED_RATE
+    current = score(space, space.current(), work, Ladder(resolution=RESOLUTION))
+    rate = current.outcome.rate if current.outcome is not None else None
+    if rate is None or not work.recorded_rps or not current.meets:
+        return Ladder(resolution=RESOLUTION)
+    return Ladder(start=rate / work.recorded_rps, resolution=RESOLUTION)
+
+
+def requests_at(work: Workload, speed: float) -> list[Request]:
+    """A run's requests at `speed`, each with its send time, as a trial sends them."""
+    lines, at = work.run(speed)
+    return [replace(r, at_s=t) for r, t in zip(traced(lines), at, strict=True)]
 
 
 def score(
-    space: SearchSpace,
-    candidate: Candidate,
-    requests: Sequence[Request],
-    target: LatencyTarget | None,
-    goal: Goal,
-    concurrency: int | None = None,
-    rate: float | None = None,
+    space: SearchSpace, candidate: Candidate, work: Workload, ladder: Ladder | None = None
 ) -> Scored:
-    """One candidate's prediction."""
-    try:
+    """One candidate's prediction: the capacity search in virtual time."""
+    recipe = space.recipe_of(candidate)
+    target, goal = work.target, work.goal
+
+    def probe(speed: float) -> Outcome:
         prediction = predict(
-            space.recipe_of(candidate),
+            recipe,
             space.hardware,
             space.model,
-            requests,
-            concurrency,
-            rate=rate,
+            requests_at(work, speed),
+            rate=work.rate(speed),
+            target=target,
+        )
+        return Outcome.from_prediction(prediction, space.gpu_hour)
+
+    try:
+        found: Found[Outcome] = search(
+            probe, lambda o: violation(o, target) <= 0, ladder or start_ladder_for(goal)
         )
     except (DenvError, ValueError) as exc:
         return Scored(candidate, None, None, float("inf"), f"not predicted: {exc}")
-    outcome = Outcome.from_prediction(prediction, space.gpu_hour)
+    return scored(candidate, found.best.result, target, goal)
+
+
+def scored(
+    candidate: Candidate, outcome: Outcome, target: LatencyTarget | None, goal: Goal
+) -> Scored:
+    """A predicted outcome as it reads against the goal and the target."""
     miss = violation(outcome, target)
     reason = None
-    if prediction.errors:
-        reason = f"{prediction.errors} requests too large for one replica"
+    if outcome.metrics.errors:
+        reason = f"{outcome.metrics.errors} requests too large for one replica"
+    elif outcome.behind and miss > 0:
+        reason = f"a queue builds even at {outcome.rate:g} req/s"
     elif miss > 0 and target is not None:
         reason = target.judge(outcome.metrics).reason
     return Scored(candidate, outcome, outcome.value(goal), miss, reason)
+
+
+def start_ladder_for(goal: Goal) -> Ladder:
+    return Ladder(resolution=RESOLUTION) if searches_capacity(goal) else AT_RECORDED_RATE
 
 
 def ranked(scored: Sequence[Scored], goal: Goal) -> list[Scored]:

@@ -21,6 +21,7 @@ from reconciler.forge.render import render_candidate
 from reconciler.forge.views import CandidateView, LeverChange
 from reconciler.optimize.candidates import Row, Status, StudyState
 from reconciler.optimize.feasible import flatten
+from reconciler.optimize.goal import searches_capacity
 from reconciler.optimize.workload import GOAL_LABEL
 from reconciler.spec.overrides import apply_overrides
 from reconciler.spec.recipe import AggregatedTopology, DisaggregatedTopology, Recipe, Topology
@@ -127,6 +128,9 @@ def candidate_view(
         metric=GOAL_LABEL[state.goal],
         current_value=row.gain.current_mean,
         candidate_value=row.gain.candidate_mean,
+        current_rate=state.current.mean("rate") if searches_capacity(state.goal) else None,
+        candidate_rate=row.mean("rate") if searches_capacity(state.goal) else None,
+        latency_target=state.target,
         ci_low=row.gain.low,
         ci_high=row.gain.high,
         repeats=row.gain.runs,

@@ -1,16 +1,18 @@
 """Adapter: the optimizer's loop for one RELEASE/STAGE — `denv optimize start`.
 
 1. The current release is deployed on the stage's first fleet's trial GPUs and stays up for
-   the whole run: measured once on the traffic (the baseline), it is then the reference of
-   every verification and parity check.
+   the whole run: measured once on the traffic (the baseline: its capacity search, see
+   capacity.py), it is then the reference of every verification and parity check.
 2. The study (study.py, optuna, seeded with the pre-screen's predictions) asks for a
    candidate, one at a time, until `max_trials` trials have run or the space is done.
-3. Each candidate is deployed on trial GPUs beside it (within the budget), the traffic is
-   replayed once (trials.py; a run that clearly misses the latency target stops early) and
-   screened: it must meet the target and beat the baseline, and any verified candidate, by
-   more than `rules.min_gain`.
+3. Each candidate is deployed on trial GPUs beside it (within the budget), its capacity
+   searched from the baseline's (trials.py: the traffic open loop at a speed, a run that
+   clearly misses the latency target stopping early) and screened: it must hold the target
+   at some rate and beat the baseline, and any verified candidate, by more than
+   `rules.min_gain`.
 4. One that passes is verified while its trial is still up: both are measured
-   `rules.repeats` times, interleaved, the gain's interval decides (verify.py), then the
+   `rules.repeats` times, interleaved (a repeat searches again near the side's capacity:
+   `Ladder.near`), the gain's interval decides (verify.py), then the
    parity suite runs against the current release. A parity failure rejects it however fast,
    and rejects without a trial every later candidate with the same answer levers.
 5. The study is told each outcome; a parity failure, its own or a shared one, is a rejection
@@ -33,13 +35,14 @@ from reconciler.bench.trial import TrialEndpoint, check_running
 from reconciler.errors import DenvError, ParityError
 from reconciler.fleet.observe import Transports
 from reconciler.optimize.candidates import Row, Run, Status, StudyState, status_text
-from reconciler.optimize.goal import higher_is_better
+from reconciler.optimize.capacity import AT_RECORDED_RATE, Ladder
+from reconciler.optimize.goal import higher_is_better, searches_capacity
 from reconciler.optimize.heartbeat import beating
 from reconciler.optimize.outcome import Outcome
 from reconciler.optimize.space import Candidate, SearchSpace
 from reconciler.optimize.state import StateStore
 from reconciler.optimize.study import Study
-from reconciler.optimize.trials import deployed, measure
+from reconciler.optimize.trials import capacity, deployed
 from reconciler.optimize.verify import (
     answer_levers,
     gain_interval,
@@ -128,37 +131,61 @@ class Loop:
             check_running(endpoint, self.setup.fleet, self.fx.transports)
             yield endpoint
 
-    def measure(
-        self, endpoint: TrialEndpoint, label: str, stop_early: Callable[[Run], bool] | None = None
-    ) -> Run:
-        return measure(
+    def ladder(self, start: float | None = None, near: bool = False) -> Ladder:
+        """The capacity search's ladder: from `start` (a speed found already), else from the
+        traffic's own rate; `near`: a verification repeat's."""
+        if not searches_capacity(self.setup.work.goal):
+            return AT_RECORDED_RATE
+        first = Ladder() if start is None else Ladder(start=start)
+        return first.near(first.start) if near else first
+
+    def measure(self, endpoint: TrialEndpoint, label: str, ladder: Ladder) -> Run:
+        def progress(speed: float) -> Callable[[int, int], None]:
+            return lambda done, total: self.fx.progress(f"{label} at {speed:g}x", done, total)
+
+        return capacity(
             endpoint,
             self.setup.work,
+            ladder,
             fleet=self.setup.fleet,
             transports=self.fx.transports,
-            stop_early=stop_early,
-            progress=lambda done, total: self.fx.progress(label, done, total),
+            progress=progress,
         )
 
     def outcome(self, run: Run, gpus: int) -> Outcome:
-        return Outcome(metrics=run.metrics, gpus=gpus, gpu_hour=self.setup.work.gpu_hour)
+        return Outcome(
+            metrics=run.metrics,
+            gpus=gpus,
+            gpu_hour=self.setup.work.gpu_hour,
+            behind=run.miss is not None and run.miss.startswith("answers"),
+            rate=run.rate,
+            served=run.served,
+        )
 
-    def baseline(self, reference: TrialEndpoint) -> float:
-        """The current release's goal figure, measured now when the state has none."""
-        figure = self.state.current.mean("goal")
-        if figure is not None:
-            return figure
-        run = self.measure(reference, "current")
+    def baseline(self, reference: TrialEndpoint) -> Run:
+        """The current release's capacity run, measured now when the state has none."""
+        runs = self.state.current.runs
+        if runs and runs[0].goal is not None:
+            return runs[0]
+        run = self.measure(reference, "current", self.ladder())
         if run.goal is None:
             raise DenvError(f"the current release measured nothing on the traffic: {run.miss}")
         self.save(current=self.state.current.model_copy(update={"runs": [run]}))
-        self.fx.say(f"current: {run.goal:,.1f} ({run.miss or 'meets the target'})")
-        return run.goal
+        self.fx.say(f"current: {describe(run)}")
+        return run
 
     # -- the loop ---------------------------------------------------------------------------
     def run(self) -> StudyState:
         """The current release stays deployed on trial GPUs for the whole study: the
-        baseline, every verification and every parity check use that one deployment."""
+        baseline, every verification and every parity check use that one deployment. With
+        `auto`, a verified winner of an earlier run not yet promoted is promoted first; a
+        study whose trials are spent deploys nothing."""
+        if self.setup.auto:
+            best = self.best_verified()
+            if best is not None and best.pr is None:
+                self.promote(best)
+        if self.setup.study.trials_used() >= self.setup.max_trials:
+            return self.state
         self.fx.say(f"deploying the current release ({self.current_recipe.id}) on trial GPUs")
         with self.deploy(self.current_recipe) as reference:
             baseline = self.baseline(reference)
@@ -188,7 +215,7 @@ class Loop:
         )
 
     def trial(
-        self, trial: Any, candidate: Candidate, baseline: float, reference: TrialEndpoint
+        self, trial: Any, candidate: Candidate, baseline: Run, reference: TrialEndpoint
     ) -> None:
         """One candidate: trial, screen, verify (`trial` is the study's optuna trial)."""
         edit = self.setup.space.release_edit(candidate)
@@ -238,25 +265,19 @@ class Loop:
         candidate: Candidate,
         recipe: Recipe,
         row: Row,
-        baseline: float,
+        baseline: Run,
         reference: TrialEndpoint,
     ) -> Row:
-        """Deploy, run once (stopping early on a clear miss), screen, verify; tell the study."""
+        """Deploy, search its capacity from the baseline's, screen, verify; tell the study."""
         study = self.setup.study
-
-        def stop_early(partial: Run) -> bool:
-            return bool(study.should_stop_early(trial, self.outcome(partial, candidate.gpus)))
-
         with self.deploy(recipe) as endpoint:
-            run = self.measure(endpoint, f"{row.id} run 1", stop_early)
+            run = self.measure(endpoint, f"{row.id} run 1", self.ladder(baseline.speed))
+            self.fx.say(f"  {row.id}: {describe(run)}")
             outcome = self.outcome(run, candidate.gpus)
             row = row.model_copy(update={"runs": [run]})
-            why = self.screen(run, baseline)
+            why = self.screen(run, self.state.current.mean("goal") or baseline.goal or 0.0)
             if why is not None:
-                if run.stopped_early:
-                    study.prune(trial, outcome)
-                else:
-                    study.tell(trial, outcome)
+                study.tell(trial, outcome)
                 return self._rejected(row, why)
             self.save(row)
             row = self.verify(row, endpoint, reference)
@@ -274,7 +295,8 @@ class Loop:
         """Why one run rules the candidate out before verification, or None."""
         if run.miss is not None:
             early = "stopped early: " if run.stopped_early else ""
-            return f"{early}misses the target: {run.miss}"
+            at = f" at every rate tried, down to {run.rate:g} req/s" if run.rate else ""
+            return f"{early}misses the target{at}: {run.miss}"
         if run.goal is None:
             return "measured nothing"
         rules, sign = self.setup.rules, (1.0 if self.up else -1.0)
@@ -293,13 +315,16 @@ class Loop:
         self.fx.say(f"  {row.id} looks better: verifying ({repeats} runs each, then parity)")
         current_runs: list[Run] = []
         runs = list(row.runs)
+        # each repeat searches again near the side's own capacity
+        near_current = self.ladder(self.state.current.runs[0].speed, near=True)
+        near_mine = self.ladder(runs[0].speed, near=True)
         while len(current_runs) < repeats or len(runs) < repeats:
             self.check_stop()
             if len(current_runs) < repeats:
                 label = f"current run {len(current_runs) + 1}"
-                current_runs.append(self.measure(reference, label))
+                current_runs.append(self.measure(reference, label, near_current))
             if len(runs) < repeats:
-                runs.append(self.measure(endpoint, f"{row.id} run {len(runs) + 1}"))
+                runs.append(self.measure(endpoint, f"{row.id} run {len(runs) + 1}", near_mine))
         self.save(
             current=self.state.current.model_copy(
                 update={"runs": [*self.state.current.runs, *current_runs]}
@@ -363,3 +388,13 @@ class Loop:
         number = self.fx.promote(self.state, row)
         self.save(row.model_copy(update={"pr": number}))
         self.fx.say(f"  {row.id}: pull request #{number}")
+
+
+def describe(run: Run) -> str:
+    """`12.3 req/s/GPU … at 24 req/s (3 runs)` for the messages."""
+    tried = f" ({len(run.tried)} run{'' if len(run.tried) == 1 else 's'})" if run.tried else ""
+    rate = f" at {run.rate:g} req/s" if run.rate is not None else ""
+    if run.miss is not None:
+        return f"misses the target{rate}{tried}: {run.miss}"
+    figure = f"{run.goal:,.4g}" if run.goal is not None else "…"
+    return f"{figure}{rate}{tried}, meets the target"

@@ -2,9 +2,15 @@
 stage and its first fleet (whose trial GPUs the trials use), the latency target from the
 stage's alarms, the traffic, the parity suite, the search space and the optuna study.
 
-The study's name carries digests of the current recipe and of the traffic: starting again
-on the same release and traffic continues the study (optuna keeps its trials, the
-candidates file its rows); a changed release or traffic starts a new one.
+The study's name carries digests of the current recipe, of the traffic and of how a run is
+measured, and the levers searched when they are not all of them: starting again on the same
+release, traffic and levers continues the study (optuna keeps its trials, the candidates file
+its rows); a changed release, traffic or run length starts a new one, and other `--levers` a
+new one whose name says so (`….levers-kv_dtype+max_batch`).
+
+Starting a finished study again: a `--max-trials` above the trials it used continues it;
+`--auto` promotes its verified winner (loop.run, before any trial); one whose trials are
+spent runs none and says so — and an explicit `--max-trials` that allows none is refused.
 """
 
 from __future__ import annotations
@@ -18,7 +24,6 @@ from pathlib import Path
 from reconciler.bench.traffic import TraceLine, read_trace, trace_digest
 from reconciler.bench.traffic_stats import trace_stats
 from reconciler.bench.trial_plan import recipe_digest
-from reconciler.engines.sim.traffic import traced
 from reconciler.errors import DenvError, NotFound, UsageError
 from reconciler.optimize.candidates import Row, Status, StudyState
 from reconciler.optimize.goal import Goal
@@ -35,8 +40,9 @@ from reconciler.spec.release import Stage
 from reconciler.spec.repo import Repo
 
 # The pre-screen predicts every candidate of a space this small, else a random sample.
-GRID_LIMIT = 2000
-SAMPLE_SIZE = 400
+# (each candidate's prediction is a capacity search: several predicted runs)
+GRID_LIMIT = 300
+SAMPLE_SIZE = 120
 
 
 @dataclass(frozen=True)
@@ -46,8 +52,8 @@ class StartOptions:
     budget_gpus: int
     auto: bool = False
     traffic: Path | None = None
-    concurrency: int = 16
-    requests: int = 64  # per run; at least three a client
+    requests: int = 64  # a run's least, sent open loop at the traffic's pace (time-scaled)
+    run_s: float = 10.0  # seconds of arrivals a run lasts
     levers: Sequence[str] | None = None  # parts of the space to search; None: all
     storage: str | None = None  # optuna's; default: SQLite in the state folder
     max_trials: int | None = None  # default: rules.max_trials
@@ -91,9 +97,46 @@ def traffic_lines(
     return read_trace(recorded), recorded_shape_path(release, stage)
 
 
-def study_name(release: str, stage: str, goal: Goal, recipe: str, traffic: str, marks: str) -> str:
-    digest = hashlib.sha256(f"{recipe}\n{traffic}\n{marks}".encode()).hexdigest()[:8]
-    return f"{release}.{stage}.{goal}.{digest}"
+# What a run measures: goodput per GPU at the capacity the search finds (capacity.py). A
+# study of another definition (tok/s/GPU at a fixed concurrency) is never continued.
+MEASURE = "open-loop capacity search, goodput/GPU"
+
+
+def study_name(
+    release: str,
+    stage: str,
+    goal: Goal,
+    recipe: str,
+    traffic: str,
+    marks: str,
+    runs: str = MEASURE,
+    levers: Sequence[str] | None = None,
+) -> str:
+    """`<release>.<stage>.<goal>.<digest>`, the digest over the current recipe, the traffic,
+    the catalog marks and how runs measure (`runs`); `.levers-a+b` when only some levers are
+    searched."""
+    digest = hashlib.sha256(f"{recipe}\n{traffic}\n{marks}\n{runs}".encode()).hexdigest()[:8]
+    searched = f".levers-{'+'.join(sorted(set(levers)))}" if levers else ""
+    return f"{release}.{stage}.{goal}.{digest}{searched}"
+
+
+def finished_study_note(
+    previous: StudyState, used: int, max_trials: int, explicit: int | None, auto: bool
+) -> str | None:
+    """What starting the finished study `previous` again does when its trials are spent: None
+    when it has trials left; UsageError when an `explicit` --max-trials allows none and there
+    is no --auto to act on (the command would do nothing it was asked to)."""
+    if used < max_trials:
+        return None
+    if explicit is not None and not auto:
+        raise UsageError(
+            f"{previous.key}: study {previous.study} has used {used} trials already; "
+            f"--max-trials {explicit} allows no more: give more than {used} to continue it"
+        )
+    return (
+        f"study {previous.study} is finished ({used} of {max_trials} trials): nothing to trial; "
+        f"--max-trials above {used} continues it, other --levers start a new study"
+    )
 
 
 def screen_candidates(space: SearchSpace) -> list[Candidate]:
@@ -147,28 +190,31 @@ def resolve(
     current_recipe = space.recipe_of(current)
     digest = trace_digest(lines)
     marks = catalog_marks(repo, current_recipe.model)
+    runs = f"{MEASURE}, {options.requests} requests or {options.run_s:g} s a run"
     name = study_name(
-        release, stage_name, options.goal, recipe_digest(current_recipe), digest, "\n".join(marks)
+        release,
+        stage_name,
+        options.goal,
+        recipe_digest(current_recipe),
+        digest,
+        "\n".join(marks),
+        runs,
+        options.levers,
     )
     if options.storage is None:
         store.home.mkdir(parents=True, exist_ok=True)  # SQLite makes the file, not its folder
     storage = options.storage or default_storage(store.home)
+    run_lines(lines, options.requests)  # refuses a traffic without arrival times, up front
     work = Workload(
-        lines=run_lines(lines, options.concurrency, options.requests),
-        concurrency=options.concurrency,
+        lines=lines,
+        requests=options.requests,
+        run_s=options.run_s,
         goal=options.goal,
         target=target,
         gpu_hour=space.gpu_hour,
     )
     say(f"pre-screening {options.target} with the simulator's model")
-    screened = prescreen(
-        space,
-        screen_candidates(space),
-        traced(work.lines),
-        target,
-        options.goal,
-        concurrency=options.concurrency,
-    )
+    screened = prescreen(space, screen_candidates(space), work)
     max_trials = options.max_trials or rules.max_trials
     study = Study(
         storage,
@@ -198,6 +244,13 @@ def resolve(
         ready_timeout=options.ready_timeout,
     )
     previous = store.load(release, stage_name)
+    if previous is not None and previous.study != name:
+        say(f"a new study {name} (the last one, {previous.study}, measured other inputs)")
+    if previous is not None and previous.study == name and previous.state == "finished":
+        used = study.trials_used()
+        note = finished_study_note(previous, used, max_trials, options.max_trials, options.auto)
+        if note is not None:
+            say(note)
     if previous is not None and previous.study == name:
         # This process holds the study's lock: a row still trialing belongs to a run that died.
         held = [r.trial for r in previous.candidates if r.status is Status.TRIALING]
@@ -218,6 +271,7 @@ def resolve(
             storage=shown_storage(storage),
             traffic=source,
             traffic_digest=digest,
+            levers=sorted(set(options.levers)) if options.levers else None,
             shape=trace_stats(lines),
             catalog=marks,
             started=now,

@@ -28,7 +28,7 @@ from reconciler.catalog.latency import LatencyTarget
 from reconciler.errors import DenvError
 from reconciler.optimize.goal import Goal, higher_is_better
 from reconciler.optimize.heartbeat import ALIVE, stale
-from reconciler.optimize.outcome import MISSED, Outcome, beats, violation
+from reconciler.optimize.outcome import MISSED, Outcome, beats, clearly_misses, violation
 from reconciler.optimize.prescreen import Scored, promising, ranked
 from reconciler.optimize.space import Candidate, Infeasible, SearchSpace
 
@@ -46,9 +46,6 @@ REJECTED_MISS = 2 * MISSED
 # a limit), or below this share of the best prediction's goal figure, gets no trial.
 SCREEN_MISS = 0.5
 SCREEN_SHARE = 0.5
-# A running trial stops early once its figures so far lie this far outside the target.
-EARLY_STOP_MISS = 0.25
-MIN_EARLY_REQUESTS = 10
 SUGGESTIONS_PER_ASK = 16  # then the best prediction not yet tried, else a random candidate
 PROMISING_EVERY = 2  # after the first picks, every other trial is the next promising one
 UNTRIED_DRAWS = 200  # random candidates looked at for one not yet tried
@@ -316,11 +313,7 @@ class Study:
 
     def should_stop_early(self, trial: optuna.Trial, partial: Outcome) -> bool:
         """Whether the figures so far clearly miss the latency target (prune the trial)."""
-        if self.target is None:
-            return False
-        if (partial.metrics.requests or 0) < MIN_EARLY_REQUESTS:
-            return False
-        return violation(partial, self.target) > EARLY_STOP_MISS
+        return clearly_misses(partial, self.target)
 
     def prune(self, trial: optuna.Trial, partial: Outcome) -> None:
         """Tell a trial stopped early, with the figures it had."""
@@ -337,6 +330,8 @@ class Study:
         metrics = outcome.metrics
         _constrain(trial, violation(outcome, self.target) if miss is None else miss)
         trial.set_user_attr("tok_s_gpu", metrics.output_tok_s_per_gpu)
+        trial.set_user_attr("goodput_gpu", outcome.value("throughput"))  # at its rate
+        trial.set_user_attr("rate", outcome.rate)
         trial.set_user_attr("ttft_p99_ms", metrics.ttft_ms.p99)
         trial.set_user_attr("itl_p99_ms", metrics.itl_ms.p99)
         trial.set_user_attr("simulated", outcome.simulated)

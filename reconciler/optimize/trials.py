@@ -2,10 +2,11 @@
 units labelled without release or stage, torn down on exit, Ctrl-C and SIGTERM), the
 traffic replayed against it, its figures computed.
 
-A run replays the traffic's requests (their lengths and shared prefix blocks) in closed loop
-at the study's concurrency: the same load for every candidate, so throughput per GPU and
-latency compare. While it runs, a `stop_early` callback sees the figures so far every few
-answers; when it says so the run ends there (it clearly misses the latency target).
+A run replays the traffic's requests (their lengths, shared prefix blocks and arrival
+pattern) open loop at a speed: a multiple of the recorded arrival rate. `capacity` searches
+the speeds (capacity.py) for the highest one that holds the latency target; its figures are
+the candidate's. While a run goes, every few answers the figures so far are compared with
+the target: a run that clearly misses it ends there.
 """
 
 from __future__ import annotations
@@ -17,14 +18,17 @@ from collections.abc import Callable, Iterator
 
 import aiohttp
 
-from reconciler.bench.loadgen import Target, closed_loop, prompt_format
+from reconciler.bench.loadgen import Target, open_loop, prompt_format
 from reconciler.bench.metrics import LevelMetrics, level_metrics
 from reconciler.bench.records import RequestRecord
+from reconciler.bench.saturation import BEHIND
 from reconciler.bench.trial import TrialEndpoint, check_running, new_trial_id, trial_deployment
 from reconciler.errors import DenvError
 from reconciler.fleet.observe import Transports
-from reconciler.optimize.candidates import Run
-from reconciler.optimize.goal import goal_value
+from reconciler.optimize.candidates import Probe, Run
+from reconciler.optimize.capacity import Found, Ladder, search
+from reconciler.optimize.goal import goal_value, served
+from reconciler.optimize.outcome import Outcome, clearly_misses
 from reconciler.optimize.workload import Workload, run_miss
 from reconciler.spec.fleet import Fleet
 from reconciler.spec.recipe import Recipe
@@ -32,7 +36,6 @@ from reconciler.spec.repo import Repo
 from reconciler.spec.result import Load
 
 Say = Callable[[str], None]
-StopEarly = Callable[[Run], bool]
 # (requests answered or failed so far, requests in the run)
 Progress = Callable[[int, int], None]
 
@@ -65,42 +68,57 @@ def deployed(
         yield endpoint
 
 
-def run_of(level: LevelMetrics, work: Workload, gpus: int, stopped: bool = False) -> Run:
+def run_of(
+    level: LevelMetrics, work: Workload, gpus: int, speed: float, stopped: bool = False
+) -> Run:
+    """One run's figures. Without a latency target every answered request counts as good."""
     metrics = level.metrics
+    answered = metrics.requests or 0
+    good = answered
+    if metrics.goodput_rps is not None:
+        good = min(round(metrics.goodput_rps * level.window_s), answered)
+    pace = level.saturation
+    offered = work.rate(speed)
+    miss = run_miss(work.target, metrics, pace.arrival_rps, pace.answer_rps)
+    if pace.arrival_rps and pace.arrival_rps < BEHIND * offered:
+        # the load generator fell behind its schedule: this run measured the client
+        miss = (
+            f"the load generator sent {pace.arrival_rps:.3g} of {offered:.3g} requests/s: "
+            "the machine it runs on cannot offer more"
+        )
+    at = served(pace.arrival_rps or work.rate(speed), answered + (metrics.errors or 0), good,
+                level.output_tokens)  # fmt: skip
     return Run(
         metrics=metrics,
-        goal=goal_value(work.goal, metrics, gpus, work.gpu_hour),
-        miss=run_miss(work.target, metrics),
+        goal=goal_value(work.goal, metrics, gpus, work.gpu_hour, at),
+        miss=miss,
         stopped_early=stopped,
+        speed=speed,
+        rate=work.rate(speed),
+        served=at,
     )
 
 
 async def _replay(
-    endpoint: TrialEndpoint,
-    work: Workload,
-    stop_early: StopEarly | None,
-    progress: Progress,
+    target: Target, endpoint: TrialEndpoint, work: Workload, speed: float, progress: Progress
 ) -> tuple[list[RequestRecord], bool]:
-    target = Target(url=endpoint.url, model=endpoint.model, timeout_s=work.timeout_s)
-    target = target.model_copy(update={"prompt": await prompt_format(target)})
     records: list[RequestRecord] = []
     stop = asyncio.Event()
-    total = len(work.lines)
-    load = Load(concurrency=work.concurrency)
+    lines, at = work.run(speed)
+    total = len(lines)
+    load = Load(rate=work.rate(speed))
 
     def seen(record: RequestRecord) -> None:
         records.append(record)
         progress(len(records), total)
-        # past the warm-up (one a client), every few answers: is it clearly missing?
-        if stop_early is None or len(records) < 2 * work.concurrency:
-            return
-        if len(records) % CHECK_EVERY == 0:
+        if len(records) % CHECK_EVERY == 0:  # every few answers: is it clearly missing?
             so_far = sorted(records, key=lambda r: r.index)
             partial = level_metrics(so_far, load, gpus=endpoint.gpus, target=work.target)
-            if stop_early(run_of(partial, work, endpoint.gpus)):
+            outcome = Outcome(metrics=partial.metrics, gpus=endpoint.gpus)
+            if clearly_misses(outcome, work.target):
                 stop.set()
 
-    loop = asyncio.create_task(closed_loop(target, work.lines, work.concurrency, on_record=seen))
+    loop = asyncio.create_task(open_loop(target, lines, at, on_record=seen))
     stopper = asyncio.create_task(stop.wait())
     done, _ = await asyncio.wait({loop, stopper}, return_when=asyncio.FIRST_COMPLETED)
     stopper.cancel()
@@ -115,20 +133,74 @@ async def _replay(
 def measure(
     endpoint: TrialEndpoint,
     work: Workload,
+    speed: float,
     *,
     fleet: Fleet,
     transports: Transports,
-    stop_early: StopEarly | None = None,
     progress: Progress = lambda *_: None,
+    target: Target | None = None,
+    check: bool = True,
 ) -> Run:
-    """One run of the workload against a trial deployment. DenvError when the endpoint
-    cannot be reached or an engine of the trial exited during the run."""
+    """One run of the workload at `speed` against a trial deployment. DenvError when the
+    endpoint cannot be reached or (`check`) an engine of the trial exited during the run.
+    `target`: the endpoint as the load generator sends to it (default: asked of it)."""
     try:
-        records, stopped = asyncio.run(_replay(endpoint, work, stop_early, progress))
+        target = target or _target(endpoint, work)
+        records, stopped = asyncio.run(_replay(target, endpoint, work, speed, progress))
     except (aiohttp.ClientError, TimeoutError) as exc:
         why = str(exc) or type(exc).__name__
         raise DenvError(f"{endpoint.url}: cannot reach the trial: {why}") from exc
-    check_running(endpoint, fleet, transports)
-    load = Load(concurrency=work.concurrency)
-    level = level_metrics(records, load, gpus=endpoint.gpus, target=work.target)
-    return run_of(level, work, endpoint.gpus, stopped)
+    if check:
+        check_running(endpoint, fleet, transports)
+    level = level_metrics(records, Load(rate=work.rate(speed)), gpus=endpoint.gpus,
+                          target=work.target)  # fmt: skip
+    return run_of(level, work, endpoint.gpus, speed, stopped)
+
+
+def capacity(
+    endpoint: TrialEndpoint,
+    work: Workload,
+    ladder: Ladder,
+    *,
+    fleet: Fleet,
+    transports: Transports,
+    progress: Callable[[float], Progress] = lambda _speed: lambda *_: None,
+) -> Run:
+    """The capacity search against a trial deployment: the run at the highest speed that
+    held the target, with every run tried; the slowest run tried when none held.
+    `progress(speed)` gives each run's progress callback."""
+
+    try:
+        target = _target(endpoint, work)  # once a search: its prompt form does not change
+    except (aiohttp.ClientError, TimeoutError) as exc:
+        why = str(exc) or type(exc).__name__
+        raise DenvError(f"{endpoint.url}: cannot reach the trial: {why}") from exc
+
+    def probe(speed: float) -> Run:
+        return measure(endpoint, work, speed, fleet=fleet, transports=transports,
+                       progress=progress(speed), target=target, check=False)  # fmt: skip
+
+    found = search(probe, lambda run: run.miss is None, ladder)
+    check_running(endpoint, fleet, transports)  # an engine that died shows here, once
+    return with_tried(found)
+
+
+def _target(endpoint: TrialEndpoint, work: Workload) -> Target:
+    """The trial's endpoint with the prompt form it takes (loadgen.prompt_format)."""
+    target = Target(url=endpoint.url, model=endpoint.model, timeout_s=work.timeout_s)
+    return target.model_copy(update={"prompt": asyncio.run(prompt_format(target))})
+
+
+def with_tried(found: Found[Run]) -> Run:
+    """The search's answer as one Run, carrying every run it tried."""
+    tried = [
+        Probe(
+            speed=t.speed,
+            rate=t.result.rate or 0.0,
+            goal=t.result.goal,
+            miss=t.result.miss,
+            stopped_early=t.result.stopped_early,
+        )
+        for t in found.tried
+    ]
+    return found.best.result.model_copy(update={"tried": tried})

@@ -11,13 +11,13 @@ import sys
 from reconciler.optimize.prescreen import prescreen
 from reconciler.optimize.study import Study
 from tests.optimize import spaces
-from tests.optimize.test_study import CLIENTS, REQUESTS, TARGET
+from tests.optimize.test_study import TARGET, WORK
 
 
 def main(url: str, name: str, trials: int) -> None:
     space = spaces.space(levers=["parallel"], budget=4)
     grid = list(space.grid())
-    screened = prescreen(space, grid, REQUESTS, TARGET, "throughput", concurrency=CLIENTS)
+    screened = prescreen(space, grid, WORK)
     study = Study(url, name, space, "throughput", TARGET, screened=screened, max_trials=64)
     print("ready", flush=True)
     sys.stdin.readline()

@@ -14,7 +14,7 @@ import pytest
 from reconciler.bench.traffic_stats import trace_stats
 from reconciler.errors import DenvError, NotFound
 from reconciler.forge.local import LocalForge
-from reconciler.optimize.candidates import Row, Run, Status, StudyState, table
+from reconciler.optimize.candidates import Row, Run, Status, StudyState, headers, table
 from reconciler.optimize.promote import (
     candidate_view,
     edit_release,
@@ -47,9 +47,10 @@ stages:
 """
 
 
-def run(tok: float, ttft: float) -> Run:
-    metrics = Metrics(output_tok_s_per_gpu=tok, ttft_ms=Percentiles(p99=ttft), requests=10)
-    return Run(metrics=metrics, goal=tok)
+def run(goodput: float, ttft: float) -> Run:
+    """A capacity run: `goodput` req/s/GPU on one GPU, at a rate of 2 × that."""
+    metrics = Metrics(ttft_ms=Percentiles(p99=ttft), requests=10)
+    return Run(metrics=metrics, goal=goodput, rate=2 * goodput, speed=1.0)
 
 
 def row(cid: str, status: Status, tok: float, ttft: float, **extra: object) -> Row:
@@ -60,7 +61,7 @@ def row(cid: str, status: Status, tok: float, ttft: float, **extra: object) -> R
 
 def state(*rows: Row) -> StudyState:
     line = TrafficLine(timestamp=0, input_length=900, output_length=32, hash_ids=[1])
-    current = row("current", Status.VERIFIED, 1000.0, 400.0)
+    current = row("current", Status.VERIFIED, 10.0, 400.0)
     return StudyState(
         release="chat-8b",
         stage="canary",
@@ -81,24 +82,29 @@ def state(*rows: Row) -> StudyState:
 def test_table_shows_changes_against_current_and_ranks_verified_first() -> None:
     rows = table(
         state(
-            row("c-slow", Status.REJECTED, 1005.0, 390.0, reason="gain +0.5% is not above +3.0%"),
+            row("c-slow", Status.REJECTED, 10.05, 390.0, reason="gain +0.5% is not above +3.0%"),
             row(
                 "c-fp8",
                 Status.REJECTED,
-                1500.0,
+                15.0,
                 300.0,
                 reason="parity: 3/20 prompts differ",
                 parity_passed=False,
             ),
-            row("c-win", Status.VERIFIED, 1300.0, 420.0, parity_passed=True, pr=2),
+            row("c-win", Status.VERIFIED, 13.0, 420.0, parity_passed=True, pr=2),
         )
     )
-    assert rows[0][0] == "current"
+    assert headers("throughput")[2:4] == ("GOODPUT/GPU", "RATE")
+    assert rows[0] == (
+        "current", "(the release as it is)", "10.00", "20.0 req/s", "400 ms", "", "baseline"
+    )  # fmt: skip
     assert [r[0] for r in rows[1:]] == ["c-win", "c-fp8", "c-slow"]
     win = rows[1]
-    assert win[2:] == ("1,300 (+30%)", "420 (+5%) ms", "pass", "verified (PR #2)")
-    assert rows[2][4:] == ("FAIL", "rejected (parity: 3/20 prompts differ)")
-    assert rows[3][2] == "1,005 (=)"
+    assert win[2:] == (
+        "13.00 (+30%)", "26.0 (+30%) req/s", "420 (+5%) ms", "pass", "verified (PR #2)"
+    )  # fmt: skip
+    assert rows[2][5:] == ("FAIL", "rejected (parity: 3/20 prompts differ)")
+    assert rows[3][2] == "10.05 (=)"
 
 
 def test_rows_still_trialing_are_rejected_when_the_run_ended() -> None:
@@ -211,12 +217,12 @@ def test_a_verified_candidate_becomes_a_local_pull_request(tmp_path: Path) -> No
     win = row(
         "c-win",
         Status.VERIFIED,
-        1300.0,
+        13.0,
         420.0,
         parity_passed=True,
         parity="pass (tolerant, 20 of 20 prompts agree)",
         overrides={"settings": {"max_batch": 64}},
-        gain=gain_interval([1000.0, 1001.0], [1300.0, 1302.0], True),
+        gain=gain_interval([10.0, 10.01], [13.0, 13.02], True),
     )
     study = state(win)
     view = candidate_view(study, win, before, after, simulated=True)
@@ -227,7 +233,8 @@ def test_a_verified_candidate_becomes_a_local_pull_request(tmp_path: Path) -> No
     diff = git(repo_dir, "diff", "main", pr.head_branch)
     assert "-    settings: { max_batch: 8 }   # deliberately small" in diff
     assert "+    settings: { max_batch: 64 }   # deliberately small" in diff
-    assert "+30.0% tok/s/GPU" in pr.body and "Measured on simulated GPUs" in pr.body
+    assert "+30.0% goodput/GPU (req/s)" in pr.body and "Measured on simulated GPUs" in pr.body
+    assert "| capacity (req/s) | 20.0 | 26.0 |" in pr.body
     assert [c for c in forge.comments(number) if "denv:candidate" in c.body]
     # the same winner again: the same pull request, nothing new
     assert open_pr(forge, study, win, view, "main") == number

@@ -1,12 +1,13 @@
 """`denv optimize` end to end on the local fleet of simulated GPUs: a release with a
-deliberately poor recipe (max_batch 4 under 16 clients), searched over max_batch and the KV
-cache's dtype. The optimizer finds a verified better candidate within its budget, rejects the
-fp8-KV candidate that is faster still but fails parity against the current release, and with
---auto opens a local pull request editing the release's denv.yaml in place. Merged, the PR
-flows through the stages as any change does: the bot (`denv reconcile` in a loop) deploys it
-to the canary, bakes it, promotes it to prod by an auto-merged promotion PR and deploys it
-there. `denv optimize stop` ends a running study: its trials torn down, the study marked
-stopped."""
+deliberately poor recipe (max_batch 4: four sequences at a time), searched over max_batch and
+the KV cache's dtype for goodput per GPU at the highest rate of its traffic that holds the
+stage's latency target. The optimizer finds a verified better candidate within its budget,
+rejects the fp8-KV candidate it trials (by parity when it beats the winner, else as not
+better than it), and with --auto opens a local pull request editing the release's denv.yaml
+in place. Merged, the PR flows through the stages as any change does: the bot (`denv reconcile` in a
+loop) deploys it to the canary, bakes it, promotes it to prod by an auto-merged promotion PR
+and deploys it there. `denv optimize stop` ends a running study: its trials torn down, the
+study marked stopped."""
 
 from __future__ import annotations
 
@@ -97,7 +98,7 @@ def lab(git_repo: GitRepo, tmp_path: Path) -> Iterator[tuple[GitRepo, dict[str, 
 
 def denv(env: dict[str, str], repo: GitRepo, *args: str) -> subprocess.CompletedProcess[str]:
     argv = [sys.executable, "-m", "reconciler", *args, "--repo", str(repo.path)]
-    return subprocess.run(argv, capture_output=True, text=True, env=env, timeout=240)
+    return subprocess.run(argv, capture_output=True, text=True, env=env, timeout=480)
 
 
 def ok(done: subprocess.CompletedProcess[str]) -> str:
@@ -110,8 +111,8 @@ def test_finds_verifies_rejects_fp8_and_opens_a_pr(lab: tuple[GitRepo, dict[str,
     started = time.monotonic()
     out = ok(
         denv(env, repo, "optimize", "start", "chat-8b/canary", "--goal", "throughput",
-             "--budget-gpus", "2", "--levers", "max_batch,kv_dtype", "--concurrency", "16",
-             "--requests", "48", "--seed", "1", "--auto", "--ready-timeout", "60s", "--json")
+             "--budget-gpus", "2", "--levers", "max_batch,kv_dtype", "--requests", "24",
+             "--run-seconds", "1s", "--seed", "1", "--auto", "--ready-timeout", "60s", "--json")
     )  # fmt: skip
     state: dict[str, Any] = json.loads(out)
     assert state["state"] == "finished" and state["trials"] <= 3
@@ -121,34 +122,46 @@ def test_finds_verifies_rejects_fp8_and_opens_a_pr(lab: tuple[GitRepo, dict[str,
     rows = {r["id"]: r for r in state["candidates"]}
     print(f"optimize start: {time.monotonic() - started:.1f}s, {state['trials']} trials, "
           f"{len(rows)} candidates")  # fmt: skip
+    for r in [state["current"], *rows.values()]:
+        figures = [(run["goal"], run["rate"]) for run in r["runs"]]
+        print(f"  {r['id']} {r['change']}: {r['status']} {figures} {r.get('reason') or ''}")
 
     verified = [r for r in rows.values() if r["status"] == "verified"]
     assert verified, json.dumps(state["candidates"], indent=1)[:4000]
     winner = verified[0]
     assert "fp8" not in winner["change"] and winner["parity_passed"] is True
     assert winner["gain"]["low"] > 0 and winner["gain"]["gain"] > 0.03
+    # a real gain: more of the same traffic per GPU, every request meeting the target there
+    (baseline, *_), (first, *_) = state["current"]["runs"], winner["runs"]
+    assert baseline["miss"] is None and first["miss"] is None
+    assert first["rate"] > baseline["rate"] * 1.03 and winner["gpus"] == 1
+    assert first["tried"] and any(p["miss"] for p in first["tried"])  # it found an edge
     assert winner["pr"] == 1
 
     fp8 = [r for r in rows.values() if "fp8" in r["change"] and r["runs"]]
     assert fp8, "no fp8 KV candidate was trialed"
     tried = fp8[0]
-    assert tried["status"] == "rejected" and tried["parity_passed"] is False, tried["reason"]
-    assert tried["reason"].startswith("parity: ") and "prompts differ" in tried["reason"]
     faster = sum(r["goal"] for r in tried["runs"]) / len(tried["runs"])
-    assert faster > current * 1.03  # it IS faster: parity alone rejected it
-    assert tried["pr"] is None
-    # fp8 candidates after it are rejected without a trial: no GPU time, no trial counted
-    reused = f"parity: fails as {tried['id']}"
-    shared = [r for r in rows.values() if (r["reason"] or "").startswith(reused)]
-    assert shared and all(not r["runs"] and r["parity_passed"] is False for r in shared)
+    assert faster > current * 1.03 and tried["status"] == "rejected" and tried["pr"] is None
+    if tried["parity_passed"] is False:  # it beat the winner too: parity alone rejected it
+        assert tried["reason"].startswith("parity: ") and "prompts differ" in tried["reason"]
+        # fp8 candidates after it are rejected without a trial: no GPU time, no trial counted
+        reused = f"parity: fails as {tried['id']}"
+        shared = [r for r in rows.values() if (r["reason"] or "").startswith(reused)]
+        assert all(not r["runs"] and r["parity_passed"] is False for r in shared)
+    else:  # at capacity an fp8 KV cache is no faster than the winner (tests/optimize/
+        # test_verify_loop.py has the parity path): never verified, so never parity-checked
+        assert tried["reason"].startswith(f"not better than verified {winner['id']}")
     assert sum(1 for r in rows.values() if r["runs"]) == state["trials"]
 
     table = ok(denv(env, repo, "optimize", "candidates", "chat-8b/canary"))
-    for header in ("CANDIDATE", "CHANGE", "TOK/S/GPU", "TTFT-P99", "PARITY", "STATUS"):
+    print(table)
+    for header in ("CANDIDATE", "CHANGE", "GOODPUT/GPU", "RATE", "TTFT-P99", "PARITY", "STATUS"):
         assert header in table
-    assert "verified (PR #1)" in table and "FAIL" in table
+    assert "verified (PR #1)" in table
     refused = denv(env, repo, "optimize", "promote", tried["id"])
-    assert refused.returncode == 1 and "failed parity" in refused.stderr
+    assert refused.returncode == 1
+    assert "never ships" in refused.stderr or "only verified candidates ship" in refused.stderr
 
     # the PR edits the release in place, comment kept, and the merge deploys it
     diff = subprocess.run(

@@ -1,6 +1,6 @@
-"""One run of a study's workload against a real simulator (`denv sim serve`): the figures of a
-whole run, and a run that clearly misses the latency target stopped early, well before its
-end, its figures taken from what had arrived."""
+"""Runs of a study's workload against a real simulator (`denv sim serve`): the traffic open
+loop at a speed, its goodput per GPU at that rate; a run that clearly misses the latency
+target stopped early, well before its end; the capacity search's edge."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ from reconciler.bench.trial import TrialEndpoint
 from reconciler.bench.trial_plan import ProbeInfo
 from reconciler.catalog.latency import parse_latency_target
 from reconciler.fleet.observe import Transports
-from reconciler.optimize.candidates import Run
-from reconciler.optimize.trials import measure
-from reconciler.optimize.workload import Workload, run_lines
+from reconciler.optimize.capacity import Ladder
+from reconciler.optimize.trials import capacity, measure
+from reconciler.optimize.workload import Workload
 from reconciler.spec.fleet import Fleet
 from reconciler.spec.result import TrafficLine
 from tests.engines.sim.sims import Sim, sim_process, sim_spec
@@ -40,39 +40,48 @@ def endpoint(sim: Sim) -> TrialEndpoint:
     )  # fmt: skip
 
 
-def work(requests: int, target: str | None) -> Workload:
+def work(requests: int, target: str | None, run_s: float = 1.0) -> Workload:
+    """8 requests a second, 300 tokens in and 8 out."""
     lines = [
-        TrafficLine(timestamp=0, input_length=300, output_length=8, hash_ids=[100 + i])
+        TrafficLine(timestamp=125 * i, input_length=300, output_length=8, hash_ids=[100 + i])
         for i in range(8)
     ]
     return Workload(
-        lines=run_lines(lines, 16, requests), concurrency=16, goal="throughput",
+        lines=lines, goal="throughput", requests=requests, run_s=run_s,
         target=parse_latency_target(target) if target else None, gpu_hour=2.0,
     )  # fmt: skip
 
 
-def test_a_whole_run_gives_the_goal_figure_and_the_target_verdict(sim: Sim) -> None:
+def test_a_whole_run_gives_goodput_per_gpu_at_its_rate(sim: Sim) -> None:
     seen: list[tuple[int, int]] = []
     run = measure(
-        endpoint(sim), work(48, "p99<60s"), fleet=FLEET, transports=Transports(),
+        endpoint(sim), work(48, "p99<60s"), 2.0, fleet=FLEET, transports=Transports(),
         progress=lambda done, total: seen.append((done, total)),
     )  # fmt: skip
     assert not run.stopped_early and run.miss is None
-    assert run.metrics.requests == 48 - 16  # a warm-up of one request a client
-    assert run.goal == run.metrics.output_tok_s_per_gpu and run.goal and run.goal > 0
+    assert (run.speed, run.rate) == (2.0, 16.0)  # twice the traffic's 8 requests a second
+    assert run.metrics.requests == 48 - 4  # a warm-up of a tenth
+    assert run.served is not None and run.goal == round(run.served.goodput_rps, 4)
+    assert 0 < run.goal <= 16.0 * 1.1  # what arrived, and met the target, per second
     assert seen[-1] == (48, 48)
 
 
 def test_a_run_that_clearly_misses_stops_early(sim: Sim) -> None:
-    looked: list[Run] = []
-
-    def stop_early(partial: Run) -> bool:
-        looked.append(partial)
-        return partial.miss is not None
-
-    run = measure(
-        endpoint(sim), work(400, "p99<1ms"), fleet=FLEET, transports=Transports(),
-        stop_early=stop_early,
-    )  # fmt: skip
+    run = measure(endpoint(sim), work(400, "p99<1ms"), 8.0, fleet=FLEET, transports=Transports())
     assert run.stopped_early and run.miss is not None and "TTFT p99" in run.miss
-    assert looked and (run.metrics.requests or 0) < 100  # far from the 400 it would send
+    assert (run.metrics.requests or 0) < 100  # far from the 400 it would send
+
+
+def test_the_capacity_search_finds_the_edge_of_what_holds(sim: Sim) -> None:
+    """Two sequences at a time: a few requests a second hold a TTFT p99 of 0.5 s; doubling
+    the rate from there, one soon does not (the engine's queue, or what this machine can send
+    on time); the search stops between the two."""
+    found = capacity(
+        endpoint(sim), work(24, "p99<500ms", run_s=1.0), Ladder(max_runs=8),
+        fleet=FLEET, transports=Transports(),
+    )  # fmt: skip
+    assert found.miss is None and found.speed is not None and found.tried
+    held = [p.speed for p in found.tried if p.miss is None]
+    missed = [p.speed for p in found.tried if p.miss is not None]
+    assert held and missed and found.speed == max(held) < min(missed)
+    assert found.rate == pytest.approx(8.0 * found.speed, rel=1e-3)

@@ -7,13 +7,18 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from reconciler.bench.trial import TrialEndpoint
 from reconciler.bench.trial_plan import ProbeInfo
+from reconciler.errors import UsageError
 from reconciler.fleet.observe import Transports
 from reconciler.optimize.candidates import Row, Run, Status, StudyState
+from reconciler.optimize.capacity import Ladder
 from reconciler.optimize.runner import Effects, Loop, Setup
 from reconciler.optimize.start import StartOptions, resolve
 from reconciler.optimize.state import StateStore
@@ -26,13 +31,14 @@ AT = dt.datetime(2026, 12, 1, tzinfo=dt.UTC)
 
 
 class ScriptedLoop(Loop):
-    """Trial GPUs that answer from a script: max_batch 4 gives 100 tok/s/GPU, anything larger
-    200 (fp8 KV 220, and 3 of 20 parity prompts differ)."""
+    """Trial GPUs that answer from a script: max_batch 4 holds the target up to 100 requests/s
+    on its one GPU, anything larger 200 (fp8 KV 220, and 3 of 20 parity prompts differ)."""
 
     def __init__(self, setup: Setup, effects: Effects, state: StudyState) -> None:
         super().__init__(setup, effects, state)
         self.deployed: list[Recipe] = []
         self.runs = 0
+        self.ladders: list[Ladder] = []
 
     @contextlib.contextmanager
     def deploy(self, recipe: Recipe) -> Iterator[TrialEndpoint]:
@@ -46,16 +52,15 @@ class ScriptedLoop(Loop):
     def recipe(self, endpoint: TrialEndpoint) -> Recipe:
         return self.deployed[int(endpoint.url.rsplit("/", 1)[1])]
 
-    def measure(
-        self, endpoint: TrialEndpoint, label: str, stop_early: Callable[[Run], bool] | None = None
-    ) -> Run:
+    def measure(self, endpoint: TrialEndpoint, label: str, ladder: Ladder) -> Run:
         settings = self.recipe(endpoint).settings
         figure = 100.0 if settings.max_batch == 4 else 200.0
         figure += 20.0 if settings.kv_cache.dtype == "fp8" else 0.0
         self.runs += 1
         figure += self.runs % 3 - 1  # a little run-to-run noise
-        metrics = Metrics(output_tok_s_per_gpu=figure, ttft_ms=Percentiles(p99=300.0), requests=32)
-        return Run(metrics=metrics, goal=figure)
+        self.ladders.append(ladder)
+        metrics = Metrics(ttft_ms=Percentiles(p99=300.0), requests=32)
+        return Run(metrics=metrics, goal=figure, rate=figure, speed=figure / 20)
 
     def parity_counts(self, reference: TrialEndpoint, candidate: TrialEndpoint) -> tuple[int, int]:
         assert self.recipe(reference).settings.max_batch == 4  # always against the current
@@ -68,7 +73,7 @@ def test_the_loop_verifies_a_winner_and_keeps_fp8_out(denv_repo: Path, edit: Edi
     trace = denv_repo / "shape.jsonl"
     trace.write_text(
         "\n".join(
-            json.dumps({"timestamp": 0, "input_length": 600, "output_length": 16,
+            json.dumps({"timestamp": 50 * i, "input_length": 600, "output_length": 16,
                         "hash_ids": [1, 100 + i]})
             for i in range(48)
         ) + "\n"
@@ -124,6 +129,69 @@ def test_the_loop_verifies_a_winner_and_keeps_fp8_out(denv_repo: Path, edit: Edi
     assert sum(1 for r in rows.values() if r.runs) == final.trials
     # the baseline, then three runs beside each of the two verified: the winner and that fp8
     assert len(final.current.runs) == 1 + 3 + 3
+    # the baseline's search starts at the traffic's own rate; a candidate's at the baseline's
+    # capacity; a verification repeat's near the side's own, one grid step at a time
+    assert loop.ladders[0].start == 1.0 and loop.ladders[0].factor == 16
+    assert loop.ladders[1].start == final.current.runs[0].speed
+    assert {ladder.factor for ladder in loop.ladders[2:]} >= {2}
 
     later = [r for r in rows.values() if r.status is Status.REJECTED and "fp8" not in r.change]
     assert all((r.reason or "").startswith(f"not better than verified {winner.id}") for r in later)
+
+
+def test_starting_a_finished_study_again(denv_repo: Path, edit: Edit) -> None:
+    """A larger --max-trials continues it; --auto promotes its verified winner without a
+    trial; an explicit --max-trials that allows no trial is refused; other --levers are a new
+    study, named so."""
+    edit("releases/chat-8b/denv.yaml", "settings: { max_batch: 128 }", "settings: { max_batch: 4 }")
+    edit("policies/optimizer.yaml", "max_trials: 40", "max_trials: 2")
+    trace = denv_repo / "shape.jsonl"
+    trace.write_text(
+        "\n".join(
+            json.dumps({"timestamp": 50 * i, "input_length": 600, "output_length": 16,
+                        "hash_ids": [1, 100 + i]})
+            for i in range(48)
+        ) + "\n"
+    )  # fmt: skip
+    repo = open_repo(denv_repo)
+    store = StateStore(denv_repo / "state")
+    promoted: list[str] = []
+
+    def start(**changes: object) -> tuple[ScriptedLoop, StudyState]:
+        given: dict[str, Any] = {
+            "target": "chat-8b/canary", "goal": "throughput", "budget_gpus": 4,
+            "traffic": trace, "levers": ["max_batch"], "seed": 1, **changes,
+        }  # fmt: skip
+        setup, state = resolve(denv_repo, repo, StartOptions(**given), store, AT)
+
+        def promote(study: StudyState, row: Row) -> int:
+            promoted.append(row.id)
+            return 9
+
+        effects = Effects(store=store, transports=Transports(), promote=promote, clock=lambda: AT)
+        loop = ScriptedLoop(setup, effects, state)
+        final = loop.run().model_copy(update={"state": "finished"})
+        store.save(final)  # as `denv optimize start` leaves a study that ran to its end
+        return loop, final
+
+    _, first = start()
+    assert first.trials == 2 and first.study.endswith(".levers-max_batch")
+    (winner,) = [r for r in first.candidates if r.status is Status.VERIFIED]
+    assert winner.pr is None and promoted == []
+
+    again, promoted_now = start(auto=True)  # no trial left: promote only, deploy nothing
+    assert again.deployed == [] and promoted == [winner.id]
+    assert promoted_now.study == first.study and promoted_now.row(winner.id).pr == 9  # type: ignore[union-attr]
+
+    with pytest.raises(UsageError, match="--max-trials 2 allows no more: give more than 2"):
+        start(max_trials=2)
+
+    more_loop, more = start(max_trials=3)  # the same study, one more trial
+    assert more.study == first.study and more.trials == 3
+    assert len(more_loop.deployed) == 2  # the current release and the one new candidate
+    assert {r.id for r in first.candidates} < {r.id for r in more.candidates}
+
+    wider_loop, wider = start(levers=["max_batch", "kv_dtype"])
+    assert wider.study != first.study and wider.study.endswith(".levers-kv_dtype+max_batch")
+    assert wider.levers == ["kv_dtype", "max_batch"] and wider.trials == 2
+    assert len(wider_loop.deployed) >= 1 + 1  # a study of its own, trialed from the start

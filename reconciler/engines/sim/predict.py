@@ -14,6 +14,7 @@ import heapq
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from reconciler.catalog.latency import LatencyTarget
 from reconciler.engines.sim.calibration import Tuning
 from reconciler.engines.sim.perf import PerfModel
 from reconciler.engines.sim.scheduler import RequestTooLarge, Scheduler, Span
@@ -74,10 +75,12 @@ def predict(
     warmup: int | None = None,
     rate: float | None = None,
     tuning: Tuning | None = None,
+    target: LatencyTarget | None = None,
 ) -> Prediction:
     """Run `requests` through the recipe's pools in virtual time. With `concurrency`, that many
     clients each send their next request when the last one finishes; without, each request is
-    sent at its `at_s`."""
+    sent at its `at_s`. `target`: what a request must meet to count in goodput (each request
+    judged on its own TTFT, TPOT and E2E; an ITL objective on its TPOT, its mean gap)."""
     if not requests:
         raise ValueError("a prediction needs requests")
     if concurrency is None and any(r.at_s is None for r in requests):
@@ -99,7 +102,8 @@ def predict(
     warm = default_warmup(len(requests), concurrency) if warmup is None else warmup
     run = _Run(pools, list(requests), concurrency, overhead, prefill, warm)
     run.go()
-    return run.result(recipe, hardware, total_gpus(topology)).model_copy(update={"rate": rate})
+    result = run.result(recipe, hardware, total_gpus(topology), target)
+    return result.model_copy(update={"rate": rate})
 
 
 @dataclass
@@ -246,7 +250,26 @@ class _Run:
             self.done[int(rid)] = end
             self._finished(end)
 
-    def result(self, recipe: Recipe, hardware: Hardware, gpus: int) -> Prediction:
+    def meets(self, i: int, target: LatencyTarget | None) -> bool:
+        """Whether request `i` meets every objective (bench/metrics.py's `meets`)."""
+        if target is None:
+            return True
+        tpot = (self.done[i] - self.first[i]) / (self.out[i] - 1) if self.out[i] > 1 else None
+        figures = {
+            "ttft": self.first[i] - self.sent[i],
+            "e2e": self.done[i] - self.sent[i],
+            "tpot": tpot,
+            "itl": tpot,
+        }
+        for slo in target.slos:
+            value = figures[slo.metric]
+            if value is not None and value * 1000 > slo.max_ms:
+                return False
+        return True
+
+    def result(
+        self, recipe: Recipe, hardware: Hardware, gpus: int, target: LatencyTarget | None = None
+    ) -> Prediction:
         n = len(self.requests)
         measured = [i for i in range(min(self.warmup, n - 1), n) if self.done[i] >= 0]
         if not measured:
@@ -264,6 +287,8 @@ class _Run:
         tpot = [
             (self.done[i] - self.first[i]) / (self.out[i] - 1) for i in measured if self.out[i] > 1
         ]
+        good = sum(1 for i in measured if self.meets(i, target))
+        arrivals = [self.sent[i] for i in range(min(self.warmup, n - 1), n)]
         return Prediction(
             ttft_ms=pcts_ms(ttft),
             tpot_ms=pcts_ms(tpot) if tpot else pcts_ms([0.0]),
@@ -280,4 +305,17 @@ class _Run:
             warmup=min(self.warmup, n - 1),
             errors=self.errors,
             duration_s=round(window, 6),
+            goodput_rps=round(good / window, 3),
+            good=good,
+            output_tokens=sum(self.out[i] for i in measured),
+            arrival_rps=None if self.concurrency is not None else _rate(arrivals),
+            answer_rps=None
+            if self.concurrency is not None
+            else _rate([self.done[i] for i in measured]),
         )
+
+
+def _rate(times: Sequence[float]) -> float | None:
+    """Events per second from the first to the last (bench/saturation.py's rate)."""
+    span = max(times) - min(times) if times else 0.0
+    return round((len(times) - 1) / span, 3) if span > 0 else None

@@ -33,6 +33,15 @@ class Prediction(Spec):
     warmup: int
     errors: int = 0  # requests rejected: prompt and output exceed what one replica holds
     duration_s: float  # the measured window, virtual time
+    # Requests meeting every objective of the target given to `predict` (all answered ones
+    # when none was given) per second of the window, as bench's goodput.
+    goodput_rps: float | None = None
+    good: int | None = None  # measured requests meeting every objective (all: no target)
+    output_tokens: int | None = None  # output tokens of the measured requests
+    # Open loop: measured sends per second (first to last send) and answers per second (first
+    # to last answer), as bench/saturation.py takes them; None in closed loop.
+    arrival_rps: float | None = None
+    answer_rps: float | None = None
 
 
 def percentile(values: Sequence[float], q: float) -> float:
