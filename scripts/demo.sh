@@ -35,6 +35,7 @@ done > "$WORK/shape.jsonl"
 
 step "A throwaway clone of this repository: the desired state lives in git"
 git clone -q . "$WORK/repo"
+git -C "$WORK/repo" checkout -q -B main  # the base branch, whatever this checkout is on
 git -C "$WORK/repo" config user.name "denv demo"
 git -C "$WORK/repo" config user.email "demo@denv.invalid"
 REPO="$WORK/repo"

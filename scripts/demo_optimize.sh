@@ -25,6 +25,7 @@ if [ -z "${REPO:-}" ]; then
   }
   trap teardown EXIT
   git clone -q . "$WORK/repo"
+  git -C "$WORK/repo" checkout -q -B main  # the base branch, whatever this checkout is on
   git -C "$WORK/repo" config user.name "denv demo"
   git -C "$WORK/repo" config user.email "demo@denv.invalid"
   REPO="$WORK/repo"

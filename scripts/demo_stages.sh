@@ -59,6 +59,7 @@ PYEOF
 
 step "A two-stage release in a throwaway clone: canary bakes 3s, prod needs one approval"
 git clone -q . "$WORK/repo"
+git -C "$WORK/repo" checkout -q -B main  # the base branch, whatever this checkout is on
 REPO="$WORK/repo"
 git -C "$REPO" config user.name "denv demo"
 git -C "$REPO" config user.email "demo@denv.invalid"
