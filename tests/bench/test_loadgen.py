@@ -72,7 +72,10 @@ def test_timings_come_out_as_scripted(server: str) -> None:
     # against what the server did: its own first-write delay, request by request
     log = served(server)
     lag = [ttft(r) - (s["writes"][0] - s["arrived"]) for r, s in zip(records, log, strict=True)]
-    assert 0 < statistics.median(lag) < 0.0015
+    # The client sees each first token after the server wrote it, by far less than the
+    # scripted gaps it measures (a quarter of the 20 ms ITL); how much less is a benchmark's
+    # figure (benchmarks/loadgen_overhead.py), not a bound for a test on a shared machine.
+    assert 0 < statistics.median(lag) < 0.020 / 4
 
 
 def test_tpot_divides_by_tokens_not_chunks(server: str) -> None:
