@@ -8,10 +8,10 @@ from pydantic import PositiveInt
 
 from reconciler.bench.saturation import BEHIND
 from reconciler.catalog.latency import LatencyTarget, Verdict
-from reconciler.engines.sim.stats import Pcts, Prediction
+from reconciler.engines.sim.stats import Prediction
 from reconciler.optimize.goal import Goal, Served, goal_value, higher_is_better, served
 from reconciler.spec.base import Spec
-from reconciler.spec.result import Metrics, Percentiles
+from reconciler.spec.result import Metrics
 
 # An outcome with errors, or lacking a figure the target needs, lies at least this far outside
 # the target: constrained TPE then ranks it below every outcome that met it.
@@ -47,10 +47,10 @@ class Outcome(Spec):
             )
         return cls(
             metrics=Metrics(
-                ttft_ms=_percentiles(prediction.ttft_ms),
-                tpot_ms=_percentiles(prediction.tpot_ms),
-                itl_ms=_percentiles(prediction.itl_ms),
-                e2e_ms=_percentiles(prediction.e2e_ms),
+                ttft_ms=prediction.ttft_ms.as_percentiles(),
+                tpot_ms=prediction.tpot_ms.as_percentiles(),
+                itl_ms=prediction.itl_ms.as_percentiles(),
+                e2e_ms=prediction.e2e_ms.as_percentiles(),
                 output_tok_s=prediction.output_tok_s,
                 output_tok_s_per_gpu=prediction.output_tok_s_per_gpu,
                 total_tok_s_per_gpu=prediction.total_tok_s_per_gpu,
@@ -68,10 +68,6 @@ class Outcome(Spec):
 
     def value(self, goal: Goal) -> float | None:
         return goal_value(goal, self.metrics, self.gpus, self.gpu_hour, self.served)
-
-
-def _percentiles(p: Pcts) -> Percentiles:
-    return Percentiles(p50=p.p50, p99=p.p99)
 
 
 def violation(outcome: Outcome, target: LatencyTarget | None) -> float:

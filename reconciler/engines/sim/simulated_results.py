@@ -20,13 +20,12 @@ from reconciler.catalog.workloads import covered
 from reconciler.engines.sim import calibration, traffic
 from reconciler.engines.sim.perf import PerfModel, WeightsDoNotFit
 from reconciler.engines.sim.predict import PredictionError, predict, sim_spec
-from reconciler.engines.sim.stats import Pcts, Prediction
+from reconciler.engines.sim.stats import Prediction
 from reconciler.spec.catalog import Hardware, ModelArch
 from reconciler.spec.recipe import DisaggregatedTopology, Recipe, Role
 from reconciler.spec.result import (
     Load,
     Metrics,
-    Percentiles,
     Result,
     ResultEngine,
     ResultRecipe,
@@ -156,10 +155,6 @@ def digest_of(result: Result) -> str:
     return result.id.rsplit("-", 1)[-1]
 
 
-def _pcts(p: Pcts) -> Percentiles:
-    return Percentiles(p50=p.p50, p99=p.p99)
-
-
 def _result(target: Target, p: Prediction, concurrency: int) -> Result:
     recipe, profile = target.recipe, target.profile
     settings = recipe.settings
@@ -182,10 +177,10 @@ def _result(target: Target, p: Prediction, concurrency: int) -> Result:
         ),
         load=Load(concurrency=concurrency),
         metrics=Metrics(
-            ttft_ms=_pcts(p.ttft_ms),
-            tpot_ms=_pcts(p.tpot_ms),
-            itl_ms=_pcts(p.itl_ms),
-            e2e_ms=_pcts(p.e2e_ms),
+            ttft_ms=p.ttft_ms.as_percentiles(),
+            tpot_ms=p.tpot_ms.as_percentiles(),
+            itl_ms=p.itl_ms.as_percentiles(),
+            e2e_ms=p.e2e_ms.as_percentiles(),
             output_tok_s=p.output_tok_s,
             output_tok_s_per_gpu=p.output_tok_s_per_gpu,
             total_tok_s_per_gpu=p.total_tok_s_per_gpu,

@@ -8,11 +8,16 @@ import math
 from collections.abc import Sequence
 
 from reconciler.spec.base import Spec
+from reconciler.spec.result import Percentiles
 
 
 class Pcts(Spec):
     p50: float
     p99: float
+
+    def as_percentiles(self) -> Percentiles:
+        """As a result file's percentiles (the simulator predicts p50 and p99 only)."""
+        return Percentiles(p50=self.p50, p99=self.p99)
 
 
 class Prediction(Spec):
