@@ -35,6 +35,7 @@ class Saturation(Spec):
     saturated: bool
     reason: str | None = None  # why it is flagged, or why no verdict could be given
     arrival_rps: NonNegativeFloat | None = None
+    scheduled_rps: NonNegativeFloat | None = None  # open loop: the rate the trace asked for
     answer_rps: NonNegativeFloat | None = None
     ttft_first_quarter_ms: NonNegativeFloat | None = None
     ttft_last_quarter_ms: NonNegativeFloat | None = None
@@ -57,9 +58,12 @@ def saturation(measured: Sequence[RequestRecord]) -> Saturation:
     last = statistics.median(r.chunks_s[0] - r.sent_s for r in answered[-quarter:])
     arrival = _rate([r.sent_s for r in measured])
     answers = _rate([r.done_s for r in answered])
+    scheduled = [r.scheduled_s for r in measured if r.scheduled_s is not None]
+    asked = _rate(scheduled) if len(scheduled) > 1 else None
     figures = Saturation(
         saturated=False,
         arrival_rps=round(arrival, 3) if arrival is not None else None,
+        scheduled_rps=round(asked, 3) if asked is not None else None,
         answer_rps=round(answers, 3) if answers is not None else None,
         ttft_first_quarter_ms=round(first * 1000, 3),
         ttft_last_quarter_ms=round(last * 1000, 3),

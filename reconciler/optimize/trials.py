@@ -78,13 +78,14 @@ def run_of(
     if metrics.goodput_rps is not None:
         good = min(round(metrics.goodput_rps * level.window_s), answered)
     pace = level.saturation
-    offered = work.rate(speed)
     miss = run_miss(work.target, metrics, pace.arrival_rps, pace.answer_rps)
-    if pace.arrival_rps and pace.arrival_rps < BEHIND * offered:
-        # the load generator fell behind its schedule: this run measured the client
+    if pace.arrival_rps and pace.scheduled_rps and pace.arrival_rps < BEHIND * pace.scheduled_rps:
+        # the load generator fell behind its schedule: this run measured the client. Its own
+        # requests' schedule, not the traffic's mean rate: a short run replays a stretch of
+        # the traffic that may be sparser than the whole
         miss = (
-            f"the load generator sent {pace.arrival_rps:.3g} of {offered:.3g} requests/s: "
-            "the machine it runs on cannot offer more"
+            f"the load generator sent {pace.arrival_rps:.3g} of the {pace.scheduled_rps:.3g} "
+            "requests/s its schedule asked: the machine it runs on cannot offer more"
         )
     at = served(pace.arrival_rps or work.rate(speed), answered + (metrics.errors or 0), good,
                 level.output_tokens)  # fmt: skip

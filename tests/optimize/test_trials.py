@@ -85,3 +85,16 @@ def test_the_capacity_search_finds_the_edge_of_what_holds(sim: Sim) -> None:
     missed = [p.speed for p in found.tried if p.miss is not None]
     assert held and missed and found.speed == max(held) < min(missed)
     assert found.rate == pytest.approx(8.0 * found.speed, rel=1e-3)
+
+
+def test_a_short_run_over_a_sparse_stretch_is_not_the_client_falling_behind(sim: Sim) -> None:
+    """The run replays the traffic's first 24 requests, two a second, while the whole traffic
+    averages about four: sent on schedule, the load generator kept up."""
+    sparse = [TrafficLine(timestamp=500 * i, input_length=300, output_length=8, hash_ids=[i])
+              for i in range(24)]  # fmt: skip
+    dense = [TrafficLine(timestamp=11_500 + 20 * i, input_length=300, output_length=8,
+                         hash_ids=[100 + i]) for i in range(1, 25)]  # fmt: skip
+    bursty = Workload(lines=sparse + dense, goal="throughput", requests=24, run_s=1.0)
+    assert bursty.rate(4.0) > 14  # the traffic's mean, four times over
+    run = measure(endpoint(sim), bursty, 4.0, fleet=FLEET, transports=Transports())
+    assert run.miss is None, run.miss
