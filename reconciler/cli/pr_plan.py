@@ -73,6 +73,16 @@ def _check(problems: list[str], unplaceable: list[str], plan: Plan | None) -> Ch
     else:
         assert plan is not None
         title, text, conclusion = summary(plan), summary(plan), Conclusion.SUCCESS
+        if plan.unreachable:
+            # the plan is incomplete (as `denv plan` exits 1), yet not the pull request's
+            # fault: neutral does not block a merge, so a PR taking a dead host out can land
+            missed = [
+                f"{usage.fleet}: {host}: {cause}"
+                for usage in plan.fleets
+                for host, cause in sorted(usage.unreachable.items())
+            ]
+            text = "\n".join([text, *missed])
+            conclusion = Conclusion.NEUTRAL
     if len(text) > CHECK_SUMMARY_LIMIT:
         text = text[:CHECK_SUMMARY_LIMIT] + "\n… (cut; the plan comment has it all)"
     return CheckRun(name=CHECK, title=title, summary=text, conclusion=conclusion)

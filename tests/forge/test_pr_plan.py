@@ -11,7 +11,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from reconciler.cli.pr_plan import _check
 from reconciler.forge.local import LocalForge
+from reconciler.reconcile.plan import FleetUsage, Plan
 from tests.forge.conftest import TOKEN, GitHubSetup
 from tests.forge.gitrepo import commit_file, git
 from tests.forge.test_github import open_pr
@@ -162,3 +164,18 @@ def test_on_github_through_the_fake(github: GitHubSetup) -> None:
     assert body.startswith(f"<!-- denv:plan -->\n### denv plan at `{head[:12]}`")
     [check] = github.forge.checks(head)
     assert (check.name, check.conclusion) == ("denv plan", "success")
+
+
+def test_a_plan_that_missed_hosts_is_neutral_and_names_them() -> None:
+    """`denv plan` exits 1 when a host did not answer; the check says so without blocking
+    the merge (a pull request that takes the dead host out must be able to land)."""
+    usage = FleetUsage(fleet="far", gpus=8, trial_gpus=0, before=0, after=0,
+                       unreachable={"far-h1": "connection refused"})  # fmt: skip
+    check = _check([], [], Plan(head="abc", fleets=(usage,)))
+    assert check.conclusion == "neutral" and not check.conclusion.blocks
+    assert check.title.endswith("1 host not reached: what runs there is not known.")
+    assert check.summary.splitlines()[-1] == "far: far-h1: connection refused"
+    reached = _check(
+        [], [], Plan(head="abc", fleets=(usage.model_copy(update={"unreachable": {}}),))
+    )
+    assert reached.conclusion == "success"
