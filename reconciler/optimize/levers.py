@@ -9,6 +9,7 @@ the GPU budget by itself.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -28,7 +29,8 @@ Choices = Mapping[str, Value]
 ENGINE = "engine"
 MODE = "mode"
 # Layouts read 'tp4 ×2': replicas of a tensor-parallel size, one lever per pool, so that every
-# choice fits the GPU budget on its own.
+# choice fits the GPU budget on its own. A recipe's own data-parallel replica (vLLM's
+# `--data-parallel-size 8` beside expert parallel) reads 'tp1 dp8 ×1' and stays a choice.
 LAYOUT = "layout"
 PREFILL = "prefill"
 DECODE = "decode"
@@ -123,18 +125,18 @@ def current_values(recipe: Recipe) -> dict[str, Value]:
     # The other mode's levers start from the same per-replica layout, one replica a pool.
     if isinstance(topology, AggregatedTopology):
         p = topology.parallel
-        one = layout_label(p.tp, 1)
-        values.update({LAYOUT: layout_label(p.tp, topology.replicas), PREFILL: one, DECODE: one})
+        one = pool_label(p, 1)
+        values.update({LAYOUT: pool_label(p, topology.replicas), PREFILL: one, DECODE: one})
     else:
         p = topology.decode.parallel
         values.update(
             {
-                LAYOUT: layout_label(p.tp, 1),
-                PREFILL: layout_label(topology.prefill.parallel.tp, topology.prefill.replicas),
-                DECODE: layout_label(p.tp, topology.decode.replicas),
+                LAYOUT: pool_label(p, 1),
+                PREFILL: pool_label(topology.prefill.parallel, topology.prefill.replicas),
+                DECODE: pool_label(p, topology.decode.replicas),
             }
         )
-    values.update({EP: p.ep > 1, DP_ATTENTION: p.dp_attention})
+    values.update({EP: ep_value(p), DP_ATTENTION: p.dp_attention})
     return values
 
 
@@ -144,17 +146,23 @@ def speculative_label(settings: Settings) -> str:
 
 
 # ------------------------------------------------------------------ what choices mean
-def layout_label(tp: int, replicas: int) -> str:
-    return f"tp{tp} ×{replicas}"
+def layout_label(tp: int, replicas: int, dp: int = 1) -> str:
+    return f"tp{tp} ×{replicas}" if dp == 1 else f"tp{tp} dp{dp} ×{replicas}"
 
 
-def parse_layout(label: Value) -> tuple[int, int]:
-    """(tp, replicas) of 'tp4 ×2'; ValueError for anything else."""
-    text = str(label)
-    size, _, count = text.removeprefix("tp").partition(" ×")
-    if not text.startswith("tp") or not size.isdigit() or not count.isdigit():
+def pool_label(parallel: Parallel, replicas: int) -> str:
+    """The layout of `replicas` of `parallel`: its data parallel counted where it adds GPUs
+    (attention DP runs inside the TP group)."""
+    return layout_label(parallel.tp, replicas, 1 if parallel.dp_attention else parallel.dp)
+
+
+def parse_layout(label: Value) -> tuple[int, int, int]:
+    """(tp, dp, replicas) of 'tp4 ×2' or 'tp1 dp8 ×1'; ValueError for anything else."""
+    found = re.fullmatch(r"tp(\d+)(?: dp(\d+))? ×(\d+)", str(label))
+    if found is None:
         raise ValueError(f"not a layout: {label!r} (e.g. 'tp4 ×2')")
-    return int(size), int(count)
+    tp, dp, replicas = found.groups()
+    return int(tp), int(dp or 1), int(replicas)
 
 
 def layouts(tps: Sequence[int], gpus: int) -> list[str]:
@@ -162,10 +170,24 @@ def layouts(tps: Sequence[int], gpus: int) -> list[str]:
     return [layout_label(tp, n) for tp in tps for n in range(1, gpus // tp + 1)]
 
 
+def ep_value(parallel: Parallel) -> bool | int:
+    """The EP lever's value: on (experts over every GPU of the replica), off, or a recipe's
+    own degree in between (TP 8 with EP 2, say), kept as it is."""
+    if parallel.ep == 1:
+        return False
+    return True if parallel.ep == parallel.gpus else parallel.ep
+
+
+def _ep(value: Value, width: int) -> int:
+    if isinstance(value, bool) or value is None:
+        return width if value else 1
+    return int(value)
+
+
 def topology_of(values: Choices) -> AggregatedTopology | DisaggregatedTopology:
     """The topology the choices name. ValueError (pydantic's) when it is not a valid one.
     Pipeline parallelism is not a lever: candidates run pp 1."""
-    ep, dpa = bool(values.get(EP)), bool(values.get(DP_ATTENTION))
+    ep, dpa = values.get(EP), bool(values.get(DP_ATTENTION))
     if values.get(MODE) == "disaggregated":
         prefill = _pool(values.get(PREFILL), ep, dpa)
         decode = _pool(values.get(DECODE), ep, dpa)
@@ -176,10 +198,13 @@ def topology_of(values: Choices) -> AggregatedTopology | DisaggregatedTopology:
     )
 
 
-def _pool(label: Value, ep: bool, dpa: bool) -> Pool:
-    tp, replicas = parse_layout(label)
+def _pool(label: Value, ep: Value, dpa: bool) -> Pool:
+    tp, dp, replicas = parse_layout(label)
+    if dp > 1:  # data parallel replicas of their own: experts spread over all of them
+        parallel = Parallel(tp=tp, dp=dp, ep=_ep(ep, tp * dp))
+        return Pool(replicas=replicas, gpus=parallel.gpus, parallel=parallel)
     dpa = dpa and tp > 1
-    parallel = Parallel(tp=tp, dp=tp if dpa else 1, ep=tp if ep and tp > 1 else 1, dp_attention=dpa)
+    parallel = Parallel(tp=tp, dp=tp if dpa else 1, ep=_ep(ep, tp), dp_attention=dpa)
     return Pool(replicas=replicas, gpus=parallel.gpus, parallel=parallel)
 
 

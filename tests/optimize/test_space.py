@@ -11,8 +11,10 @@ import pytest
 from reconciler.errors import NotFound
 from reconciler.optimize import levers as lv
 from reconciler.optimize.space import Candidate, Infeasible, SearchSpace
+from reconciler.spec.loader import open_repo
 from reconciler.spec.policy import OptimizerRules
 from reconciler.spec.recipe import AggregatedTopology, Parallel, total_gpus
+from tests.conftest import ROOT
 from tests.optimize import spaces
 
 CHAT_8B = {"settings": {"max_batch": 128}}
@@ -197,3 +199,27 @@ def test_for_release_reads_the_release_on_its_fleet() -> None:
     assert space.gpu_hour is not None  # no fleet price: the default public offer's
     with pytest.raises(NotFound, match="runs nowhere on fleet h200-use1"):
         SearchSpace.for_release(repo, "chat-8b", "h200-use1", 8, repo.policies.optimizer)
+
+
+def every_recipe() -> list[Any]:
+    return sorted(open_repo(ROOT).recipes.values(), key=lambda r: r.id)
+
+
+@pytest.mark.parametrize("recipe", every_recipe(), ids=lambda r: r.id)
+def test_the_levers_read_every_recipe_as_it_is(recipe: Any) -> None:
+    """The optimizer starts from the recipe as it runs: its layout levers give back its
+    topology (tp1 dp8 ep8 read as one GPU once). Pipeline parallel is not a lever."""
+    topology = recipe.topology
+    pools = [topology] if topology.mode == "aggregated" else [topology.prefill, topology.decode]
+    if any(p.parallel.pp > 1 for p in pools):
+        pytest.skip("pipeline parallel is not a lever")
+    if len({(lv.ep_value(p.parallel), p.parallel.dp_attention) for p in pools}) > 1:
+        pytest.skip("prefill and decode differ in EP or DP attention: one lever sets both")
+    values = lv.current_values(recipe)
+    again = lv.topology_of(values)
+    assert total_gpus(again) == total_gpus(topology)
+    if topology.mode == "aggregated":
+        assert (again.replicas, again.parallel) == (topology.replicas, topology.parallel)
+    else:
+        for mine, theirs in ((again.prefill, topology.prefill), (again.decode, topology.decode)):
+            assert (mine.replicas, mine.parallel) == (theirs.replicas, theirs.parallel)
