@@ -449,7 +449,8 @@ class FakeGitHub:
 
     def _post_pull(self, r: Request) -> Answer:
         if self._branch_tip(r.payload["head"]) is None:
-            return 422, {"message": "Validation Failed"}, {}
+            invalid = shapes.validation_failed("PullRequest", "head", "invalid", "pulls/pulls")
+            return 422, invalid, {}
         number = self._create_pull(
             r.payload["head"],
             r.payload["base"],
@@ -490,11 +491,7 @@ class FakeGitHub:
 
     def _post_comment(self, r: Request) -> Answer:
         if len(r.payload["body"]) > 65_536:
-            return (
-                422,
-                {"message": "Validation Failed: body is too long (maximum is 65536 characters)"},
-                {},
-            )
+            return 422, _COMMENT_TOO_LONG, {}
         return (
             201,
             self._comment_json(self._add_comment(int(r.match[1]), r.login, r.payload["body"])),
@@ -506,11 +503,7 @@ class FakeGitHub:
         if comment["user"] != r.login:
             return 403, {"message": "Resource not accessible by integration"}, {}
         if len(r.payload["body"]) > 65_536:
-            return (
-                422,
-                {"message": "Validation Failed: body is too long (maximum is 65536 characters)"},
-                {},
-            )
+            return 422, _COMMENT_TOO_LONG, {}
         comment.update(body=r.payload["body"], edited_at=self._now())
         return 200, self._comment_json(int(r.match[1])), {}
 
@@ -576,6 +569,15 @@ class FakeGitHub:
             {"data": {"enablePullRequestAutoMerge": {"actor": actor, "clientMutationId": None}}},
             {},
         )
+
+
+_COMMENT_TOO_LONG = shapes.validation_failed(
+    "IssueComment",
+    "body",
+    "custom",
+    "issues/comments",
+    "body is too long (maximum is 65536 characters)",
+)
 
 
 def _checked_webhook(event: str, payload: Json) -> Json:

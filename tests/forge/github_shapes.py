@@ -355,6 +355,19 @@ def collaborator_permission(site: Site, login: str, level: str) -> Json:
     }
 
 
+def validation_failed(
+    resource: str, field: str, code: str, docs: str, message: str | None = None
+) -> Json:
+    """A 422's body: GitHub's validation-error, naming the field."""
+    error = {"resource": resource, "field": field, "code": code}
+    return {
+        "message": "Validation Failed",
+        "errors": [error if message is None else {**error, "message": message}],
+        "documentation_url": f"https://docs.github.com/rest/{docs}",
+        "status": "422",
+    }
+
+
 # -- webhook payloads (their schemas are @octokit/webhooks-schemas', not the REST API's) -----
 
 # what a pull request's REST answer has beyond a webhook's simple-pull-request

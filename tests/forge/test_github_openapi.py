@@ -72,6 +72,16 @@ def test_an_undocumented_status_is_caught(github: GitHubSetup) -> None:
     ]
 
 
+def test_refusals_are_shaped_as_github_documents_them(github: GitHubSetup) -> None:
+    # The fake's 422s lacked the documentation_url GitHub's validation-error requires.
+    number, _ = open_pr(github)
+    too_long = send(github, "POST", f"/issues/{number}/comments", {"body": "x" * 65_537})
+    no_head = send(github, "POST", "/pulls", {"head": "gone", "base": "main", "title": "t"})
+    assert caught(github) == []
+    assert (too_long.status_code, no_head.status_code) == (422, 422)
+    assert too_long.json()["errors"][0]["message"].startswith("body is too long")
+
+
 def test_an_auto_merged_pull_request_reads_as_github_documents_it(github: GitHubSetup) -> None:
     # The fake's auto_merge was {"merge_method": "merge"}: GitHub's has who enabled it and
     # the commit's title and message too.
