@@ -84,6 +84,11 @@ class FakeGitHub:
     _ids: int = 100
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
+    def __post_init__(self) -> None:
+        # in the test's thread, not the server's: a missing description skips (fails in CI)
+        # the test that made the fake, and the first request does not pay for reading it
+        rest_description()
+
     # -- what tests arrange ----------------------------------------------------------------
 
     @property

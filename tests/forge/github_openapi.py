@@ -197,7 +197,8 @@ def _webhooks() -> Json:
 
 
 def _require(path: Path) -> None:
-    require_installed(path.is_file(), f"GitHub's published description ({path.relative_to(ROOT)})")
+    what = f"GitHub's published description ({path.relative_to(ROOT)})"
+    require_installed(path.is_file(), what, target="github-schemas")
 
 
 def rest_description() -> RestDescription:
