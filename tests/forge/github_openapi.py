@@ -14,7 +14,7 @@ from __future__ import annotations
 import functools
 import json
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -216,7 +216,3 @@ def webhook_problems(event: str, payload: Json) -> list[str]:
     if name not in schemas["definitions"]:
         return [f"GitHub documents no webhook {name}"]
     return schema_problems({"$ref": f"#/definitions/{name}"}, payload, schemas)
-
-
-def problems_text(problems: Iterable[str]) -> str:
-    return "\n".join(f"- {p}" for p in problems)
