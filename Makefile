@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint workflows schemas clean system-deps
+.PHONY: demo test lint workflows schemas clean system-deps github-schemas
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -39,10 +39,35 @@ system-deps:
 	@ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || { apt-get update -q && \
 		apt-get install -y -q --no-install-recommends postgresql; }
 
+# GitHub's own published descriptions, pinned, that the fake GitHub checks every request and
+# answer against (tests/forge/github_openapi.py): the REST API's OpenAPI description and the
+# webhook payloads' JSON Schemas. Fetched once by npm (not committed: tens of MB), then kept.
+OCTOKIT := .cache/octokit
+OCTOKIT_OPENAPI := 23.0.2
+OCTOKIT_WEBHOOKS := 7.6.1
+
+github-schemas: $(OCTOKIT)/openapi-$(OCTOKIT_OPENAPI).stamp $(OCTOKIT)/webhooks-$(OCTOKIT_WEBHOOKS).stamp
+
+$(OCTOKIT)/openapi-%.stamp:
+	@mkdir -p $(OCTOKIT)/pack-openapi
+	cd $(OCTOKIT)/pack-openapi && npm pack --silent @octokit/openapi@$*
+	tar -xzf $(OCTOKIT)/pack-openapi/octokit-openapi-$*.tgz -O package/generated/api.github.com.json \
+		> $(OCTOKIT)/api.github.com.json.part
+	mv $(OCTOKIT)/api.github.com.json.part $(OCTOKIT)/api.github.com.json
+	rm -rf $(OCTOKIT)/pack-openapi $(OCTOKIT)/openapi-*.stamp && touch $@
+
+$(OCTOKIT)/webhooks-%.stamp:
+	@mkdir -p $(OCTOKIT)/pack-webhooks
+	cd $(OCTOKIT)/pack-webhooks && npm pack --silent @octokit/webhooks-schemas@$*
+	tar -xzf $(OCTOKIT)/pack-webhooks/octokit-webhooks-schemas-$*.tgz -O package/schema.json \
+		> $(OCTOKIT)/webhooks.json.part
+	mv $(OCTOKIT)/webhooks.json.part $(OCTOKIT)/webhooks.json
+	rm -rf $(OCTOKIT)/pack-webhooks $(OCTOKIT)/webhooks-*.stamp && touch $@
+
 # Two workers, a test file each at a time (a module's lab fixture is built once), in the
 # order tests/conftest.py collects them (longest first; xdist would reorder by test count);
 # then the tests that compare wall-clock timings with a model, alone.
-test: lint workflows system-deps
+test: lint workflows system-deps github-schemas
 	$(BIN)/pytest -q -n 2 --dist loadfile --no-loadscope-reorder -m "not serial" --durations=25
 	$(BIN)/pytest -q -m serial
 

@@ -13,14 +13,14 @@ ROOT = Path(__file__).resolve().parent.parent
 DENV_DIRS = ("catalog", "recipes", "fleets", "releases", "policies")
 
 
-def require_installed(present: bool, what: str) -> None:
-    """Skip a test whose real program is missing, except in CI: `make system-deps` installs
+def require_installed(present: bool, what: str, target: str = "system-deps") -> None:
+    """Skip a test whose real program is missing, except in CI: `make <target>` installs
     it there, and no test may skip for a missing service."""
     if present:
         return
     if os.environ.get("CI") == "true":
-        pytest.fail(f"{what} is missing: `make system-deps` installs it")
-    pytest.skip(f"{what} is not installed (`make system-deps` installs it)")
+        pytest.fail(f"{what} is missing: `make {target}` installs it")
+    pytest.skip(f"{what} is not installed (`make {target}` installs it)")
 
 
 Edit = Callable[[str, str, str], None]

@@ -86,4 +86,8 @@ def github(git_repo: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator
     finally:
         server.close()
     if fake.unexpected:
-        pytest.fail(f"denv asked the fake GitHub for what it does not answer: {fake.unexpected}")
+        pytest.fail(
+            "the fake GitHub got requests it does not answer, or GitHub does not document,"
+            " or gave answers GitHub's description does not allow:\n"
+            + "\n".join(f"- {u}" for u in fake.unexpected)
+        )

@@ -22,6 +22,9 @@ from urllib.parse import parse_qs, urlsplit
 import jwt
 import pygit2
 
+from tests.forge import github_shapes as shapes
+from tests.forge.github_openapi import rest_description, webhook_problems
+
 API = "/api/v3"
 EPOCH = datetime(2025, 1, 1, tzinfo=UTC)
 Json = dict[str, Any]
@@ -81,6 +84,11 @@ class FakeGitHub:
     _ids: int = 100
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
+    def __post_init__(self) -> None:
+        # in the test's thread, not the server's: a missing description skips (fails in CI)
+        # the test that made the fake, and the first request does not pay for reading it
+        rest_description()
+
     # -- what tests arrange ----------------------------------------------------------------
 
     @property
@@ -128,7 +136,7 @@ class FakeGitHub:
             self.reviews.setdefault(number, []).append(
                 {
                     "id": self._next_id(),
-                    "user": self._user(user),
+                    "user": user,
                     "state": state,
                     "commit_id": sha,
                     "submitted_at": self._now(),
@@ -136,34 +144,63 @@ class FakeGitHub:
                 }
             )
 
+    # -- webhook payloads, as GitHub would send them for what happened here ----------------
+
+    def review_event(self, number: int) -> Json:
+        """`pull_request_review` (submitted) for the pull request's latest review."""
+        with self._lock:
+            record = self.reviews[number][-1]
+            payload = shapes.review_submitted(
+                self._site,
+                self._repo_json(),
+                self._pull_json(self.pulls[number]),
+                self._review_json(number, record),
+                record["user"],
+            )
+        return _checked_webhook("pull_request_review", payload)
+
+    def comment_event(self, comment_id: int) -> Json:
+        """`issue_comment` (created) for a comment on a pull request."""
+        with self._lock:
+            comment = self.comments[comment_id]
+            pull = self._pull_json(self.pulls[comment["issue"]])
+            payload = shapes.comment_created(
+                self._site,
+                self._repo_json(),
+                shapes.pull_issue(self._site, self._repo_url(), pull),
+                self._comment_json(comment_id),
+                comment["user"],
+            )
+        return _checked_webhook("issue_comment", payload)
+
     def comment_bodies(self, number: int) -> list[str]:
         return [c["body"] for c in self.comments.values() if c["issue"] == number]
 
     # -- JSON shapes -----------------------------------------------------------------------
 
+    @property
+    def _site(self) -> shapes.Site:
+        return shapes.Site(api=self.api_url, web=self.url)
+
     def _repo_url(self) -> str:
         return f"{self.api_url}/repos/{self.full_name}"
 
+    def _web_url(self) -> str:
+        return f"{self.url}/{self.full_name}"
+
     def _user(self, login: str) -> Json:
-        return {
-            "login": login,
-            "id": sum(map(ord, login)),
-            "type": "User",
-            "url": f"{self.api_url}/users/{login}",
-        }
+        return shapes.user(self._site, login)
+
+    def _association(self, login: str) -> str:
+        """How GitHub relates a user to the repository (author_association)."""
+        if login == self.owner:
+            return "OWNER"
+        return "COLLABORATOR" if self.permissions.get(login, "read") != "read" else "NONE"
 
     def _repo_json(self, full_name: str | None = None) -> Json:
         full = full_name or self.full_name
-        return {
-            "id": 1 if full == self.full_name else 2,
-            "name": full.split("/")[1],
-            "full_name": full,
-            "owner": self._user(full.split("/")[0]),
-            "url": f"{self.api_url}/repos/{full}",
-            "html_url": f"{self.url}/{full}",
-            "default_branch": "main",
-            "fork": full != self.full_name,
-        }
+        ours = full == self.full_name
+        return shapes.repository(self._site, full, 1 if ours else 2, not ours, _iso(EPOCH))
 
     def _branch_tip(self, branch: str) -> str | None:
         repo = pygit2.Repository(str(self.bare))
@@ -177,55 +214,52 @@ class FakeGitHub:
 
     def _pull_json(self, pull: Json) -> Json:
         number = pull["number"]
+        owner = pull["user"] if pull["fork"] else self.owner
         head_repo = f"{pull['user']}/{self.name}" if pull["fork"] else self.full_name
-        return {
-            "id": 1000 + number,
-            "number": number,
-            "node_id": f"PR_{number}",
-            "url": f"{self._repo_url()}/pulls/{number}",
-            "html_url": f"{self.url}/{self.full_name}/pull/{number}",
-            "issue_url": f"{self._repo_url()}/issues/{number}",
-            "state": pull["state"],
-            "title": pull["title"],
-            "body": pull["body"],
-            "user": self._user(pull["user"]),
-            "head": {
-                "ref": pull["head"],
-                "sha": self._head_sha(pull),
-                "label": f"{self.owner}:{pull['head']}",
-                "repo": self._repo_json(head_repo),
-            },
-            "base": {
-                "ref": pull["base"],
-                "sha": self._branch_tip(pull["base"]),
-                "label": f"{self.owner}:{pull['base']}",
-                "repo": self._repo_json(),
-            },
-            "merged": pull["merged"],
-            "mergeable": True,
-            "merge_commit_sha": pull.get("merge_sha"),
-            "auto_merge": {"merge_method": "merge"} if number in self.auto_merge else None,
+        head = {
+            "ref": pull["head"],
+            "sha": self._head_sha(pull),
+            "owner": owner,
+            "repo": self._repo_json(head_repo),
         }
+        base = {
+            "ref": pull["base"],
+            "sha": self._branch_tip(pull["base"]),
+            "owner": self.owner,
+            "repo": self._repo_json(),
+        }
+        auto = pull.get("auto_merge_by")
+        return shapes.pull_request(
+            self._site,
+            self._repo_url(),
+            self._web_url(),
+            pull,
+            head,
+            base,
+            self._association(pull["user"]),
+            None if auto is None else shapes.auto_merge(self._site, auto, pull["title"], number),
+        )
 
     def _comment_json(self, comment_id: int) -> Json:
-        c = self.comments[comment_id]
-        return {
-            "id": comment_id,
-            "body": c["body"],
-            "user": self._user(c["user"]),
-            "created_at": c["at"],
-            "updated_at": c["at"],
-            "url": f"{self._repo_url()}/issues/comments/{comment_id}",
-            "html_url": f"{self.url}/{self.full_name}/pull/{c['issue']}#issuecomment-{comment_id}",
-            "issue_url": f"{self._repo_url()}/issues/{c['issue']}",
-        }
+        comment = self.comments[comment_id]
+        return shapes.issue_comment(
+            self._site,
+            self._repo_url(),
+            self._web_url(),
+            comment_id,
+            comment,
+            self._association(comment["user"]),
+        )
+
+    def _review_json(self, number: int, record: Json) -> Json:
+        association = self._association(record["user"])
+        return shapes.review(
+            self._site, self._repo_url(), self._web_url(), number, record, association
+        )
 
     def _check_json(self, run_id: int) -> Json:
-        return {
-            **self.check_runs[run_id],
-            "id": run_id,
-            "url": f"{self._repo_url()}/check-runs/{run_id}",
-        }
+        run = self.check_runs[run_id]
+        return shapes.check_run(self._site, self._repo_url(), self._web_url(), run_id, run)
 
     # -- state changes ---------------------------------------------------------------------
 
@@ -246,6 +280,7 @@ class FakeGitHub:
             "merged": False,
             "head_sha": sha,
             "fork": fork,
+            "at": self._now(),
         }
         return number
 
@@ -254,7 +289,7 @@ class FakeGitHub:
         self.comments[comment_id] = {"issue": number, "user": user, "body": body, "at": self._now()}
         return comment_id
 
-    def _merge(self, pull: Json, sha: str | None) -> tuple[int, Json]:
+    def _merge(self, pull: Json, sha: str | None, login: str) -> tuple[int, Json]:
         head = self._head_sha(pull)
         if sha is not None and sha != head:
             return 409, {"message": "Head branch was modified. Review and try the merge again."}
@@ -275,7 +310,14 @@ class FakeGitHub:
             [base_ref.target, pygit2.Oid(hex=head)],
         )
         base_ref.set_target(merged)
-        pull.update(state="closed", merged=True, head_sha=head, merge_sha=str(merged))
+        pull.update(
+            state="closed",
+            merged=True,
+            head_sha=head,
+            merge_sha=str(merged),
+            merged_by=login,
+            closed_at=self._now(),
+        )
         return 200, {
             "sha": str(merged),
             "merged": True,
@@ -287,8 +329,36 @@ class FakeGitHub:
     def handle(
         self, method: str, target: str, headers: dict[str, str], body: bytes
     ) -> tuple[int, Json | list[Any] | None, dict[str, str]]:
+        """Answer a request, checked both ways against GitHub's REST description: a request
+        GitHub does not document, or an answer that does not validate, is answered 500 and
+        recorded in `unexpected` (a test failure) instead."""
         parts = urlsplit(target)
-        path, query = parts.path, {k: v[0] for k, v in parse_qs(parts.query).items()}
+        path, query = parts.path, parse_qs(parts.query)
+        if not path.startswith(API + "/"):  # GraphQL: not in the REST description
+            return self._answer(method, path, query, headers, body)
+        rest = rest_description()
+        rest_path = path.removeprefix(API)
+        found, request, problems = rest.check_request(method, rest_path, query, headers, body)
+        if found is not None and not problems:
+            status, data, extra = self._answer(method, path, query, headers, body)
+            if status == 501:  # documented, but the fake does not answer it: in `unexpected`
+                return status, data, extra
+            problems = rest.check_response(found, request, status, data)
+            if not problems:
+                return status, data, extra
+        with self._lock:
+            self.unexpected.extend(problems)
+        return 500, {"message": "the fake GitHub: " + "; ".join(problems)}, {}
+
+    def _answer(
+        self,
+        method: str,
+        path: str,
+        queries: dict[str, list[str]],
+        headers: dict[str, str],
+        body: bytes,
+    ) -> tuple[int, Json | list[Any] | None, dict[str, str]]:
+        query = {k: v[0] for k, v in queries.items()}
         with self._lock:
             self.requests.append(f"{method} {path}")
             self.seen_headers.append(json.dumps(headers))
@@ -309,7 +379,7 @@ class FakeGitHub:
                 found = re.fullmatch(pattern, path)
                 if verb == method and found:
                     return handler(Request(login, found, query, payload))
-            self.unexpected.append(f"{method} {target}")
+            self.unexpected.append(f"{method} {path}")
             return 501, {"message": f"the fake does not answer {method} {path}"}, {}
 
     def _app_route(
@@ -329,7 +399,7 @@ class FakeGitHub:
             return 401, {"message": "A JSON web token could not be decoded"}, {}
         if asks_who:
             slug = self.app.login.removesuffix("[bot]")
-            return 200, {"id": int(self.app.app_id), "slug": slug, "name": slug}, {}
+            return 200, shapes.integration(self._site, int(self.app.app_id), slug, _iso(EPOCH)), {}
         assert found is not None
         if int(found[1]) != self.app.installation_id:
             return 401, {"message": "A JSON web token could not be decoded"}, {}
@@ -363,7 +433,7 @@ class FakeGitHub:
     def _authenticated_user(self, r: Request) -> Answer:
         if r.login == "github-actions[bot]":
             return 403, {"message": "Resource not accessible by integration"}, {}
-        return 200, self._user(r.login), {}
+        return 200, shapes.public_user(self._site, r.login, _iso(EPOCH)), {}
 
     def _pull_or_404(self, number: str) -> Json | None:
         return self.pulls.get(int(number))
@@ -384,7 +454,8 @@ class FakeGitHub:
 
     def _post_pull(self, r: Request) -> Answer:
         if self._branch_tip(r.payload["head"]) is None:
-            return 422, {"message": "Validation Failed"}, {}
+            invalid = shapes.validation_failed("PullRequest", "head", "invalid", "pulls/pulls")
+            return 422, invalid, {}
         number = self._create_pull(
             r.payload["head"],
             r.payload["base"],
@@ -399,17 +470,19 @@ class FakeGitHub:
         pull.update({k: v for k, v in r.payload.items() if k in ("title", "body")})
         if r.payload.get("state") in ("open", "closed") and not pull["merged"]:
             pull["state"] = r.payload["state"]  # closing (or reopening) without a merge
+            pull["closed_at"] = self._now() if pull["state"] == "closed" else None
         return 200, self._pull_json(pull), {}
 
     def _put_merge(self, r: Request) -> Answer:
         pull = self.pulls[int(r.match[1])]
         if self.permissions.get(r.login) not in ("admin", "write"):
             return 403, {"message": "Must have push access to merge"}, {}
-        status, data = self._merge(pull, r.payload.get("sha"))
+        status, data = self._merge(pull, r.payload.get("sha"), r.login)
         return status, data, {}
 
     def _list_reviews(self, r: Request) -> Answer:
-        return 200, self.reviews.get(int(r.match[1]), []), {}
+        number = int(r.match[1])
+        return 200, [self._review_json(number, v) for v in self.reviews.get(number, [])], {}
 
     def _list_comments(self, r: Request) -> Answer:
         number = int(r.match[1])
@@ -423,11 +496,7 @@ class FakeGitHub:
 
     def _post_comment(self, r: Request) -> Answer:
         if len(r.payload["body"]) > 65_536:
-            return (
-                422,
-                {"message": "Validation Failed: body is too long (maximum is 65536 characters)"},
-                {},
-            )
+            return 422, _COMMENT_TOO_LONG, {}
         return (
             201,
             self._comment_json(self._add_comment(int(r.match[1]), r.login, r.payload["body"])),
@@ -439,12 +508,8 @@ class FakeGitHub:
         if comment["user"] != r.login:
             return 403, {"message": "Resource not accessible by integration"}, {}
         if len(r.payload["body"]) > 65_536:
-            return (
-                422,
-                {"message": "Validation Failed: body is too long (maximum is 65536 characters)"},
-                {},
-            )
-        comment["body"] = r.payload["body"]
+            return 422, _COMMENT_TOO_LONG, {}
+        comment.update(body=r.payload["body"], edited_at=self._now())
         return 200, self._comment_json(int(r.match[1])), {}
 
     def _delete_comment(self, r: Request) -> Answer:
@@ -453,7 +518,7 @@ class FakeGitHub:
 
     def _permission(self, r: Request) -> Answer:
         level = self.permissions.get(r.match[1], "read")
-        return 200, {"permission": level, "role_name": level, "user": self._user(r.match[1])}, {}
+        return 200, shapes.collaborator_permission(self._site, r.match[1], level), {}
 
     def _list_checks(self, r: Request) -> Answer:
         runs = [
@@ -467,7 +532,8 @@ class FakeGitHub:
     def _post_check(self, r: Request) -> Answer:
         run_id = self._next_id()
         self.check_runs[run_id] = {
-            k: r.payload.get(k) for k in ("name", "head_sha", "status", "conclusion", "output")
+            **{k: r.payload.get(k) for k in ("name", "head_sha", "status", "conclusion", "output")},
+            "at": self._now(),
         }
         return 201, self._check_json(run_id), {}
 
@@ -496,6 +562,7 @@ class FakeGitHub:
             return 200, {"errors": [{"message": "unexpected query"}]}, {}
         number = int(r.payload["variables"]["input"]["pullRequestId"].removeprefix("PR_"))
         self.auto_merge.add(number)
+        self.pulls[number]["auto_merge_by"] = r.login
         actor = {
             "login": r.login,
             "avatarUrl": "",
@@ -507,6 +574,22 @@ class FakeGitHub:
             {"data": {"enablePullRequestAutoMerge": {"actor": actor, "clientMutationId": None}}},
             {},
         )
+
+
+_COMMENT_TOO_LONG = shapes.validation_failed(
+    "IssueComment",
+    "body",
+    "custom",
+    "issues/comments",
+    "body is too long (maximum is 65536 characters)",
+)
+
+
+def _checked_webhook(event: str, payload: Json) -> Json:
+    problems = webhook_problems(event, payload)
+    if problems:
+        raise AssertionError(f"the fake's {event} webhook is not GitHub's:\n" + "\n".join(problems))
+    return payload
 
 
 def _iso(moment: datetime) -> str:
