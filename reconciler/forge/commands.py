@@ -2,10 +2,14 @@
 
 A command is the first line of a comment. Who may give one, and whose approval counts,
 is decided by the forge (write permission, the approvers policy); the rules are here.
+A command runs on the commit it was given on: the one it names (`/denv bench 1a2b3c4`),
+else the head when it was commented, where the forge records that (the local forge does,
+GitHub does not); when the head has moved since, it is refused (docs/github.md).
 """
 
 from __future__ import annotations
 
+import re
 import shlex
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -23,6 +27,7 @@ from reconciler.forge.models import (
 
 PREFIX = "/denv"
 USAGE = "denv understands `/denv plan` and `/denv bench` (from users with write permission)."
+_NAMED_SHA = re.compile(r"^[0-9a-f]{7,40}$")
 
 
 @dataclass(frozen=True)
@@ -78,9 +83,31 @@ def comment_commands(
                     command=parsed.kind,
                     args=parsed.args,
                     at=comment.at,
+                    head_sha=named_commit(parsed.args) or comment.head_sha,
                 )
             )
     return found
+
+
+def named_commit(args: Sequence[str]) -> str | None:
+    """The commit a command names (7 to 40 hex digits), if it names one."""
+    return next((a.lower() for a in args if _NAMED_SHA.match(a.lower())), None)
+
+
+def head_moved(command: CommentCommand, head_sha: str) -> str | None:
+    """Why `command` may not run on the pull request's head `head_sha`; None when it may."""
+    given = command.head_sha
+    if given is None:
+        return (
+            f"refused: the comment names no commit, and the head it was given on is not known; "
+            f"comment `/denv {command.command} {head_sha[:12]}` to run on the head"
+        )
+    if not head_sha.startswith(given):
+        return (
+            f"refused: commented on {given[:12]}, but the head is now {head_sha[:12]}; "
+            "comment again to run on the new head"
+        )
+    return None
 
 
 def approver_rule(approvers: Sequence[str]) -> tuple[set[str], set[str]]:

@@ -149,13 +149,15 @@ class LocalForge:
     def comment(self, pr: int, body: str, author: str | None = None) -> Comment:
         with self.store.locked():
             record = self.store.load(pr)
-            comment = self._add(record, body, author or self.user)
+            tip = self._tip(record.head_branch) if record.state == PrState.OPEN else None
+            head = None if tip is None else str(tip)  # what the commenter saw
+            comment = self._add(record, body, author or self.user, head)
             self.store.save(record)
         return comment
 
-    def _add(self, record: LocalPr, body: str, author: str) -> Comment:
+    def _add(self, record: LocalPr, body: str, author: str, head: str | None = None) -> Comment:
         number = max((c.id for c in record.comments), default=0) + 1
-        comment = Comment(id=number, author=author, body=body, at=self.clock())
+        comment = Comment(id=number, author=author, body=body, at=self.clock(), head_sha=head)
         record.comments.append(comment)
         return comment
 
