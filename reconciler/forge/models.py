@@ -64,6 +64,8 @@ class Review(Record):
     state: ReviewState
     commit: str  # the head commit the review was given on
     at: datetime
+    # the local forge: the reviewer's SSH signature of what they approved (commands.py)
+    signature: str | None = None
 
 
 class Ignored(Record):
