@@ -204,11 +204,10 @@ def allowed_signers_problems(text: str) -> list[tuple[int, str]]:
         line = raw.strip()
         if not line or line.startswith("#"):
             continue
-        try:
-            words = shlex.split(line, posix=False)
-        except ValueError:
+        if line.count('"') % 2:
             problems.append((number, f"unbalanced quotes: {_SIGNER_LINE}"))
             continue
+        words = shlex.split(line, posix=False)  # a quoted word (options, principals) stays one
         at = next((i for i, w in enumerate(words) if w in KEY_TYPES), None)
         if at is None or at == 0 or at + 1 >= len(words):
             problems.append((number, f"{_SIGNER_LINE}, key types: {', '.join(sorted(KEY_TYPES))}"))
