@@ -59,7 +59,13 @@ for question in ("What is a canary release?", "Name three GPU interconnects."):
           f"({answer.usage.completion_tokens} tokens, simulated engine)")
 EOF
 
-step "Change a setting through a local pull request: plan comment, approval, merge, rolling replace"
+step "Change a setting through a local pull request: plan comment, signed approval, merge, rolling replace"
+# An approval on the local forge counts when signed by a key main's policies/allowed_signers
+# lists for the approver: grace gets a key, and main lists it.
+ssh-keygen -q -t ed25519 -N "" -C grace -f "$WORK/grace-key"
+printf 'grace %s\n' "$(cat "$WORK/grace-key.pub")" > "$REPO/policies/allowed_signers"
+git -C "$REPO" add policies/allowed_signers
+git -C "$REPO" commit -q -m "grace may approve"
 git -C "$REPO" checkout -q -b max-batch-64
 sed -i 's/settings: { max_batch: 128 }/settings: { max_batch: 64 }/' "$REPO/releases/chat-8b/denv.yaml"
 git -C "$REPO" commit -q -am "chat-8b: max_batch 64"
@@ -67,7 +73,7 @@ git -C "$REPO" checkout -q main
 "$DENV" pr open --head max-batch-64 --repo "$REPO"
 "$DENV" pr plan --pr 1 --repo "$REPO"
 "$DENV" pr show 1 --repo "$REPO"
-"$DENV" pr approve 1 --as grace --repo "$REPO"
+"$DENV" pr approve 1 --as grace --key "$WORK/grace-key" --repo "$REPO"
 "$DENV" pr merge 1 --repo "$REPO"
 "$DENV" reconcile --once --repo "$REPO"
 "$DENV" status --repo "$REPO"

@@ -63,6 +63,9 @@ git -C "$WORK/repo" checkout -q -B main  # the base branch, whatever this checko
 REPO="$WORK/repo"
 git -C "$REPO" config user.name "denv demo"
 git -C "$REPO" config user.email "demo@denv.invalid"
+ssh-keygen -q -t ed25519 -N "" -C grace -f "$WORK/grace-key"  # grace signs her approvals
+printf 'grace %s\n' "$(cat "$WORK/grace-key.pub")" > "$REPO/policies/allowed_signers"
+git -C "$REPO" add policies/allowed_signers
 cat > "$REPO/policies/alarms.yaml" <<'YAML'
 alarms:
   ttft-fast: { metric: ttft, stat: p99, max: 500ms, window: 2s, min_requests: 3 }
@@ -117,7 +120,7 @@ PR=$(wait_for 60 "s['canary']['promotion']['state'] == 'open'" "s['canary']['pro
 "$DENV" pr show "$PR" --repo "$REPO"
 
 step "An approval by grace: the bot merges the promotion; while prod deploys it, a new revision (bake 30s) lands on the canary"
-"$DENV" pr approve "$PR" --as grace --repo "$REPO"
+"$DENV" pr approve "$PR" --as grace --key "$WORK/grace-key" --repo "$REPO"
 wait_for 60 "s['canary']['promotion']['state'] == 'merged'"
 release 64 30s
 NEW=$(git -C "$REPO" rev-parse HEAD)

@@ -122,13 +122,27 @@ def approve(
     user: Annotated[
         str | None, typer.Option("--as", help="Who approves (default: git config user.name).")
     ] = None,
+    key: Annotated[
+        Path | None,
+        typer.Option(
+            "--key",
+            help="The SSH key that signs the approval (default: git config user.signingKey); "
+            "it counts when policies/allowed_signers on the base lists it for the approver.",
+        ),
+    ] = None,
     repo: RepoOption = Path("."),
     as_json: JsonOption = False,
 ) -> None:
-    """Approve the pull request's current head commit."""
+    """Approve the pull request's current head commit, signed with your SSH key."""
     forge = _forge(repo, user)
     gates = base_gates(find_root(repo), forge.pull_request(number))  # an invalid base stops here
-    review = forge.approve(number)
+    key = key or forge.signing_key()
+    if key is None:
+        raise ForgeError(
+            "an approval is signed with your SSH key: pass --key ~/.ssh/id_ed25519 or set "
+            "git config user.signingKey (docs/github.md#the-local-forge)"
+        )
+    review = forge.approve(number, key=key.expanduser())
     approvals, required = forge.approvals(number, gates.approvers), gates.default_approvals
     if as_json:
         print_json(

@@ -374,10 +374,12 @@ def bench_pull_request(
     status: Say = lambda message: None,
     clock: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.UTC),
     progress: SweepProgress = lambda *_: None,
+    expect_head: str | None = None,
 ) -> PrBench:
     """Bench and parity for every release or recipe the head of pull request `number`
-    changes; comment the results and the verdicts, set the `denv bench` check."""
-    pr = open_head(forge, root, number, "benched")
+    changes (only while the head is `expect_head`, when given); comment the results and the
+    verdicts, set the `denv bench` check."""
+    pr = open_head(forge, root, number, "benched", expect_head)
     source = pull_request_source(root, pr)
     try:
         head = source.repo_at(pr.head_sha)

@@ -4,6 +4,10 @@ parses them); the bot's commands comment (forge/handled.py) says which have run.
 are claimed in that comment before they run, so a second CI run started meanwhile, or one
 that dies halfway, never runs them again; then plan or bench runs (each once, however many
 comments asked) and the comment says what came of it. `denv pr commands` uses it.
+
+Each command runs on the commit it was given on: one whose commit is no longer the head
+is refused, naming both (commands.head_moved); the others run pinned to that head, so a
+push while they start stops them rather than running on a commit nobody asked for.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from reconciler.cli.pr_bench import BenchOptions, bench_pull_request
 from reconciler.cli.pr_plan import plan_pull_request
 from reconciler.errors import DenvError
 from reconciler.fleet.observe import Transports
+from reconciler.forge.commands import head_moved
 from reconciler.forge.handled import KIND, Handled, pending, read_handled, render_commands
 from reconciler.forge.models import CheckRun, CommandKind, CommentCommand
 from reconciler.forge.protocol import Forge
@@ -61,20 +66,27 @@ def run_commands(
     if not todo:
         return CommandsRun([], [])
     forge.upsert_comment(number, KIND, render_commands([*handled, *map(_claimed, todo)]))
+    head = forge.pull_request(number).head_sha
+    refused = {c.comment_id: why for c in todo if (why := head_moved(c, head)) is not None}
     outcomes: dict[str, str] = {}
     checks: list[CheckRun] = []
-    for kind in dict.fromkeys(c.command for c in todo):
-        status(f"/denv {kind} on #{number}")
+    for kind in dict.fromkeys(c.command for c in todo if c.comment_id not in refused):
+        status(f"/denv {kind} on #{number} at {head[:12]}")
         try:
             if kind == CommandKind.PLAN:
-                check = plan_pull_request(forge, root, number, transports, status).check
+                check = plan_pull_request(forge, root, number, transports, status, head).check
             else:
-                check = bench_pull_request(forge, root, number, transports, options, status).check
+                check = bench_pull_request(
+                    forge, root, number, transports, options, status, expect_head=head
+                ).check
         except DenvError as exc:
             outcomes[kind] = f"failed: {exc}"
             continue
         checks.append(check)
         outcomes[kind] = _outcome(check)
-    ran = [_claimed(c).model_copy(update={"outcome": outcomes[c.command]}) for c in todo]
+    ran = [
+        _claimed(c).model_copy(update={"outcome": refused.get(c.comment_id) or outcomes[c.command]})
+        for c in todo
+    ]
     forge.upsert_comment(number, KIND, render_commands([*handled, *ran]))
     return CommandsRun(ran, checks)

@@ -88,11 +88,18 @@ def _check(problems: list[str], unplaceable: list[str], plan: Plan | None) -> Ch
     return CheckRun(name=CHECK, title=title, summary=text, conclusion=conclusion)
 
 
-def open_head(forge: Forge, root: Path, number: int, verb: str) -> PullRequest:
-    """Pull request `number`, open, with its head commit in the repository at `root`."""
+def open_head(
+    forge: Forge, root: Path, number: int, verb: str, expect_head: str | None = None
+) -> PullRequest:
+    """Pull request `number`, open, with its head commit in the repository at `root`; with
+    `expect_head`, only while its head is still that commit (a command's pinned commit)."""
     pr = forge.pull_request(number)
     if pr.state != PrState.OPEN:
         raise ForgeError(f"pull request #{number} is {pr.state}: only open ones are {verb}")
+    if expect_head is not None and pr.head_sha != expect_head:
+        raise ForgeError(
+            f"#{number}: the head moved to {pr.head_sha[:12]} from {expect_head[:12]}: not {verb}"
+        )
     if not has_commit(root, pr.head_sha):
         raise DenvError(
             f"#{number}'s head {pr.head_sha[:12]} is not in {root}: fetch it first "
@@ -141,9 +148,11 @@ def plan_pull_request(
     number: int,
     transports: Transports,
     status: Callable[[str], None] = lambda message: None,
+    expect_head: str | None = None,
 ) -> PrPlan:
-    """Validate and plan the head of pull request `number`, comment the plan, set the check."""
-    pr = open_head(forge, root, number, "planned")
+    """Validate and plan the head of pull request `number` (only while it is `expect_head`,
+    when given), comment the plan, set the check."""
+    pr = open_head(forge, root, number, "planned", expect_head)
     files = changed_paths(root, pr.base_branch, pr.head_sha)
     source = pull_request_source(root, pr)
     problems: list[str] = []

@@ -1,11 +1,22 @@
 """Pure logic: comment commands (`/denv plan`, `/denv bench`), approvals and the merge gate.
 
+On the local forge an approval is signed with the reviewer's SSH key (`ssh-keygen -Y sign`,
+namespace `denv-approval`) over `approval_message`, and checked against the allowed signers
+(OpenSSH's format, as git's `gpg.ssh.allowedSignersFile`) in the base branch's
+`policies/allowed_signers`, whose lines `allowed_signers_problems` checks first.
+
 A command is the first line of a comment. Who may give one, and whose approval counts,
 is decided by the forge (write permission, the approvers policy); the rules are here.
+A command runs on the commit it was given on: the one it names (`/denv bench 1a2b3c4`),
+else the head when it was commented, where the forge records that (the local forge does,
+GitHub does not); when the head has moved since, it is refused (docs/github.md).
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
+import re
 import shlex
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -23,6 +34,7 @@ from reconciler.forge.models import (
 
 PREFIX = "/denv"
 USAGE = "denv understands `/denv plan` and `/denv bench` (from users with write permission)."
+_NAMED_SHA = re.compile(r"^[0-9a-f]{7,40}$")
 
 
 @dataclass(frozen=True)
@@ -78,9 +90,31 @@ def comment_commands(
                     command=parsed.kind,
                     args=parsed.args,
                     at=comment.at,
+                    head_sha=named_commit(parsed.args) or comment.head_sha,
                 )
             )
     return found
+
+
+def named_commit(args: Sequence[str]) -> str | None:
+    """The commit a command names (7 to 40 hex digits), if it names one."""
+    return next((a.lower() for a in args if _NAMED_SHA.match(a.lower())), None)
+
+
+def head_moved(command: CommentCommand, head_sha: str) -> str | None:
+    """Why `command` may not run on the pull request's head `head_sha`; None when it may."""
+    given = command.head_sha
+    if given is None:
+        return (
+            f"refused: the comment names no commit, and the head it was given on is not known; "
+            f"comment `/denv {command.command} {head_sha[:12]}` to run on the head"
+        )
+    if not head_sha.startswith(given):
+        return (
+            f"refused: commented on {given[:12]}, but the head is now {head_sha[:12]}; "
+            "comment again to run on the new head"
+        )
+    return None
 
 
 def approver_rule(approvers: Sequence[str]) -> tuple[set[str], set[str]]:
@@ -130,3 +164,53 @@ def merge_blockers(approvals: Approvals, required: int, checks: Sequence[CheckRu
         who = f" ({', '.join(approvals.counted)})" if approvals.counted else ""
         blockers.append(f"{approvals.count} of {required} approvals of the head{who}")
     return blockers
+
+
+ALLOWED_SIGNERS = "policies/allowed_signers"
+APPROVAL_NAMESPACE = "denv-approval"
+KEY_TYPES = frozenset(
+    {
+        "ssh-ed25519",
+        "ssh-rsa",
+        "ecdsa-sha2-nistp256",
+        "ecdsa-sha2-nistp384",
+        "ecdsa-sha2-nistp521",
+        "sk-ssh-ed25519@openssh.com",
+        "sk-ecdsa-sha2-nistp256@openssh.com",
+    }
+)
+_SIGNER_LINE = "expected `PRINCIPALS [OPTIONS] KEY-TYPE BASE64-KEY [COMMENT]`"
+
+
+def approval_message(number: int, base: str, head_sha: str, user: str) -> bytes:
+    """What an approver signs: this pull request's head, into this base, by this user."""
+    return (
+        f"denv approval\npull request: {number}\nbase: {base}\nhead: {head_sha}\napprover: {user}\n"
+    ).encode()
+
+
+def _is_key(key_type: str, blob: str) -> bool:
+    try:
+        raw = base64.b64decode(blob, validate=True)
+    except (binascii.Error, ValueError):
+        return False
+    return raw[4 : 4 + len(key_type)] == key_type.encode()  # the blob names its own type
+
+
+def allowed_signers_problems(text: str) -> list[tuple[int, str]]:
+    """(line, what is wrong) for each line of an allowed signers file that is no signer."""
+    problems = []
+    for number, raw in enumerate(text.splitlines(), start=1):
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        if line.count('"') % 2:
+            problems.append((number, f"unbalanced quotes: {_SIGNER_LINE}"))
+            continue
+        words = shlex.split(line, posix=False)  # a quoted word (options, principals) stays one
+        at = next((i for i, w in enumerate(words) if w in KEY_TYPES), None)
+        if at is None or at == 0 or at + 1 >= len(words):
+            problems.append((number, f"{_SIGNER_LINE}, key types: {', '.join(sorted(KEY_TYPES))}"))
+        elif not _is_key(words[at], words[at + 1]):
+            problems.append((number, f"the {words[at]} key is not a base64 {words[at]} key"))
+    return problems

@@ -4,8 +4,9 @@ A pull request is a head branch and a base branch of the local git repository; i
 description, comments, reviews and the checks of its commits are kept beside them in
 `.git/denv-forge/` (localstore.py). Merging writes a merge commit with pygit2, as GitHub's
 merge button does, and brings the work tree along when the base is checked out. Everyone
-who can write to this repository has write permission here; the approvers policy, when it
-names users, narrows whose approval counts.
+who can write to this repository has write permission here, so an approval names its
+approver by an SSH signature, checked against the base branch's `policies/allowed_signers`
+(commands.py, sshsig.py); the approvers policy, when it names users, narrows whose counts.
 """
 
 from __future__ import annotations
@@ -19,8 +20,17 @@ import pygit2
 from pygit2.enums import CheckoutStrategy
 
 from reconciler.errors import ForgeError, NotFound
+from reconciler.forge import sshsig
 from reconciler.forge.botgit import bot_commit
-from reconciler.forge.commands import approval_candidates, approver_rule, comment_commands
+from reconciler.forge.commands import (
+    ALLOWED_SIGNERS,
+    APPROVAL_NAMESPACE,
+    allowed_signers_problems,
+    approval_candidates,
+    approval_message,
+    approver_rule,
+    comment_commands,
+)
 from reconciler.forge.localstore import LocalPr, LocalStore
 from reconciler.forge.markers import Create, Delete, Edit, read_marker, split_body, upsert_ops
 from reconciler.forge.models import (
@@ -149,13 +159,15 @@ class LocalForge:
     def comment(self, pr: int, body: str, author: str | None = None) -> Comment:
         with self.store.locked():
             record = self.store.load(pr)
-            comment = self._add(record, body, author or self.user)
+            tip = self._tip(record.head_branch) if record.state == PrState.OPEN else None
+            head = None if tip is None else str(tip)  # what the commenter saw
+            comment = self._add(record, body, author or self.user, head)
             self.store.save(record)
         return comment
 
-    def _add(self, record: LocalPr, body: str, author: str) -> Comment:
+    def _add(self, record: LocalPr, body: str, author: str, head: str | None = None) -> Comment:
         number = max((c.id for c in record.comments), default=0) + 1
-        comment = Comment(id=number, author=author, body=body, at=self.clock())
+        comment = Comment(id=number, author=author, body=body, at=self.clock(), head_sha=head)
         record.comments.append(comment)
         return comment
 
@@ -214,21 +226,46 @@ class LocalForge:
 
     # -- reviews and approvals -------------------------------------------------------------
 
-    def review(self, pr: int, state: ReviewState, user: str | None = None) -> Review:
+    def _open_tip(self, pr: int) -> tuple[LocalPr, str]:
+        record = self.store.load(pr)
+        if record.state != PrState.OPEN:
+            raise ForgeError(f"pull request #{pr} is {record.state}, not open")
+        tip = self._tip(record.head_branch)
+        if tip is None:
+            raise NotFound(f"pull request #{pr}: its branch '{record.head_branch}' is gone")
+        return record, str(tip)
+
+    def review(
+        self, pr: int, state: ReviewState, user: str | None = None, key: Path | None = None
+    ) -> Review:
+        """Review the head; with `key`, signed by that SSH key (approvals count only so)."""
+        who = user or self.user
+        signature = None
+        if key is not None:  # signed before the lock: ssh-keygen may ask for a passphrase
+            record, head = self._open_tip(pr)
+            message = approval_message(pr, record.base_branch, head, who)
+            signature = sshsig.sign(key, APPROVAL_NAMESPACE, message)
         with self.store.locked():
-            record = self.store.load(pr)
-            if record.state != PrState.OPEN:
-                raise ForgeError(f"pull request #{pr} is {record.state}, not open")
-            tip = self._tip(record.head_branch)
-            if tip is None:
-                raise NotFound(f"pull request #{pr}: its branch '{record.head_branch}' is gone")
-            review = Review(user=user or self.user, state=state, commit=str(tip), at=self.clock())
+            record, tip = self._open_tip(pr)
+            if signature is not None and tip != head:
+                raise ForgeError(
+                    f"#{pr}: the head moved to {tip[:12]} while signing; approve again"
+                )
+            review = Review(user=who, state=state, commit=tip, at=self.clock(), signature=signature)
             record.reviews.append(review)
             self.store.save(record)
         return review
 
-    def approve(self, pr: int, user: str | None = None) -> Review:
-        return self.review(pr, ReviewState.APPROVED, user)
+    def approve(self, pr: int, user: str | None = None, key: Path | None = None) -> Review:
+        return self.review(pr, ReviewState.APPROVED, user, key)
+
+    def signing_key(self) -> Path | None:
+        """git's `user.signingKey` (what `git commit -S` signs with when gpg.format is ssh)."""
+        try:
+            value = str(self.repo.config["user.signingkey"])
+        except KeyError:
+            return None
+        return Path(value).expanduser() if value else None
 
     def approvals(self, pr: int, approvers: Sequence[str] = ()) -> Approvals:
         record = self.store.load(pr)
@@ -236,15 +273,48 @@ class LocalForge:
         found = approval_candidates(record.reviews, head, record.author)
         users, teams = approver_rule(approvers)
         counted, ignored = [], list(found.ignored)
+        signers = self._allowed_signers(record.base_branch) if found.users else None
         for user in found.users:
-            if not (users or teams) or user.lower() in users:
-                counted.append(user)
-            else:
+            if (users or teams) and user.lower() not in users:
                 why = "not named in the approvers policy"
                 if teams:
                     why += " (the local forge cannot look up team members)"
                 ignored.append(Ignored(user=user, reason=why))
+            elif (unsigned := self._unsigned(record, head, user, signers)) is not None:
+                ignored.append(Ignored(user=user, reason=unsigned))
+            else:
+                counted.append(user)
         return Approvals(head_sha=head, counted=counted, ignored=ignored)
+
+    def _allowed_signers(self, base: str) -> str | None:
+        """The base branch's allowed signers (None: it has none); an invalid line stops."""
+        tip = self._tip(base)
+        if tip is None:
+            raise NotFound(f"no branch '{base}' in {self.root}")
+        tree = self.repo[tip].peel(pygit2.Tree)
+        if ALLOWED_SIGNERS not in tree:
+            return None
+        text = self.repo[tree[ALLOWED_SIGNERS].id].peel(pygit2.Blob).data.decode(errors="replace")
+        for line, problem in allowed_signers_problems(text)[:1]:
+            raise ForgeError(f"{ALLOWED_SIGNERS}:{line} (on {base}): {problem}")
+        return text
+
+    def _unsigned(self, record: LocalPr, head: str, user: str, signers: str | None) -> str | None:
+        """Why `user`'s approval of `head` is not signed by them; None when it is."""
+        if signers is None:
+            return f"{record.base_branch} has no {ALLOWED_SIGNERS} to check its signature by"
+        approval = next(
+            r
+            for r in reversed(record.reviews)
+            if (r.user, r.state, r.commit) == (user, ReviewState.APPROVED, head)
+        )
+        if approval.signature is None:
+            return "unsigned (denv pr approve --key)"
+        message = approval_message(record.number, record.base_branch, head, user)
+        said = sshsig.verify(signers, user, APPROVAL_NAMESPACE, message, approval.signature)
+        if said is not None:
+            return f"its signature is not {user}'s by {ALLOWED_SIGNERS} on {record.base_branch}"
+        return None
 
     # -- merging ---------------------------------------------------------------------------
 

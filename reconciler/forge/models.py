@@ -64,6 +64,8 @@ class Review(Record):
     state: ReviewState
     commit: str  # the head commit the review was given on
     at: datetime
+    # the local forge: the reviewer's SSH signature of what they approved (commands.py)
+    signature: str | None = None
 
 
 class Ignored(Record):
@@ -88,6 +90,9 @@ class Comment(Record):
     author: str
     body: str
     at: datetime
+    # the pull request's head when the comment was made, where the forge records it (the
+    # local forge does; GitHub does not say, so a command there names its commit)
+    head_sha: str | None = None
 
 
 class CommandKind(StrEnum):
@@ -103,6 +108,8 @@ class CommentCommand(Record):
     command: CommandKind
     args: list[str]
     at: datetime
+    # the commit it was given on: the one it names, else the head when it was commented
+    head_sha: str | None = None
 
 
 class MergeStatus(StrEnum):

@@ -7,9 +7,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from reconciler.forge.local import LocalForge
 from reconciler.forge.models import CheckRun, Conclusion
 from tests.forge.gitrepo import commit_file, git
+from tests.forge.sshkeys import allow, new_key
 
 RELEASE = "releases/chat-8b/denv.yaml"
 
@@ -23,7 +26,11 @@ def denv(repo: Path, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_approve_then_merge(git_repo: Path) -> None:
+def test_approve_then_merge(git_repo: Path, tmp_path_factory: pytest.TempPathFactory) -> None:
+    folder = tmp_path_factory.mktemp("keys")
+    keys = {name: new_key(folder, name) for name in ("Ada Lovelace", "grace", "mallory")}
+    keys["ada"] = keys["Ada Lovelace"]
+    allow(git_repo, {"grace": keys["grace"], '"Ada Lovelace"': keys["ada"]})
     git(git_repo, "checkout", "-q", "-b", "bigger-batch")
     text = (git_repo / RELEASE).read_text().replace("max_batch: 128", "max_batch: 192")
     head = commit_file(git_repo, RELEASE, text, "chat-8b: max_batch 192")
@@ -43,10 +50,21 @@ def test_approve_then_merge(git_repo: Path) -> None:
     assert "0 of 1 approvals" in refused.stderr
 
     forge.set_check(head, failing.model_copy(update={"conclusion": Conclusion.SUCCESS}))
-    own = denv(git_repo, "approve", "1")  # git's user.name is the author: does not count
+    own = denv(git_repo, "approve", "1", "--key", str(keys["ada"]))  # git's user.name: author
     assert own.returncode == 0 and "does not count: author of the pull request" in own.stdout
+    # `--as grace` is a claim: it counts only signed with a key main lists for grace
+    unsigned = denv(git_repo, "approve", "1", "--as", "grace")
+    assert unsigned.returncode == 1 and "Traceback" not in unsigned.stderr
+    assert "an approval is signed with your SSH key: pass --key" in unsigned.stderr
+    forged = denv(git_repo, "approve", "1", "--as", "grace", "--key", str(keys["mallory"]))
+    assert forged.returncode == 0, forged.stderr
+    assert "does not count: its signature is not grace's by policies/allowed_signers on main" in (
+        forged.stdout
+    )
+    git(git_repo, "config", "user.signingKey", str(keys["grace"]))  # as git signs commits
     approved = json.loads(denv(git_repo, "approve", "1", "--as", "grace", "--json").stdout)
     assert approved["approvals"]["counted"] == ["grace"] and approved["approvals"]["required"] == 1
+    assert approved["review"]["signature"].startswith("-----BEGIN SSH SIGNATURE-----")
 
     shown = denv(git_repo, "show", "1")
     assert shown.returncode == 0

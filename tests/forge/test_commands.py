@@ -11,6 +11,7 @@ from reconciler.forge.commands import (
     Command,
     Ignore,
     Reply,
+    allowed_signers_problems,
     approval_candidates,
     approver_rule,
     merge_blockers,
@@ -94,3 +95,27 @@ def test_merge_blockers() -> None:
         "0 of 1 approvals of the head",
     ]
     assert merge_blockers(one, 2, []) == ["1 of 2 approvals of the head (grace)"]
+
+
+ED25519 = "AAAAC3NzaC1lZDI1NTE5AAAAIEhZcmm9ZaQDvKpqN8WHTUQx8Zx2d3qM4rKf1mN0bY7a"
+
+
+@pytest.mark.parametrize(
+    ("text", "problems"),
+    [
+        (f"# signers\n\ngrace ssh-ed25519 {ED25519} grace@laptop\n", []),
+        (f'grace,linus namespaces="denv-approval" ssh-ed25519 {ED25519}\n', []),
+        (f'"Ada Lovelace" ssh-ed25519 {ED25519}\n', []),
+        ("grace ssh-ed25519\n", [(1, "expected `PRINCIPALS")]),
+        (f"ssh-ed25519 {ED25519}\n", [(1, "expected `PRINCIPALS")]),
+        (f"\ngrace ssh-rsa {ED25519}\n", [(2, "the ssh-rsa key is not a base64 ssh-rsa key")]),
+        ("grace ssh-ed25519 not*base64\n", [(1, "not a base64 ssh-ed25519 key")]),
+        ('grace namespaces="x ssh-ed25519 AAAA\n', [(1, "unbalanced quotes: expected")]),
+    ],
+    ids=["ok", "options", "quoted", "no-key", "no-principal", "wrong-type", "junk", "quote"],
+)
+def test_allowed_signers_problems(text: str, problems: list[tuple[int, str]]) -> None:
+    found = allowed_signers_problems(text)
+    assert [line for line, _ in found] == [line for line, _ in problems]
+    for (_, said), (_, wanted) in zip(found, problems, strict=True):
+        assert wanted in said

@@ -11,6 +11,7 @@ from reconciler.forge.local import LocalForge
 from reconciler.forge.models import CheckRun, CommandKind, Conclusion, MergeStatus, PrState
 from reconciler.forge.protocol import BotChange, BotFiles
 from tests.forge.gitrepo import commit_file, git
+from tests.forge.sshkeys import SIGNERS, allow, new_key, signer_line
 
 RELEASE = "releases/chat-8b/denv.yaml"
 
@@ -23,7 +24,16 @@ def _branch_with_change(repo: Path, branch: str = "bigger-batch") -> str:
     return sha
 
 
-def test_open_comment_approve_merge(git_repo: Path) -> None:
+@pytest.fixture
+def keys(git_repo: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """SSH keys of ada, grace and mallory; main's allowed signers list ada's and grace's."""
+    folder = tmp_path_factory.mktemp("keys")
+    made = {name: new_key(folder, name) for name in ("ada", "grace", "mallory")}
+    allow(git_repo, {"ada": made["ada"], "grace": made["grace"]})
+    return made
+
+
+def test_open_comment_approve_merge(git_repo: Path, keys: dict[str, Path]) -> None:
     head = _branch_with_change(git_repo)
     forge = LocalForge(git_repo, user="ada")
     pr = forge.open_pr("bigger-batch", "chat-8b: bigger batches", "Raise max_batch.")
@@ -41,8 +51,8 @@ def test_open_comment_approve_merge(git_repo: Path) -> None:
     )
     assert [c.name for c in forge.checks(head)] == ["denv plan"]
 
-    forge.approve(1, "ada")  # the author's own approval never counts
-    forge.approve(1, "grace")
+    forge.approve(1, "ada", key=keys["ada"])  # the author's own approval never counts
+    forge.approve(1, "grace", key=keys["grace"])
     approvals = forge.approvals(1)
     assert approvals.counted == ["grace"]
     assert [(i.user, i.reason) for i in approvals.ignored] == [
@@ -60,11 +70,55 @@ def test_open_comment_approve_merge(git_repo: Path) -> None:
     assert forge.merge(1).status == MergeStatus.REFUSED
 
 
-def test_approval_of_an_old_head_does_not_count(git_repo: Path) -> None:
+def test_an_approval_counts_only_signed_by_its_approver(
+    git_repo: Path, keys: dict[str, Path]
+) -> None:
+    """`--as grace` named the approver for anyone: now grace's key must sign it, by the
+    allowed signers of the base branch, which the pull request cannot add itself to."""
+    _branch_with_change(git_repo)
+    git(git_repo, "checkout", "-q", "bigger-batch")  # the pull request lists mallory too
+    text = (git_repo / SIGNERS).read_text() + signer_line("mallory", keys["mallory"])
+    commit_file(git_repo, SIGNERS, text, "let mallory approve")
+    git(git_repo, "checkout", "-q", "main")
+    forge = LocalForge(git_repo, user="ada")
+    forge.open_pr("bigger-batch", "t")
+    forge.approve(1, "grace")  # unsigned
+    forge.approve(1, "grace", key=keys["mallory"])  # mallory signs as grace: latest word
+    forge.approve(1, "mallory", key=keys["mallory"])  # listed by the pull request only
+    approvals = forge.approvals(1)
+    assert approvals.counted == []
+    assert [(i.user, i.reason) for i in approvals.ignored] == [
+        ("grace", f"its signature is not grace's by {SIGNERS} on main"),
+        ("mallory", f"its signature is not mallory's by {SIGNERS} on main"),
+    ]
+    forge.approve(1, "grace")
+    assert forge.approvals(1).ignored[0].reason == "unsigned (denv pr approve --key)"
+    forge.approve(1, "grace", key=keys["grace"])
+    assert forge.approvals(1).counted == ["grace"]
+
+
+def test_without_allowed_signers_no_approval_counts_and_a_bad_line_stops(
+    git_repo: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
     _branch_with_change(git_repo)
     forge = LocalForge(git_repo, user="ada")
     forge.open_pr("bigger-batch", "t")
-    forge.approve(1, "grace")
+    forge.approve(1, "grace", key=new_key(tmp_path_factory.mktemp("keys"), "grace"))
+    [ignored] = forge.approvals(1).ignored
+    assert ignored.reason == f"main has no {SIGNERS} to check its signature by"
+    commit_file(git_repo, SIGNERS, "# signers\ngrace ssh-ed25519\n", "half a line")
+    with pytest.raises(ForgeError, match=f"^{SIGNERS}:2 \\(on main\\): expected `PRINCIPALS"):
+        forge.approvals(1)
+    commit_file(git_repo, SIGNERS, "grace ssh-ed25519 AAAAnotakey\n", "not a key")
+    with pytest.raises(ForgeError, match="1 \\(on main\\): the ssh-ed25519 key is not a base64"):
+        forge.approvals(1)
+
+
+def test_approval_of_an_old_head_does_not_count(git_repo: Path, keys: dict[str, Path]) -> None:
+    _branch_with_change(git_repo)
+    forge = LocalForge(git_repo, user="ada")
+    forge.open_pr("bigger-batch", "t")
+    forge.approve(1, "grace", key=keys["grace"])
     git(git_repo, "checkout", "-q", "bigger-batch")
     commit_file(git_repo, "NOTES.md", "more\n", "another commit")
     git(git_repo, "checkout", "-q", "main")

@@ -11,11 +11,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from reconciler.cli.pr_plan import _check
 from reconciler.forge.local import LocalForge
 from reconciler.reconcile.plan import FleetUsage, Plan
 from tests.forge.conftest import TOKEN, GitHubSetup
 from tests.forge.gitrepo import commit_file, git
+from tests.forge.sshkeys import allow, new_key
 from tests.forge.test_github import open_pr
 
 RELEASE = "releases/chat-8b/denv.yaml"
@@ -61,7 +64,11 @@ def branch(repo: Path, name: str, path: str, text: str) -> str:
     return sha
 
 
-def test_plan_then_fix_then_break_edits_one_comment(git_repo: Path) -> None:
+def test_plan_then_fix_then_break_edits_one_comment(
+    git_repo: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    grace = new_key(tmp_path_factory.mktemp("keys"), "grace")
+    allow(git_repo, {"grace": grace})
     bigger = (git_repo / RELEASE).read_text().replace("max_batch: 128", "max_batch: 192")
     head = branch(git_repo, "bigger-batch", RELEASE, bigger)
     opened = denv(git_repo, "open", "--head", "bigger-batch")
@@ -103,7 +110,7 @@ def test_plan_then_fix_then_break_edits_one_comment(git_repo: Path) -> None:
     assert [c.conclusion for c in forge.checks(broken)] == ["failure"]
     assert [c.conclusion for c in forge.checks(head)] == ["success"]  # the older head keeps its
 
-    denv(git_repo, "approve", "1", "--as", "grace")
+    denv(git_repo, "approve", "1", "--as", "grace", "--key", str(grace))
     refused = denv(git_repo, "merge", "1")
     assert refused.returncode == 1 and "check 'denv plan' is failure" in refused.stderr
 
@@ -111,7 +118,8 @@ def test_plan_then_fix_then_break_edits_one_comment(git_repo: Path) -> None:
     fixed = commit_file(git_repo, RELEASE, bigger, "fix")
     git(git_repo, "checkout", "-q", "main")
     assert planned(git_repo, 1)["check"]["conclusion"] == "success"
-    denv(git_repo, "approve", "1", "--as", "grace")  # the earlier approval was of another head
+    approved = denv(git_repo, "approve", "1", "--as", "grace", "--key", str(grace))
+    assert approved.returncode == 0, approved.stderr  # the earlier one approved another head
     assert denv(git_repo, "merge", "1").returncode == 0
     assert "max_batch: 192" in (git_repo / RELEASE).read_text()
     assert [c.conclusion for c in forge.checks(fixed)] == ["success"]

@@ -16,6 +16,7 @@ from reconciler.forge.local import LocalForge
 from reconciler.forge.models import CheckRun, Conclusion
 from reconciler.spec.sources import is_trusted_path
 from tests.forge.gitrepo import git
+from tests.forge.sshkeys import new_key
 from tests.forge.test_pr_plan import RELEASE, branch, denv, planned
 
 FLEET = "fleets/local.yaml"
@@ -143,13 +144,15 @@ def test_docs_table_says_what_the_code_does() -> None:
     doc = (Path(__file__).resolve().parents[2] / "docs/github.md").read_text()
     section = doc.split("## What a pull request can and cannot change", 1)[1].split("\n## ")[0]
     rows = [line.split("|")[1:3] for line in section.splitlines() if line.startswith("| `")]
-    assert len(rows) == 7
+    assert len(rows) == 8
     for path, source in rows:
         example = path.strip().strip("`").replace("**", "x/y.yaml").replace("*.yaml", "z.yaml")
         assert is_trusted_path(example) is (source.strip() == "the base branch"), example
 
 
-def test_a_review_that_does_not_count_benches_nothing(git_repo: Path) -> None:
+def test_a_review_that_does_not_count_benches_nothing(
+    git_repo: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
     gates = (git_repo / "policies/gates.yaml").read_text()
     git(git_repo, "checkout", "-q", "main")
     (git_repo / "policies/gates.yaml").write_text(
@@ -159,7 +162,8 @@ def test_a_review_that_does_not_count_benches_nothing(git_repo: Path) -> None:
     bigger = (git_repo / RELEASE).read_text().replace("max_batch: 128", "max_batch: 192")
     branch(git_repo, "bigger", RELEASE, bigger)
     assert denv(git_repo, "open", "--head", "bigger").returncode == 0
-    assert denv(git_repo, "approve", "1", "--as", "mallory").returncode == 0
+    mallory = new_key(tmp_path_factory.mktemp("keys"), "mallory")
+    assert denv(git_repo, "approve", "1", "--as", "mallory", "--key", str(mallory)).returncode == 0
 
     run = denv(git_repo, "bench", "--pr", "1", "--approved-by", "mallory")
 

@@ -5,9 +5,9 @@ and `denv reconcile --once` on the merged main (reconcile.yml) starts it on the 
 simulated GPUs, which answers through the official openai client.
 
 Between the approval and the merge, bench.yml's `denv pr commands`: a `/denv bench` from a
-user without write permission is ignored, one from a permitted user benches the release as
-the pull request changes it beside the current one on trial GPUs of the local fleet, with
-parity between them, comments both and sets the `denv bench` check — once."""
+user without write permission is ignored, one from a permitted user naming the head benches
+the release as the pull request changes it beside the current one on trial GPUs of the local
+fleet, with parity between them, comments both and sets the `denv bench` check — once."""
 
 from __future__ import annotations
 
@@ -73,7 +73,7 @@ def bench_step(github: GitHubSetup, number: int, head: str, transports: Transpor
     claimed = [Handled(comment_id=i, user="grace", command="bench", outcome="done") for i in
                range(1, 1000)]  # fmt: skip
     fake.comment(number, "mallory", render_commands(claimed))
-    asked = fake.comment(number, "grace", "/denv bench")
+    asked = fake.comment(number, "grace", f"/denv bench {head[:12]}")  # the commit grace read
     ran = run_commands(forge, github.work, number, transports, options, only=asked)
     assert [(h.comment_id, h.user, h.command) for h in ran.ran] == [(asked, "grace", "bench")]
     assert [(c.name, c.conclusion) for c in ran.checks] == [("denv bench", "success")], ran.checks

@@ -1,0 +1,37 @@
+"""Real SSH keys for the signed approvals of the local forge, made with OpenSSH's ssh-keygen."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+from tests.forge.gitrepo import commit_file, git
+
+SIGNERS = "policies/allowed_signers"
+
+
+def new_key(folder: Path, name: str) -> Path:
+    """A passphrase-less ed25519 key `folder/name` (its public half beside it, `.pub`)."""
+    key = folder / f"{name}-key"
+    subprocess.run(
+        ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", name, "-f", str(key)],
+        check=True,
+        capture_output=True,
+        timeout=30,
+    )
+    return key
+
+
+def signer_line(name: str, key: Path) -> str:
+    return f"{name} {key.with_suffix('.pub').read_text().strip()}\n"
+
+
+def allow(repo: Path, signers: dict[str, Path], branch: str = "main") -> str:
+    """Commit `policies/allowed_signers` listing each name's key on `branch`; its commit."""
+    git(repo, "checkout", "-q", branch)
+    text = "# who may approve on the local forge\n" + "".join(
+        signer_line(name, key) for name, key in signers.items()
+    )
+    sha = commit_file(repo, SIGNERS, text, "allowed signers")
+    git(repo, "checkout", "-q", "main")
+    return sha
