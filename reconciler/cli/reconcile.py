@@ -154,7 +154,7 @@ def status(repo: LocationOption = ".", as_json: JsonOption = False) -> None:
                     fleet: {
                         "whole": r.whole,
                         "since": r.since,
-                        "hosts": dump({fleet: r.unreached})[fleet],
+                        "hosts": {h: u.model_dump() for h, u in r.unreached.items()},
                     }
                     for fleet, r in reach.items()
                 },
