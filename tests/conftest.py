@@ -26,6 +26,13 @@ def require_installed(present: bool, what: str, target: str = "system-deps") -> 
 Edit = Callable[[str, str, str], None]
 
 
+@pytest.fixture(autouse=True)
+def _state_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """What denv keeps per user (`denv status`'s unreachable hosts, the last bench ranking)
+    goes to a folder of the test's, never the home of whoever runs the tests."""
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path_factory.mktemp("state")))
+
+
 @pytest.fixture
 def denv_repo(tmp_path: Path) -> Path:
     """A copy of this repository's denv files (results left out: they are large)."""

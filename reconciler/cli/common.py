@@ -33,11 +33,12 @@ console = Console() if sys.stdout.isatty() else Console(width=160)
 
 def open_checked(repo: Path, rev: str | None = None) -> Repo:
     """The repository around `repo` with every problem: the spec's checks, and the engines'
-    (a version denv has no flag table for), which the spec layer cannot know."""
-    from reconciler.engines.versions import check_engine_versions  # its flag tables: on use
+    (a version denv has no flag table for, args it would refuse), which the spec layer
+    cannot know."""
+    from reconciler.engines.recipe_args import check_engines  # its flag tables: on use
 
     loaded = open_repo(find_root(repo), rev)
-    loaded.problems.extend(check_engine_versions(loaded))
+    loaded.problems.extend(check_engines(loaded))
     return loaded
 
 

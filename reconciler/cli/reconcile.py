@@ -4,6 +4,7 @@ the bot plans, with the rollback overrides it keeps)."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import sys
@@ -30,6 +31,7 @@ from reconciler.reconcile import probes
 from reconciler.reconcile.apply import ApplyOptions
 from reconciler.reconcile.loop import LEASE, BotMetrics, PassResult, Reconciler, planned_fleets
 from reconciler.reconcile.plan import ActionKind
+from reconciler.reconcile.reach import FleetReach, Streaks, dump, earliest, parse, track
 from reconciler.reconcile.revisions import Stages
 from reconciler.reconcile.snapshot import Snapshot, snapshot
 from reconciler.reconcile.source import GitSource
@@ -133,10 +135,12 @@ def status(repo: LocationOption = ".", as_json: JsonOption = False) -> None:
     try:
         with Console(stderr=True).status("observing"):
             snap = snapshot(source, transports, adjust=as_the_bot_runs)
-            rows = _rows(snap)
             notes = _notes(snap, transports)
     finally:
         transports.close()
+    now = time.time()
+    reach = _reach(snap, notes, source.label, now)
+    rows = _rows(snap, reach)
     if as_json:
         checks = {k: v for n in notes.values() for k, v in parity_of(n).items()}
         print_json(
@@ -146,6 +150,14 @@ def status(repo: LocationOption = ".", as_json: JsonOption = False) -> None:
                 "bot": notes,
                 "parity": checks,
                 "overrides": [o.model_dump(mode="json") for o in rolled],
+                "unreachable": {
+                    fleet: {
+                        "whole": r.whole,
+                        "since": r.since,
+                        "hosts": {h: u.model_dump() for h, u in r.unreached.items()},
+                    }
+                    for fleet, r in reach.items()
+                },
             }
         )
         return
@@ -159,11 +171,13 @@ def status(repo: LocationOption = ".", as_json: JsonOption = False) -> None:
             row["fleet"],
             (row["desired_revision"] or "—")[:12],
             ",".join(r[:12] for r in row["running_revisions"]) or "—",
-            f"{row['ready']}/{row['replicas']}",
+            "?" if row["ready"] is None else f"{row['ready']}/{row['replicas']}",
             row["endpoint"] or "—",
-            row["drift"] or "none",
+            _drift_text(row),
         )
     console.print(table)
+    for found in reach.values():
+        console.print(found.text(now), markup=False)
     for row in rows:
         if row["error"]:
             console.print(f"{row['release']}/{row['stage']} on {row['fleet']}: {row['error']}")
@@ -179,7 +193,13 @@ def status(repo: LocationOption = ".", as_json: JsonOption = False) -> None:
         if note is None:
             console.print(f"{fleet}: no reconciler has run here yet", markup=False)
             continue
-        age = time.time() - note["at"]
+        if "error" in note:
+            if fleet not in reach:  # else the line above says why
+                console.print(
+                    f"{fleet}: the bot's note was not read: {note['error']}", markup=False
+                )
+            continue
+        age = now - note["at"]
         console.print(f"{fleet}: last pass {age:.0f}s ago: {note['summary']}", markup=False)
 
 
@@ -203,7 +223,17 @@ def _parity_line(key: str, found: dict[str, Any]) -> str:
     return line
 
 
-def _rows(snap: Snapshot) -> list[dict[str, Any]]:
+def _drift_text(row: dict[str, Any]) -> str:
+    if row["drift"] is None:
+        return "unknown: unreachable"
+    drift = row["drift"] or "none"
+    down = len(row["unreachable_hosts"])
+    return drift + (f" ({down} host{'s' * (down > 1)} unreachable)" if down else "")
+
+
+def _rows(snap: Snapshot, reach: dict[str, FleetReach]) -> list[dict[str, Any]]:
+    """One row per release, stage and fleet; on a fleet none of whose hosts answered, ready
+    and drift are None (not known), with `unreachable_since`."""
     rows = []
     deployments = {(d.release, d.stage, d.fleet): d for d in snap.desired.deployments}
     for group in snap.plan.groups:
@@ -216,6 +246,8 @@ def _rows(snap: Snapshot) -> list[dict[str, Any]]:
             replicas = len(heads)
             ready = sum(1 for u in heads if u.id in running and probes.is_ready(u.unit))
         drift = Counter(a.kind.value for a in actions if a.kind != ActionKind.KEEP)
+        found = reach.get(group.fleet)
+        whole = found is not None and found.whole
         rows.append(
             {
                 "release": group.release,
@@ -224,10 +256,14 @@ def _rows(snap: Snapshot) -> list[dict[str, Any]]:
                 "desired_revision": group.revision,
                 "running_revisions": list(group.running_revisions),
                 "replicas": replicas,
-                "ready": ready,
+                "ready": None if whole else ready,
                 "endpoint": group.endpoint,
-                "drift": ", ".join(f"{kind} {count}" for kind, count in sorted(drift.items())),
+                "drift": None
+                if whole
+                else ", ".join(f"{kind} {count}" for kind, count in sorted(drift.items())),
                 "error": group.error,
+                "unreachable_hosts": sorted(found.unreached) if found is not None else [],
+                "unreachable_since": found.since if whole and found is not None else None,
             }
         )
     return rows
@@ -242,5 +278,41 @@ def _notes(snap: Snapshot, transports: Transports) -> dict[str, Any]:
         try:
             notes[fleet] = agent.lease(LEASE, "status", 0, peek=True).get("note")
         except DenvError as exc:
-            notes[fleet] = {"at": time.time(), "summary": f"not reachable: {exc}"}
+            notes[fleet] = {"error": str(exc)}  # not a pass: the note is not known
     return notes
+
+
+def _reach(snap: Snapshot, notes: dict[str, Any], label: str, now: float) -> dict[str, FleetReach]:
+    """The fleets with hosts that did not answer this look, each host since the first failed
+    observation of its streak: the earliest the bot's notes (from the fleets that answered)
+    or this machine's earlier `denv status` runs recorded. This machine's record is kept in
+    the state folder, per repository."""
+    path = _reach_file()
+    try:
+        kept = json.loads(path.read_text())
+    except (OSError, ValueError):
+        kept = {}
+    kept = kept if isinstance(kept, dict) else {}
+    mine = track(parse(kept.get(label)), snap.unreached(), snap.observations, now)
+    noted: list[Streaks] = [parse((n or {}).get("unreachable")) for n in notes.values()]
+    merged = earliest(mine, *noted)
+    wanted = {k: v for k, v in kept.items() if k != label} | (
+        {label: dump(merged)} if merged else {}
+    )
+    if wanted != kept:
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(json.dumps(wanted, indent=2) + "\n")
+        except OSError:
+            pass  # a read-only home: the streak starts again at the next look
+    return {
+        fleet: FleetReach(fleet=fleet, hosts=len(snap.repo.fleets[fleet].hosts), unreached=hosts)
+        for fleet, hosts in merged.items()
+        if fleet in snap.repo.fleets
+    }
+
+
+def _reach_file() -> Path:
+    """This machine's record of hosts `denv status` found unreachable, and since when."""
+    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(base) / "denv" / "unreachable.json"

@@ -12,7 +12,7 @@ import difflib
 import json
 import re
 from collections.abc import Mapping
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from reconciler.catalog.deployments import Deployment
 from reconciler.engines.placement import HTTP, Placement, Slot
@@ -121,35 +121,75 @@ def pick_table(
 
 
 _NUMBER = re.compile(r"^-[0-9.]")
+# Text a shell would act on. recipe.args never meet a shell (each is one argv element, run by
+# exec), so these do nothing; in an arg they suggest its author expected one.
+_SHELL = re.compile(r"[;|&<>`\n]|\$[({A-Za-z_]")
 
 
-def _did_you_mean(name: str, flags: frozenset[str]) -> str:
-    """The shortest flag that `name` begins, else the closest spelling."""
+class ArgFinding(NamedTuple):
+    """One problem with recipe.args: the element it is about, and what is wrong."""
+
+    at: int  # the element of args it is about
+    message: str
+    warning: bool = False
+
+
+def _did_you_mean(name: str, flags: frozenset[str], managed: Mapping[str, str]) -> str:
+    """The shortest flag that `name` begins, else the closest spelling (difflib), and
+    whether denv sets that one itself."""
     longer = sorted((f for f in flags if f.startswith(name + "-")), key=lambda f: (len(f), f))
     near = longer[:1] or difflib.get_close_matches(name, sorted(flags), n=1)
-    return f" (did you mean {near[0]}?)" if near else ""
+    if not near:
+        return ""
+    owner = managed.get(near[0])
+    return f" (did you mean {near[0]}?" + (f" denv sets it from {owner})" if owner else ")")
 
 
-def check_args(args: list[str], table: FlagTable, managed: Mapping[str, str]) -> list[str]:
-    """recipe.args, checked: every flag is one the version has and denv does not set itself.
-    Values pass through untouched as argv elements."""
+def arg_findings(args: list[str], table: FlagTable, managed: Mapping[str, str]) -> list[ArgFinding]:
+    """Every problem with recipe.args, in order: a first element that is no flag, flags the
+    version lacks or that denv sets itself (errors), shell metacharacters (warnings)."""
+    found = []
     if args and not args[0].startswith("-"):
-        raise UnknownFlag(
-            f"recipe.args: '{args[0]}' is not a flag; args are flags, each followed by its values"
+        found.append(
+            ArgFinding(0, f"'{args[0]}' is not a flag; args are flags, each followed by its values")
         )
-    for token in args:
+    for index, token in enumerate(args):
+        shell = _SHELL.search(token)
+        if shell is not None:
+            found.append(ArgFinding(index, _shell_message(token, shell.group()), warning=True))
         if not token.startswith("-") or _NUMBER.match(token):
             continue
         name = token.split("=", 1)[0]
         if name not in table.flags:
-            hint = _did_you_mean(name, table.flags)
+            hint = _did_you_mean(name, table.flags, managed)
             seen = "" if table.table == table.version else f" (flags as of {table.source})"
-            raise UnknownFlag(f"recipe.args: {name} is not a flag of {table.label}{seen}{hint}")
-        if name in managed:
-            raise UnknownFlag(
-                f"recipe.args: {name} is set by denv from {managed[name]}; "
-                f"change that instead of passing the flag"
+            found.append(ArgFinding(index, f"{name} is not a flag of {table.label}{seen}{hint}"))
+        elif name in managed:
+            found.append(
+                ArgFinding(
+                    index,
+                    f"{name} is set by denv from {managed[name]}; change that instead of "
+                    f"passing the flag",
+                )
             )
+    return found
+
+
+def _shell_message(token: str, found: str) -> str:
+    shown = json.dumps(token)
+    return (
+        f"{shown} holds {json.dumps(found)}, which a shell would act on; args are never run by "
+        f"a shell (each is one argv element), so the engine gets this text as it is, "
+        f"nothing expanded or redirected"
+    )
+
+
+def check_args(args: list[str], table: FlagTable, managed: Mapping[str, str]) -> list[str]:
+    """recipe.args, checked: every flag is one the version has and denv does not set itself
+    (UnknownFlag for the first that is not). Values pass through untouched as argv elements."""
+    for finding in arg_findings(args, table, managed):
+        if not finding.warning:
+            raise UnknownFlag(f"recipe.args: {finding.message}")
     return list(args)
 
 

@@ -26,6 +26,7 @@ from reconciler.fleet.observe import Transports
 from reconciler.fleet.transport import host_python
 from reconciler.reconcile.apply import Applier, ApplyOptions, ApplyReport
 from reconciler.reconcile.plan import ActionKind, Plan
+from reconciler.reconcile.reach import Streaks, dump, parse, track
 from reconciler.reconcile.revisions import Stages
 from reconciler.reconcile.snapshot import Snapshot, snapshot
 from reconciler.reconcile.source import GitSource
@@ -105,8 +106,10 @@ class Reconciler:
         metrics: BotMetrics | None = None,
         checks: Checks | None = None,
         adjust: Adjust | None = None,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self.source = source
+        self.clock = clock
         self.options = options
         self.holder = holder or default_holder()
         self.lease_ttl = lease_ttl
@@ -121,6 +124,10 @@ class Reconciler:
         self.checks = checks  # after apply, e.g. deploy-time parity (a layer above ours)
         self._checked: dict[str, Any] = {}  # the last checks' results, kept with the leases
         self.adjust = adjust  # e.g. a rollback not yet merged (a layer above ours)
+        # hosts that did not answer, since when (reach.py); None until the first pass, which
+        # continues the streaks of the newest note it reads with the leases
+        self._reach: Streaks | None = None
+        self._noted: list[tuple[float, Streaks]] = []  # (note's time, its streaks)
 
     def close(self) -> None:
         """Give the leases back (the next bot need not wait for them to expire) and hang up."""
@@ -144,6 +151,9 @@ class Reconciler:
                 answer = agent.lease(LEASE, self.holder, self.lease_ttl, note=note)
                 if answer.get("note") and not self._checked:  # what the last bot found
                     self._checked = dict(answer["note"].get("checks") or {})
+                if answer.get("note") and self._reach is None:
+                    noted = answer["note"]
+                    self._noted.append((noted.get("at") or 0, parse(noted.get("unreachable"))))
                 if not answer["held"] and self._dead_here(answer["holder"] or ""):
                     agent.lease(LEASE, answer["holder"], 0, release=True)  # a killed bot of ours
                     answer = agent.lease(LEASE, self.holder, self.lease_ttl, note=note)
@@ -219,20 +229,31 @@ class Reconciler:
             applied.set()
             renewing.join()
         report.errors += list(unreachable.values())
+        self._reach = self._track(snap)
         if self.checks is not None and not self.stop_requested.is_set():
             self._checked = self.checks(snap, self._checked)
         result = PassResult(snap.head, snap.plan, report, time.monotonic() - started)
         note = {
             "head": snap.head,
-            "at": time.time(),
+            "at": self.clock(),
             "errors": report.errors + [e.message for e in snap.plan.errors],
             "waiting": report.waiting,
             "summary": result.summary(),
             "checks": self._checked,
+            "unreachable": dump(self._reach),
         }
         self._take(snap.repo, [f for f in fleets if f not in unreachable], note=note)
         self._count(result)
         return result
+
+    def _track(self, snap: Snapshot) -> Streaks:
+        """This pass's streaks of hosts that did not answer, continuing the last pass's (or,
+        on a bot's first pass, those of the newest note it read)."""
+        if self._reach is not None:
+            previous = self._reach
+        else:
+            previous = max(self._noted, key=lambda noted: noted[0], default=(0, {}))[1]
+        return track(previous, snap.unreached(), snap.observations, self.clock())
 
     def _count(self, result: PassResult) -> None:
         self.metrics.passes.observe(result.seconds)

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from reconciler.fleet.observe import FleetObservation, Transports, observe
-from reconciler.fleet.transport import host_python
+from reconciler.fleet.transport import Cause, host_python
 from reconciler.reconcile.desired import Desired, desired_units, fleets_of, observed_units
 from reconciler.reconcile.plan import Plan, plan
 from reconciler.reconcile.revisions import Stages
@@ -22,6 +22,13 @@ class Snapshot:
     desired: Desired
     observations: dict[str, FleetObservation]
     plan: Plan
+
+    def unreached(self) -> dict[str, dict[str, str]]:
+        """fleet -> host -> cause, for the hosts of the observed fleets that did not answer."""
+        return {
+            name: {host: str(seen.causes.get(host, Cause.FAILED)) for host in seen.errors}
+            for name, seen in self.observations.items()
+        }
 
 
 def snapshot(

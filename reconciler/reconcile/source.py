@@ -16,7 +16,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import pygit2
 
-from reconciler.engines.versions import check_engine_versions
+from reconciler.engines.recipe_args import check_engines
 from reconciler.errors import DenvError, Problem, SpecError
 from reconciler.reconcile.history import History
 from reconciler.reconcile.revisions import Stages, stage_revisions
@@ -119,7 +119,7 @@ class GitSource:
             self._loaded.move_to_end(commit)
             return self._loaded[commit]
         loaded = open_repo(self.git_dir, commit, self.trusted_base)
-        loaded.problems.extend(check_engine_versions(loaded))
+        loaded.problems.extend(check_engines(loaded))
         if loaded.errors:
             raise InvalidRevision(commit, loaded.errors)
         self._loaded[commit] = loaded

@@ -126,3 +126,65 @@ def test_an_engine_version_without_a_flag_table_is_refused_at_its_line(
     (problem,) = [p for p in run.stderr.splitlines() if message in p]
     assert problem.startswith(f"{path}:{line}:")
     assert (denv_repo / path).read_bytes() == before
+
+
+ARGS_LINE = "  description: Llama-3.1-8B-Instruct"
+
+
+@pytest.mark.parametrize(
+    ("path", "old", "new", "at", "message"),
+    [
+        pytest.param(
+            "recipes/llama-3.1-8b/vllm@1.yaml",
+            ARGS_LINE,
+            "  args:\n    - --trust-remote-code\n    - --port=9000\n" + ARGS_LINE,
+            "- --port=9000",
+            "recipe.args[1]: --port is set by denv from placement; change that instead of "
+            "passing the flag",
+            id="managed-flag",
+        ),
+        pytest.param(
+            "recipes/llama-3.1-8b/sglang@1.yaml",
+            "  hardware:",
+            '  args:\n    - --cuda-graph-max-bs\n    - "128"\n  hardware:',
+            "- --cuda-graph-max-bs",
+            "recipe.args[0]: --cuda-graph-max-bs is not a flag of sglang 0.5.23 (did you mean "
+            "--cuda-graph-max-bs-decode?)",
+            id="flag-gone-in-this-version",
+        ),
+        pytest.param(
+            "releases/chat-8b/denv.yaml",
+            "settings: { max_batch: 128 }",
+            'settings: { max_batch: 128 }\n    args: ["--max-num-seqs", "64"]',
+            "args:",
+            "release.overrides.args[0]: --max-num-seqs is set by denv from settings.max_batch; "
+            "change that instead of passing the flag (on vllm 0.33.0, recipe llama-3.1-8b/vllm@1)",
+            id="release-override",
+        ),
+    ],
+)
+def test_recipe_args_the_engine_would_refuse_are_refused_at_their_line(
+    denv_repo: Path, edit: Edit, path: str, old: str, new: str, at: str, message: str
+) -> None:
+    """What rendering would refuse at plan time, validate refuses first, at the element."""
+    edit(path, old, new)
+    run = denv("validate", str(denv_repo))
+    assert run.returncode == 1 and "Traceback" not in run.stderr
+    lines = (denv_repo / path).read_text().splitlines()
+    line = next(n for n, text in enumerate(lines, 1) if at in text)
+    (problem,) = [p for p in run.stderr.splitlines() if message in p]
+    assert problem.startswith(f"{path}:{line}:"), problem
+
+
+def test_shell_metacharacters_in_args_are_a_warning_that_no_shell_runs_them(
+    denv_repo: Path, edit: Edit
+) -> None:
+    path = "recipes/llama-3.1-8b/vllm@1.yaml"
+    edit(path, ARGS_LINE, '  args: ["--api-key", "$(cat /run/secrets/key)"]\n' + ARGS_LINE)
+    run = denv("validate", str(denv_repo), "--json")
+    assert run.returncode == 0, run.stdout
+    report = json.loads(run.stdout)
+    (problem,) = [p for p in report["problems"] if p["path"] == path]
+    assert problem["warning"] is True and problem["line"] == 12
+    assert problem["message"].startswith('recipe.args[1]: "$(cat /run/secrets/key)" holds "$("')
+    assert "args are never run by a shell" in problem["message"]

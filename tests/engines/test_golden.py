@@ -1,6 +1,6 @@
 """Every recipe of the repository rendered on its own engine, and on the other engine where
 the engine-neutral settings allow, compared with golden files; every flag denv writes is
-one the engine version has, with a value it accepts."""
+one the engine version has, with a value it accepts, and one recipe.args may not pass."""
 
 from __future__ import annotations
 
@@ -25,6 +25,7 @@ RECIPES = sorted(
 NEWEST = {"vllm": "0.33.0", "sglang": "0.5.23"}
 OTHER = {"vllm": "sglang", "sglang": "vllm"}
 TABLES = {"vllm": vllm.table, "sglang": sglang.table}
+MANAGED = {"vllm": vllm.MANAGED, "sglang": sglang.MANAGED}
 # Fields a golden file keeps: where each unit runs and exactly what it runs.
 KEPT = ("name", "role", "replica", "node", "engine", "host", "gpu_indices", "port", "env", "argv")
 
@@ -113,5 +114,8 @@ def test_every_flag_is_known_to_the_version(repo: Repo, recipe_id: str, swap: bo
             continue
         for flag, value in _engine_flags(unit):
             assert table.has(flag), f"{unit.name}: {flag} is not a flag of {table.label}"
+            # the repository's recipes pass no args: every flag here is one denv writes, so
+            # recipe.args may not pass it (MANAGED is what validate and rendering refuse)
+            assert flag in MANAGED[unit.engine], f"{unit.name}: {flag} is not in MANAGED"
             allowed = table.choices.get(flag)
             assert allowed is None or value in allowed, f"{unit.name}: {flag} {value}"

@@ -99,8 +99,9 @@ def test_unknown_extra_arg_is_refused(denv_repo: Path, edit: Edit) -> None:
     )
     run = denv("recipe", "render", "llama-3.1-8b/vllm@1", "--fleet", "h200-use1", repo=denv_repo)
     assert run.returncode == 1
-    assert run.stderr.strip() == (
-        "recipe.args: --max-num-seq is not a flag of vllm 0.33.0 (did you mean --max-num-seqs?)"
+    assert run.stderr.strip() == (  # refused where it is written, as `denv validate` does
+        "recipes/llama-3.1-8b/vllm@1.yaml:12:10: recipe.args[0]: --max-num-seq is not a flag of "
+        "vllm 0.33.0 (did you mean --max-num-seqs? denv sets it from settings.max_batch)"
     )
     assert "Traceback" not in run.stderr
 

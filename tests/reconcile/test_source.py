@@ -68,6 +68,19 @@ def test_an_engine_version_without_a_flag_table_makes_the_revision_invalid(
     assert "vllm 0.11.0 has no flag table in denv" in str(caught.value)
 
 
+def test_recipe_args_the_engine_refuses_make_the_revision_invalid(git_repo: GitRepo) -> None:
+    git_repo.replace(
+        "releases/chat-8b/denv.yaml",
+        "settings: { max_batch: 128 }",
+        'settings: { max_batch: 128 }\n    args: ["--port", "9000"]',
+    )
+    bad = git_repo.commit("a flag denv sets itself")
+    with pytest.raises(InvalidRevision) as caught:
+        git_repo.source().repo_at(bad)
+    assert "releases/chat-8b/denv.yaml:9:" in str(caught.value)
+    assert "release.overrides.args[0]: --port is set by denv from placement" in str(caught.value)
+
+
 def _bare_clone(repo: GitRepo, where: Path) -> str:
     pygit2.clone_repository(str(repo.path), str(where), bare=True)
     return f"file://{where}"
