@@ -54,7 +54,8 @@ def reconcile(
     as_json: JsonOption = False,
 ) -> None:
     """Make the fleets run what git says: read, observe, plan, apply — level-triggered. On
-    SIGTERM the current action finishes and the bot exits 0."""
+    SIGTERM every wait ends within seconds, no other action starts, and the bot exits 0;
+    the next pass resumes what was left (a prepare job goes on on its host)."""
     options = ApplyOptions(
         ready_timeout=seconds("--ready-timeout", ready_timeout),
         drain_grace=seconds("--drain", drain),
@@ -74,7 +75,7 @@ def reconcile(
     bot = Reconciler(source, options, say=say, metrics=metrics, checks=checks, adjust=adjust)
 
     def finish(signum: int, frame: FrameType | None) -> None:
-        out.print("SIGTERM: finishing the current action", markup=False)
+        out.print("SIGTERM: stopping after the current step; the next pass resumes", markup=False)
         bot.stop_requested.set()
 
     previous = signal.signal(signal.SIGTERM, finish)
