@@ -48,6 +48,13 @@ def reconcile(
         str, typer.Option(help="How long a new replica may take to become ready.")
     ] = "15m",
     drain: Annotated[str, typer.Option(help="Grace for in-flight requests of a replica.")] = "30s",
+    crash_backoff: Annotated[
+        str,
+        typer.Option(
+            help="Wait before the second restart of a unit that keeps exiting; doubled at "
+            "each later one, up to 5m (the first restart is at once)."
+        ),
+    ] = "10s",
     metrics_port: Annotated[
         int | None, typer.Option(help="Serve the bot's Prometheus metrics on this port.")
     ] = None,
@@ -59,6 +66,7 @@ def reconcile(
     options = ApplyOptions(
         ready_timeout=seconds("--ready-timeout", ready_timeout),
         drain_grace=seconds("--drain", drain),
+        backoff_base=seconds("--crash-backoff", crash_backoff),
     )
     every = seconds("--interval", interval)
     out = Console(stderr=True)
