@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint workflows schemas clean system-deps github-schemas
+.PHONY: demo test test-stress lint workflows schemas clean system-deps github-schemas
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -67,9 +67,17 @@ $(OCTOKIT)/webhooks-%.stamp:
 # Two workers, a test file each at a time (a module's lab fixture is built once), in the
 # order tests/conftest.py collects them (longest first; xdist would reorder by test count);
 # then the tests that compare wall-clock timings with a model, alone.
+PYTEST_PARALLEL = $(BIN)/pytest -q -n 2 --dist loadfile --no-loadscope-reorder -m "not serial"
 test: lint workflows system-deps github-schemas
-	$(BIN)/pytest -q -n 2 --dist loadfile --no-loadscope-reorder -m "not serial" --durations=25
+	$(PYTEST_PARALLEL) --durations=25
 	$(BIN)/pytest -q -m serial
+
+# The same tests with every core kept busy by a CPU hog (stress-ng when installed, else shell
+# busy loops; stopped whatever happens), as on a loaded CI machine: tests wait on conditions and
+# compare with the model's tolerances, never with the clock. The serial tests measure timings
+# and need the machine alone: they are left out here.
+test-stress: lint system-deps github-schemas
+	scripts/cpu_hog.sh $(PYTEST_PARALLEL) --durations=25
 
 # Regenerate the JSON Schemas the repository's YAML files point their editors to.
 schemas: $(STAMP)

@@ -50,16 +50,25 @@ def reconcile(
         str, typer.Option(help="How long a new replica may take to become ready.")
     ] = "15m",
     drain: Annotated[str, typer.Option(help="Grace for in-flight requests of a replica.")] = "30s",
+    crash_backoff: Annotated[
+        str,
+        typer.Option(
+            help="Wait before the second restart of a unit that keeps exiting; doubled at "
+            "each later one, up to 5m (the first restart is at once)."
+        ),
+    ] = "10s",
     metrics_port: Annotated[
         int | None, typer.Option(help="Serve the bot's Prometheus metrics on this port.")
     ] = None,
     as_json: JsonOption = False,
 ) -> None:
     """Make the fleets run what git says: read, observe, plan, apply — level-triggered. On
-    SIGTERM the current action finishes and the bot exits 0."""
+    SIGTERM every wait ends within seconds, no other action starts, and the bot exits 0;
+    the next pass resumes what was left (a prepare job goes on on its host)."""
     options = ApplyOptions(
         ready_timeout=seconds("--ready-timeout", ready_timeout),
         drain_grace=seconds("--drain", drain),
+        backoff_base=seconds("--crash-backoff", crash_backoff),
     )
     every = seconds("--interval", interval)
     out = Console(stderr=True)
@@ -76,7 +85,7 @@ def reconcile(
     bot = Reconciler(source, options, say=say, metrics=metrics, checks=checks, adjust=adjust)
 
     def finish(signum: int, frame: FrameType | None) -> None:
-        out.print("SIGTERM: finishing the current action", markup=False)
+        out.print("SIGTERM: stopping after the current step; the next pass resumes", markup=False)
         bot.stop_requested.set()
 
     previous = signal.signal(signal.SIGTERM, finish)

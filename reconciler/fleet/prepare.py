@@ -4,6 +4,11 @@ Each host gets one prepare job (the agent runs it detached and reports progress)
 polls every host's job until all are done, at most `fleet.weights.parallel` hosts at a time,
 so a fleet does not saturate its uplink or the Hub. A job that fails stops nothing: the
 caller decides, before it stops a single replica.
+
+Following can be stopped (SIGTERM to the bot): every poll returns within `POLL_WAIT`, so the
+bot stops following within seconds; the jobs go on on their hosts, detached, and the next
+`prepare` of the same payload joins its job (a half-built runtime or half-fetched weights is
+never marked ready, see the agent's runtimes and weights).
 """
 
 from __future__ import annotations
@@ -11,15 +16,16 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from reconciler.engines.runtime import Need, venv_name
 from reconciler.errors import DenvError
 from reconciler.fleet.hostagent import AgentClient
 from reconciler.fleet.observed import Observed
+from reconciler.fleet.threads import run_all
 from reconciler.spec.fleet import Fleet
 
 HF_TOOLS = Need(
@@ -86,10 +92,12 @@ def follow(
     payload: Mapping[str, Any],
     progress: Callable[[JobState], None],
     timeout: float,
-) -> JobState:
-    """Poll one host's job until it is done; raise when it fails or takes too long."""
+    stopping: Callable[[], bool] = lambda: False,
+) -> JobState | None:
+    """Poll one host's job until it is done; raise when it fails or takes too long. None
+    when `stopping` says stop first: the job goes on on its host."""
     deadline = time.monotonic() + timeout
-    while True:
+    while not stopping():
         state = JobState.model_validate(
             agent.call("prepare", "--wait", f"{POLL_WAIT:g}", payload=payload, timeout=60)
         )
@@ -102,6 +110,7 @@ def follow(
             raise PrepareFailed(
                 f"{agent.transport.host}: prepare still {state.step} after {timeout:g}s"
             )
+    return None
 
 
 def prepare_hosts(
@@ -110,17 +119,27 @@ def prepare_hosts(
     parallel: int,
     progress: Callable[[str, JobState], None] = lambda host, state: None,
     timeout: float = 6 * 3600,
+    stopping: Callable[[], bool] = lambda: False,
 ) -> tuple[dict[str, JobState], dict[str, str]]:
-    """Every host's job followed to the end, `parallel` at a time: (done, errors by host)."""
+    """Every host's job followed to the end, `parallel` at a time: (done, errors by host).
+    A host in neither was not followed to the end: `stopping` said stop, or the caller was
+    interrupted (Ctrl-C, or SIGTERM turned into it); no host is waited on longer than one
+    poll after that, and the hosts not yet asked are not asked."""
     done: dict[str, JobState] = {}
     errors: dict[str, str] = {}
+    left = threading.Event()  # the caller is gone: stop following
+
+    def stop() -> bool:
+        return left.is_set() or stopping()
 
     def one(host: str) -> None:
         try:
-            done[host] = follow(agents[host], payloads[host], lambda s: progress(host, s), timeout)
+            found = follow(agents[host], payloads[host], lambda s: progress(host, s), timeout, stop)
         except DenvError as exc:
             errors[host] = str(exc)
+            return
+        if found is not None:
+            done[host] = found
 
-    with ThreadPoolExecutor(max_workers=max(1, parallel)) as pool:
-        list(pool.map(one, sorted(payloads)))
+    run_all(one, sorted(payloads), parallel, stop=left.set)
     return done, errors

@@ -20,6 +20,12 @@ Every step reads what it needs from the plan, which is computed afresh from what
 report each pass, and every agent verb is idempotent: a reconciler killed at any point
 converges on its next pass. A unit that keeps crashing is started again with exponential
 backoff (from its record's restart count and start time).
+
+SIGTERM (`stopping`) ends every wait within seconds — prepare's polls, readiness, drains,
+routers taking a worker — and starts no further action; what is left is what a kill at
+that point leaves, and the next pass takes it up: a prepare job goes on on its host and is
+joined, a unit started is kept once ready, a replica drained but not stopped rejoins its
+router, a surge replica left over is stopped.
 """
 
 from __future__ import annotations
@@ -30,7 +36,6 @@ import signal
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -42,6 +47,7 @@ from reconciler.fleet.observe import FleetObservation, Transports
 from reconciler.fleet.observed import UnitRecord
 from reconciler.fleet.placement import declared_states, trial_gpus
 from reconciler.fleet.prepare import JobState, prepare_hosts, prepare_payload, weights_request
+from reconciler.fleet.threads import run_all
 from reconciler.fleet.transport import host_python
 from reconciler.reconcile import probes
 from reconciler.reconcile.desired import DesiredDeployment
@@ -103,7 +109,7 @@ class Applier:
         self.transports = transports
         self.options = options
         self.say = say
-        self.stopping = stopping  # SIGTERM: finish the current action, start no other
+        self.stopping = stopping  # SIGTERM: end every wait now, start no other action
         self.report = ApplyReport()
         self.observations: Mapping[str, FleetObservation] = {}
         self.surging: set[str] = set()  # URLs of surge replicas the routers keep meanwhile
@@ -207,13 +213,21 @@ class Applier:
                 shown[key] = state.step
                 self.say(f"prepare {key}: {line}")
 
-        _, errors = prepare_hosts(agents, payloads, parallel, progress)
+        done, errors = prepare_hosts(agents, payloads, parallel, progress, stopping=self.stopping)
         blocked: set[tuple[str, str, str]] = set()
         for (_, host, weights), actions in wanted.items():
-            error = errors.get(f"{host} {weights or ''}".strip())
+            key = f"{host} {weights or ''}".strip()
+            error = errors.get(key)
             if error is not None:
                 self.report.errors.append(f"{error}; nothing of it was stopped or started")
-                blocked |= {(a.release, a.stage, a.fleet) for a in actions}
+            elif key not in done:
+                self.report.waiting.append(
+                    f"prepare {key}: stopped following it (SIGTERM); its job goes on on the "
+                    f"host and the next pass resumes it"
+                )
+            else:
+                continue
+            blocked |= {(a.release, a.stage, a.fleet) for a in actions}
         return blocked
 
     def _stop_all(self, actions: list[Action]) -> None:
@@ -230,16 +244,21 @@ class Applier:
         routers = [a for a in actions if a.role == "router"]
         for batch in (engines, routers):
             started = [a for a in batch if self._start_one(a)]
-            with ThreadPoolExecutor(max_workers=max(1, min(16, len(started)))) as pool:
-                ready = list(pool.map(self._wait_ready, started))
+            ready = run_all(self._wait_ready, started, min(16, len(started)))
             for action, ok in zip(started, ready, strict=True):
                 if ok:
                     self.report.done["start"] += 1
+                elif self.stopping():
+                    self._left(action.unit, "started, not ready yet")
                 else:
                     self.report.errors.append(
                         f"{action.unit} on {action.host}: not ready after "
                         f"{self.options.ready_timeout:g}s (see `denv fleet logs`)"
                     )
+
+    def _left(self, unit: str, state: str) -> None:
+        """A step SIGTERM cut short: the next pass takes the unit up from where it is."""
+        self.report.waiting.append(f"{unit}: {state} at SIGTERM; the next pass resumes")
 
     def _start_one(self, action: Action) -> bool:
         if self.stopping():
@@ -261,14 +280,15 @@ class Applier:
         return self._wait_unit(action.fleet, action.host, action.unit, action.desired.unit)
 
     def _wait_unit(self, fleet: str, host: str, unit_id: str, unit: Unit) -> bool:
-        """Ready within the timeout; False at once when the process exits meanwhile."""
+        """Ready within the timeout; False at once when the process exits meanwhile, or
+        when SIGTERM comes."""
         agent = self.agent(fleet, host)
 
-        def exited() -> bool:
-            return any(r.id == unit_id and not r.alive for r in agent.units())
+        def exited_or_stopping() -> bool:
+            return self.stopping() or any(r.id == unit_id and not r.alive for r in agent.units())
 
         return probes.wait_until(
-            lambda: probes.is_ready(unit), self.options.ready_timeout, abort=exited
+            lambda: probes.is_ready(unit), self.options.ready_timeout, abort=exited_or_stopping
         )
 
     # --- routers -------------------------------------------------------------------------
@@ -291,7 +311,8 @@ class Applier:
         wanted |= {url for url in self.surging if url != leaving}
         for url in sorted(wanted - set(listed)):
             if probes.add_worker(router, url):  # queued by the router: wait until it serves it
-                probes.wait_until(functools.partial(probes.serves, router, url), 10)
+                serves = functools.partial(probes.serves, router, url)
+                probes.wait_until(serves, 10, abort=self.stopping)
                 self.report.done["router-add"] += 1
         for url, worker in sorted(listed.items()):
             if url not in wanted and probes.remove_worker(router, worker):
@@ -304,7 +325,10 @@ class Applier:
         unit = action.desired.unit
         self._sync_router(deployment, leaving=probes.base_url(unit))
         probes.wait_until(
-            lambda: (probes.in_flight(unit) or 0) == 0, self.options.drain_grace, interval=0.1
+            lambda: (probes.in_flight(unit) or 0) == 0,
+            self.options.drain_grace,
+            interval=0.1,
+            abort=self.stopping,
         )
 
     # --- roll and trim -------------------------------------------------------------------
@@ -324,6 +348,8 @@ class Applier:
         changed = ", ".join(c.name or c.field for c in action.changes) or "spec"
         self.say(f"~ replace {action.unit} on {action.host} ({changed})")
         surge = self._surge(action, deployment) if action.surge else None
+        if surge is None and self.stopping():
+            return False
         if surge is None and action.role != "router" and self._unavailable_forbidden():
             self.report.errors.append(
                 f"{action.unit}: no free GPUs for a surge replica and the gates policy allows "
@@ -331,7 +357,7 @@ class Applier:
             )
             return False
         try:
-            return self._replace_in_place(action, deployment)
+            return not self.stopping() and self._replace_in_place(action, deployment)
         finally:
             if surge is not None:
                 self._retire_surge(action, deployment, *surge)
@@ -375,9 +401,15 @@ class Applier:
         self.surging.discard(url or "")
         if deployment is not None:
             self._sync_router(deployment)
-        probes.wait_until(
-            lambda: (probes.in_flight(surge) or 0) == 0, self.options.drain_grace, interval=0.1
+        drained = probes.wait_until(
+            lambda: (probes.in_flight(surge) or 0) == 0,
+            self.options.drain_grace,
+            interval=0.1,
+            abort=self.stopping,
         )
+        if not drained and self.stopping():
+            self._left(surge_id, "out of its router, still draining")  # the next pass stops it
+            return
         self._guard(surge_id, lambda: self._stop(action.fleet, action.host, surge_id))
 
     def _free_gpus(self, action: Action) -> list[int]:
@@ -403,6 +435,9 @@ class Applier:
         if action.role != "router":
             self._drain(deployment, action)
             fault_point("roll-drained")
+        if self.stopping():
+            self._left(action.unit, "drained, not replaced")  # back in its router after _roll
+            return False
         if not self._guard(action.unit, lambda: self._stop(action.fleet, action.host, action.unit)):
             return False
         fault_point("roll-stopped")
@@ -412,6 +447,9 @@ class Applier:
                 self._sync_router(deployment)
             self.report.done["replace"] += 1
             return True
+        if self.stopping():
+            self._left(action.unit, "started on the new spec, not ready yet")
+            return False
         self.report.errors.append(
             f"{action.unit} on {action.host}: the new spec did not become ready; "
             f"put back on the previous one"
@@ -419,7 +457,8 @@ class Applier:
         self._guard(action.unit, lambda: self._stop(action.fleet, action.host, action.unit))
         running, unit = action.running, action.desired.unit  # same address and port as before
         if self._guard(action.unit, lambda: self._relaunch(action.fleet, action.host, running)):
-            probes.wait_until(lambda: probes.is_ready(unit), self.options.ready_timeout)
+            ready = functools.partial(probes.is_ready, unit)
+            probes.wait_until(ready, self.options.ready_timeout, abort=self.stopping)
             if deployment is not None:
                 self._sync_router(deployment)
         return False

@@ -1,6 +1,7 @@
 """`denv reconcile` as a long-running bot on the local fleet: the loop converges and stays
-converged, SIGTERM ends it with exit 0 and leaves the units running, and `--metrics-port`
-serves the pass figures on /metrics."""
+converged, SIGTERM ends it with exit 0 and leaves the units running — within seconds also
+while a prepare job blocks, which the next pass resumes — and `--metrics-port` serves the
+pass figures on /metrics."""
 
 from __future__ import annotations
 
@@ -22,8 +23,10 @@ from reconciler.fleet.hostagent import AgentClient
 from reconciler.fleet.transport import LocalTransport
 from tests.fleet.conftest import free_port, wait_for
 from tests.reconcile.conftest import GitRepo
+from tests.reconcile.stub_engines import StubIndex, fake_nvidia_smi
 
 FLEET = "fleets/local.yaml"
+RELEASE = "releases/chat-8b/denv.yaml"
 LOCALHOST = "- { name: localhost, gpus: 16 }"
 CONVERGED = "planned +0 ~0 -0 =3; done: nothing"  # two engines and the router kept
 
@@ -31,8 +34,10 @@ CONVERGED = "planned +0 ~0 -0 =3; done: nothing"  # two engines and the router k
 class Bot:
     """`denv reconcile` in loop mode, its stdout (one summary line per pass) read as it comes."""
 
-    def __init__(self, repo: GitRepo, home: Path, *args: str) -> None:
-        env = {**os.environ, "DENV_HOME": str(home), "DENV_CACHE": str(repo.cache)}
+    def __init__(
+        self, repo: GitRepo, home: Path, *args: str, env: dict[str, str] | None = None
+    ) -> None:
+        env = {**os.environ, "DENV_HOME": str(home), "DENV_CACHE": str(repo.cache), **(env or {})}
         env.pop("DENV_REPO", None)
         argv = [sys.executable, "-m", "reconciler", "reconcile", "--repo", str(repo.path)]
         argv += ["--ready-timeout", "60s", "--drain", "5s", *args]
@@ -188,3 +193,56 @@ def test_sigterm_during_a_pass_finishes_the_action_and_the_next_bot_converges(
     assert again.process.wait(timeout=60) == 0
     ids = [u.id for u in agent.units() if u.alive]
     assert len(ids) == len(set(ids)) == 3
+
+
+@pytest.fixture
+def index() -> Iterator[StubIndex]:
+    server = StubIndex().start()
+    yield server
+    server.stop()
+
+
+def test_sigterm_during_prepare_ends_the_bot_within_seconds_and_the_next_pass_resumes(
+    repo: GitRepo, home: Path, agent: AgentClient, bots: list[Bot], index: StubIndex,
+    tmp_path: Path,
+) -> None:  # fmt: skip
+    """The local fleet as real GPUs would be (an nvidia-smi of ours lists two), engines in
+    venvs that prepare builds with pip from an index that holds its answer: SIGTERM while
+    both jobs wait in pip ends the bot within the 10 s operators are promised, with nothing
+    started and no venv taken as built; the next bot joins the same jobs once the index
+    answers, and starts the deployment."""
+    weights = tmp_path / "ckpt"
+    weights.mkdir()
+    (weights / "config.json").write_text("{}")
+    repo.replace(FLEET, "simulated: true", "simulated: false\n  runtime: venv")
+    repo.replace(FLEET, "gpus: 16 }", "gpus: 2 }")
+    repo.replace(FLEET, "trial_gpus: 8", "trial_gpus: 0")
+    repo.replace(RELEASE, "replicas: 2", "replicas: 1")
+    hf = "hf://meta-llama/Llama-3.1-8B-Instruct@0e9e39f249a16976918f6564b8830bc894c89659"
+    repo.replace(RELEASE, hf, f"file://{weights}")
+    repo.commit("stub GPUs, engines in venvs, local weights")
+    env = {
+        "PATH": f"{fake_nvidia_smi(tmp_path / 'bin')}:{os.environ['PATH']}",
+        "PIP_INDEX_URL": index.url,
+        "PIP_TIMEOUT": "600",  # pip waits on the held page; it does not give up and retry
+        "PIP_RETRIES": "0",
+    }
+    bot = Bot(repo, home, "--interval", "1s", env=env)
+    bots.append(bot)
+    assert index.asked.wait(timeout=120), "no prepare job reached pip"
+    bot.process.send_signal(signal.SIGTERM)
+    assert bot.process.wait(timeout=10) == 0  # the issue's bound: 10 s after SIGTERM
+    assert "the next pass resumes it" in bot.expect("waiting: prepare")
+    assert agent.units() == []  # nothing started on a host whose runtimes are not ready
+    assert list((home / "engines").glob("*/.denv-complete")) == []  # no venv taken as built
+
+    index.release()
+    again = Bot(repo, home, "--once", env=env)
+    bots.append(again)
+    again.expect("planned +2 ~0 -0 =0; done: start 2")
+    assert again.process.wait(timeout=60) == 0
+    assert index.pages == {"vllm": 1, "sglang-router": 1}  # the jobs were joined, not redone
+    assert sorted(u.id for u in agent.units() if u.alive) == [
+        "chat-8b.canary.local.aggregated-0",
+        "chat-8b.canary.local.router",
+    ]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -79,10 +80,10 @@ class Lab:
         )
 
     def reconcile(
-        self, fault: str | None = None, ok: bool = True
+        self, *args: str, fault: str | None = None, ok: bool = True
     ) -> subprocess.CompletedProcess[str]:
         timing = ("--ready-timeout", "60s", "--drain", "5s")
-        done = self.denv("reconcile", "--once", *timing, fault=fault)
+        done = self.denv("reconcile", "--once", *timing, *args, fault=fault)
         if ok:
             assert done.returncode == 0, done.stdout + done.stderr
         return done
@@ -206,21 +207,31 @@ def test_rolling_replace_loses_no_request(lab: Lab, replicas: int) -> None:
 
 
 def test_an_engine_crash_is_restarted_with_backoff(lab: Lab) -> None:
+    """The first crash is restarted at once, the second waits the backoff. The backoff is
+    the longest there is (5 minutes), so that the pass after the second crash comes within
+    it however loaded the machine is; the wait it announces is what the model leaves of it."""
+    backoff = ("--crash-backoff", "5m")
+
+    def exited(unit_id: str) -> bool:
+        return not next(u for u in lab.units() if u.id == unit_id).alive
+
     lab.release(replicas=1)
-    lab.reconcile()
+    lab.reconcile(*backoff)
     [engine] = [u for u in lab.units() if not u.id.endswith("router")]
     assert engine.pid is not None
     os.kill(engine.pid, signal.SIGKILL)
-    wait_for(lambda: not next(u for u in lab.units() if u.id == engine.id).alive, what="exit")
-    lab.reconcile()
+    wait_for(lambda: exited(engine.id), timeout=120, what="the first exit")
+    lab.reconcile(*backoff)
     again = next(u for u in lab.units() if u.id == engine.id)
     assert again.alive and again.restarts == 1
     assert again.pid is not None
     os.kill(again.pid, signal.SIGKILL)  # it keeps crashing: the next start waits
-    wait_for(lambda: not next(u for u in lab.units() if u.id == engine.id).alive, what="exit")
-    waiting = lab.reconcile()
-    assert "keeps exiting" in waiting.stdout and "next start in" in waiting.stdout
-    assert not next(u for u in lab.units() if u.id == engine.id).alive
+    wait_for(lambda: exited(engine.id), timeout=120, what="the second exit")
+    waiting = lab.reconcile(*backoff)
+    found = re.search(r"keeps exiting .*: next start in (\d+)s", waiting.stdout)
+    assert found is not None, waiting.stdout
+    assert 0 < int(found.group(1)) <= 300  # backoff(1 restart) = min(5m, the 5m cap)
+    assert exited(engine.id)
 
 
 STEPS = ["after-prepare", "after-free", "after-start", "after-routers", "roll-surged",
