@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Annotated, Any
@@ -14,6 +15,7 @@ from rich.console import Console
 from reconciler.errors import SpecError, UsageError
 from reconciler.spec.base import parse_duration
 from reconciler.spec.loader import open_repo
+from reconciler.spec.parsecache import ParseCache
 from reconciler.spec.repo import Repo
 from reconciler.spec.sources import find_root
 
@@ -31,12 +33,23 @@ JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of 
 console = Console() if sys.stdout.isatty() else Console(width=160)
 
 
+def cache_root() -> Path:
+    """Where denv keeps what it can make again: $DENV_CACHE, else $XDG_CACHE_HOME/denv, else
+    ~/.cache/denv."""
+    if denv_cache := os.environ.get("DENV_CACHE"):
+        return Path(denv_cache)
+    base = os.environ.get("XDG_CACHE_HOME")
+    return (Path(base) if base else Path.home() / ".cache") / "denv"
+
+
 def open_checked(repo: Path, rev: str | None = None) -> Repo:
     """The repository around `repo` with every problem: the spec's checks, and the engines'
-    (a version denv has no flag table for), which the spec layer cannot know."""
+    (a version denv has no flag table for), which the spec layer cannot know. YAML files
+    parsed by an earlier command are not parsed again (reconciler/spec/parsecache.py)."""
     from reconciler.engines.versions import check_engine_versions  # its flag tables: on use
 
-    loaded = open_repo(find_root(repo), rev)
+    cache = ParseCache(cache_root() / "parsed")
+    loaded = open_repo(find_root(repo), rev, cache=cache)
     loaded.problems.extend(check_engine_versions(loaded))
     return loaded
 
