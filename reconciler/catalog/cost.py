@@ -45,16 +45,28 @@ def canonical_key(key: str, aliases: Mapping[str, str]) -> str:
     return aliases.get(key, key)
 
 
-def default_offer(hardware: str, offers: Sequence[Offer]) -> Offer | None:
-    """Among the offers for `hardware` with the newest `as_of`: the cheapest hyperscaler
-    one if any, else the cheapest; ties go by provider and region."""
-    own = [offer for offer in offers if offer.hardware == hardware]
+def default_offer(
+    hardware: str, offers: Sequence[Offer], aliases: Mapping[str, str] = _NO_ALIASES
+) -> Offer | None:
+    """Among the offers for `hardware` (a catalog id; an offer may name an alias) with the
+    newest `as_of`: the cheapest hyperscaler one if any, else the cheapest; ties go by
+    provider and region."""
+    own = [offer for offer in offers if canonical_key(offer.hardware, aliases) == hardware]
     if not own:
         return None
     newest = max(offer.as_of for offer in own)
     latest = [offer for offer in own if offer.as_of == newest]
     preferred = [offer for offer in latest if offer.tier == DEFAULT_TIER] or latest
     return min(preferred, key=lambda o: (o.gpu_hour, o.provider, o.region))
+
+
+def default_offers(offers: Sequence[Offer], aliases: Mapping[str, str]) -> list[Offer]:
+    """The default offer of each hardware, named by its catalog id: what `price_for` can pick
+    from `offers`; given these in their place it picks the same, without going through every
+    offer for every result."""
+    hardware = {canonical_key(offer.hardware, aliases) for offer in offers}
+    chosen = ((key, default_offer(key, offers, aliases)) for key in sorted(hardware))
+    return [offer.model_copy(update={"hardware": key}) for key, offer in chosen if offer]
 
 
 def price_for(
@@ -72,11 +84,7 @@ def price_for(
             return PriceChoice(gpu_hour=usd, source=USER_PRICE_SOURCE)
     if result.price is not None:
         return PriceChoice(gpu_hour=result.price.gpu_hour, source=result.price.source)
-    canonical_offers = [
-        offer.model_copy(update={"hardware": canonical_key(offer.hardware, aliases)})
-        for offer in offers
-    ]
-    offer = default_offer(hardware, canonical_offers)
+    offer = default_offer(hardware, offers, aliases)
     if offer is None:
         return None
     return PriceChoice(

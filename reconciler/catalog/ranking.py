@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Literal
 
-from reconciler.catalog.cost import canonical_key, price_for, usd_per_m_output
+from reconciler.catalog.cost import canonical_key, default_offers, price_for, usd_per_m_output
 from reconciler.catalog.latency import Judgement, LatencyTarget, Verdict
 from reconciler.catalog.workloads import covered, matches, profile_for
 from reconciler.spec.base import Spec
@@ -130,10 +130,11 @@ def rank(
     def config_key(result: Result) -> Hashable:
         return _config_key(result, hw_aliases, model_map)
 
+    offers = default_offers(offers, hw_aliases)  # the same prices, one offer per hardware
     points: dict[Hashable, list[_Point]] = {}
-    for result in _newest_per_point(filter(keep, results), config_key):
+    for key, result in _newest_per_point(filter(keep, results), config_key):
         point = _point(result, target, by, prices, offers, hw_aliases, bands.get(result.id))
-        points.setdefault(config_key(result), []).append(point)
+        points.setdefault(key, []).append(point)
     ranked: list[_Point] = []
     missed: list[tuple[_Point, str]] = []
     for config_points in points.values():
@@ -194,14 +195,16 @@ def _config_key(
 
 def _newest_per_point(
     results: Iterable[Result], config_key: Callable[[Result], Hashable]
-) -> list[Result]:
-    """One result per configuration and load: the newest `source.at` (then the greatest id)."""
-    newest: dict[Hashable, Result] = {}
+) -> list[tuple[Hashable, Result]]:
+    """One result per configuration and load: the newest `source.at` (then the greatest id),
+    with its configuration's key."""
+    newest: dict[Hashable, tuple[Hashable, Result]] = {}
     for result in results:
-        key = (config_key(result), result.load.concurrency, result.load.rate)
+        config = config_key(result)
+        key = (config, result.load.concurrency, result.load.rate)
         held = newest.get(key)
-        if held is None or _recency(result) > _recency(held):
-            newest[key] = result
+        if held is None or _recency(result) > _recency(held[1]):
+            newest[key] = (config, result)
     return list(newest.values())
 
 

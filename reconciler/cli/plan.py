@@ -3,7 +3,6 @@ fleets run, and the difference as actions."""
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -12,7 +11,7 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
-from reconciler.cli.common import JsonOption, console, print_json
+from reconciler.cli.common import JsonOption, cache_root, console, print_json
 from reconciler.fleet.observe import Transports
 from reconciler.reconcile.render import render_markdown, render_text
 from reconciler.reconcile.snapshot import snapshot
@@ -43,9 +42,7 @@ STYLES = {"+": "green", "~": "yellow", "-": "red"}
 
 
 def cache_dir() -> Path:
-    base = os.environ.get("DENV_CACHE") or os.environ.get("XDG_CACHE_HOME")
-    root = Path(base) if base else Path.home() / ".cache"
-    return (root if os.environ.get("DENV_CACHE") else root / "denv") / "repos"
+    return cache_root() / "repos"
 
 
 def _warn(message: str) -> None:

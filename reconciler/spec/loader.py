@@ -5,12 +5,14 @@ Loading never stops at the first bad file: `denv validate` shows every error at 
 
 from __future__ import annotations
 
+import gc
 import io
 import json
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
@@ -31,12 +33,16 @@ from reconciler.spec.sources import (
     WorkTree,
 )
 from reconciler.spec.workload import WorkloadsFile
-from reconciler.spec.yamlio import YamlDoc, decode_utf8, parse_yaml, plain
+from reconciler.spec.yamlio import YamlDoc, decode_utf8, parse_values, plain
+
+if TYPE_CHECKING:
+    from reconciler.spec.parsecache import ParseCache
 
 MAX_JSONL_BYTES = 64 * 1024 * 1024
 MAX_ERRORS_PER_FILE = 20  # then reading stops: a junk file is refused quickly, not listed
 
 M = TypeVar("M", bound=BaseModel)
+Parse = Callable[[str, bytes], tuple[YamlDoc | None, Any, Problem | None]]
 
 
 def _add(repo: Repo, problem: Problem | None) -> None:
@@ -44,17 +50,20 @@ def _add(repo: Repo, problem: Problem | None) -> None:
         repo.problems.append(problem)
 
 
-def _validate(repo: Repo, doc: YamlDoc, model: type[M]) -> M | None:
-    data = plain(doc.data)
+def _validate(repo: Repo, doc: YamlDoc, model: type[M], values: Any = None) -> M | None:
+    """The file as `model`; problems at the file's positions. `values`: the file's values as
+    plain data when the caller has them (the parse cache's), else they are read from `doc`."""
+    if values is None:
+        values = plain(doc.data)
     try:
-        return model.model_validate(data)
+        return model.model_validate(values)
     except ValidationError as exc:
-        repo.problems.extend(from_validation(doc.path, data, exc, doc.position))
+        repo.problems.extend(from_validation(doc.path, values, exc, doc.position))
         return None
 
 
-def _load_hardware(repo: Repo, doc: YamlDoc) -> None:
-    if (parsed := _validate(repo, doc, HardwareFile)) is not None:
+def _load_hardware(repo: Repo, doc: YamlDoc, values: Any = None) -> None:
+    if (parsed := _validate(repo, doc, HardwareFile, values)) is not None:
         for index, hw in enumerate(parsed.hardware):
             if hw.id in repo.hardware:
                 repo.problems.append(
@@ -67,13 +76,13 @@ def _load_hardware(repo: Repo, doc: YamlDoc) -> None:
             repo.hardware[hw.id] = hw
 
 
-def _load_offers(repo: Repo, doc: YamlDoc) -> None:
-    if (parsed := _validate(repo, doc, OffersFile)) is not None:
+def _load_offers(repo: Repo, doc: YamlDoc, values: Any = None) -> None:
+    if (parsed := _validate(repo, doc, OffersFile, values)) is not None:
         repo.offers.extend(parsed.offers)
 
 
-def _load_models(repo: Repo, doc: YamlDoc) -> None:
-    if (parsed := _validate(repo, doc, ModelsFile)) is not None:
+def _load_models(repo: Repo, doc: YamlDoc, values: Any = None) -> None:
+    if (parsed := _validate(repo, doc, ModelsFile, values)) is not None:
         for index, arch in enumerate(parsed.models):
             if arch.id in repo.models:
                 repo.problems.append(
@@ -84,51 +93,57 @@ def _load_models(repo: Repo, doc: YamlDoc) -> None:
             repo.models[arch.id] = arch
 
 
-def _load_workloads(repo: Repo, doc: YamlDoc) -> None:
-    if (parsed := _validate(repo, doc, WorkloadsFile)) is not None:
+def _load_workloads(repo: Repo, doc: YamlDoc, values: Any = None) -> None:
+    if (parsed := _validate(repo, doc, WorkloadsFile, values)) is not None:
         repo.workloads.update({profile.id: profile for profile in parsed.workloads})
 
 
-def _load_recipe(repo: Repo, doc: YamlDoc) -> None:
-    if (parsed := _validate(repo, doc, RecipeFile)) is not None:
+def _load_recipe(repo: Repo, doc: YamlDoc, values: Any = None) -> None:
+    if (parsed := _validate(repo, doc, RecipeFile, values)) is not None:
         repo.recipes[parsed.recipe.id] = parsed.recipe
         repo.origin[f"recipe:{parsed.recipe.id}"] = doc.path
 
 
-def _load_fleet(repo: Repo, doc: YamlDoc) -> None:
-    if (parsed := _validate(repo, doc, FleetFile)) is not None:
+def _load_fleet(repo: Repo, doc: YamlDoc, values: Any = None) -> None:
+    if (parsed := _validate(repo, doc, FleetFile, values)) is not None:
         repo.fleets[parsed.fleet.name] = parsed.fleet
         repo.origin[f"fleet:{parsed.fleet.name}"] = doc.path
 
 
-def _load_release(repo: Repo, doc: YamlDoc) -> None:
+def _load_release(repo: Repo, doc: YamlDoc, values: Any = None) -> None:
     name = doc.path.split("/")[1]
-    if (parsed := _validate(repo, doc, Release)) is not None:
+    if (parsed := _validate(repo, doc, Release, values)) is not None:
         repo.releases[name] = parsed
         repo.origin[f"release:{name}"] = doc.path
 
 
-def _load_promotions(repo: Repo, doc: YamlDoc) -> None:
+def _load_promotions(repo: Repo, doc: YamlDoc, values: Any = None) -> None:
     name = doc.path.split("/")[1]
-    if (parsed := _validate(repo, doc, Promotions)) is not None:
+    if (parsed := _validate(repo, doc, Promotions, values)) is not None:
         repo.promotions[name] = parsed
         repo.origin[f"promotions:{name}"] = doc.path
 
 
-def _load_policy(repo: Repo, doc: YamlDoc) -> None:
+def _load_policy(repo: Repo, doc: YamlDoc, values: Any = None) -> None:
     if doc.path.endswith("alarms.yaml"):
-        if (alarms := _validate(repo, doc, AlarmsFile)) is not None:
+        if (alarms := _validate(repo, doc, AlarmsFile, values)) is not None:
             update = {"alarms": alarms.alarms, "prometheus": alarms.prometheus}
             repo.policies = repo.policies.model_copy(update=update)
     elif doc.path.endswith("gates.yaml"):
-        if (gates := _validate(repo, doc, GatesFile)) is not None:
+        if (gates := _validate(repo, doc, GatesFile, values)) is not None:
             repo.policies = repo.policies.model_copy(update={"gates": gates.gates})
-    elif (rules := _validate(repo, doc, OptimizerFile)) is not None:
+    elif (rules := _validate(repo, doc, OptimizerFile, values)) is not None:
         repo.policies = repo.policies.model_copy(update={"optimizer": rules.optimizer})
 
 
+class LoadKind(Protocol):
+    """Validates one file of a kind into the repo; `values` as for `_validate`."""
+
+    def __call__(self, repo: Repo, doc: YamlDoc, values: Any = None) -> None: ...
+
+
 # Which model reads which path; the first pattern that matches wins.
-YAML_KINDS: list[tuple[re.Pattern[str], Callable[[Repo, YamlDoc], None]]] = [
+YAML_KINDS: list[tuple[re.Pattern[str], LoadKind]] = [
     (re.compile(r"^catalog/hardware\.yaml$"), _load_hardware),
     (re.compile(r"^catalog/offers\.yaml$"), _load_offers),
     (re.compile(r"^catalog/models\.yaml$"), _load_models),
@@ -141,13 +156,13 @@ YAML_KINDS: list[tuple[re.Pattern[str], Callable[[Repo, YamlDoc], None]]] = [
 ]
 
 
-def _load_result_json(repo: Repo, path: str, data: bytes) -> None:
-    doc, problem = parse_yaml(path, data)  # JSON is YAML: this keeps line numbers
+def _load_result_json(repo: Repo, path: str, data: bytes, parse: Parse) -> None:
+    doc, values, problem = parse(path, data)  # JSON is YAML: this keeps line numbers
     if doc is None:
         _add(repo, problem)
         return
     repo.docs[path] = doc
-    if (result := _validate(repo, doc, Result)) is not None:
+    if (result := _validate(repo, doc, Result, values)) is not None:
         repo.results.append(result)
         repo.result_lines[result.id] = (path, 1)
 
@@ -206,8 +221,28 @@ def _load_results_jsonl(repo: Repo, path: str, data: bytes) -> None:
         repo.result_lines[result.id] = (path, number)
 
 
-def load_repo(source: FileSource) -> Repo:
-    """Every denv file of `source`, validated; problems are collected in `repo.problems`."""
+@contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Loading makes a few hundred thousand small objects (models, dicts) and no reference
+    cycles that outlive it: the collector's passes over them, a fifth of a load, would free
+    nothing. Whatever cycles the parser leaves are collected once it runs again."""
+    paused = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if paused:
+            gc.enable()
+
+
+def load_repo(source: FileSource, cache: ParseCache | None = None) -> Repo:
+    """Every denv file of `source`, validated; problems are collected in `repo.problems`.
+    With `cache`, YAML files read before are not parsed again (the repository is the same)."""
+    with _collector_paused():
+        return _load_repo(source, parse_values if cache is None else cache.parse)
+
+
+def _load_repo(source: FileSource, parse: Parse) -> Repo:
     repo = Repo(label=source.label)
     for path in source.files():
         try:
@@ -219,7 +254,7 @@ def load_repo(source: FileSource) -> Repo:
             if path.endswith(".jsonl"):
                 _load_results_jsonl(repo, path, data)
             elif path.endswith(".json"):
-                _load_result_json(repo, path, data)
+                _load_result_json(repo, path, data, parse)
             continue
         loader = next((load for pattern, load in YAML_KINDS if pattern.match(path)), None)
         if loader is None:
@@ -234,12 +269,12 @@ def load_repo(source: FileSource) -> Repo:
                     )
                 )
             continue
-        doc, problem = parse_yaml(path, data)
+        doc, values, problem = parse(path, data)
         if doc is None:
             _add(repo, problem)
         else:
             repo.docs[path] = doc
-            loader(repo, doc)
+            loader(repo, doc, values)
         claimed = _claimed_name(path)
         if claimed and claimed not in repo.origin:
             repo.broken.add(claimed)  # invalid, not missing: references to it stay quiet
@@ -258,15 +293,20 @@ def _claimed_name(path: str) -> str | None:
     return None
 
 
-def open_repo(root: Path, rev: str | None = None, trusted_base: str | None = None) -> Repo:
+def open_repo(
+    root: Path,
+    rev: str | None = None,
+    trusted_base: str | None = None,
+    cache: ParseCache | None = None,
+) -> Repo:
     """Load a work tree (or a commit of it) and run the cross-file checks. With
     `trusted_base`, fleets and policies are read from that commit instead (a pull request's
-    head: what it may not decide comes from its base branch)."""
+    head: what it may not decide comes from its base branch). `cache`: see `load_repo`."""
     from reconciler.spec.checks import check_repo
 
     source: FileSource = GitCommit(root, rev) if rev else WorkTree(root)
     if trusted_base is not None:
         source = TrustedOverlay(source, GitCommit(root, trusted_base))
-    repo = load_repo(source)
+    repo = load_repo(source, cache)
     repo.problems += check_repo(repo)
     return repo

@@ -9,6 +9,7 @@ formatting survive an edit: the bot edits denv.yaml in pull requests that humans
 
 from __future__ import annotations
 
+import datetime as dt
 import difflib
 import io
 import json
@@ -20,6 +21,7 @@ from typing import Any
 from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
+from ruamel.yaml.scalarbool import ScalarBoolean
 from ruamel.yaml.tokens import (
     AliasToken,
     AnchorToken,
@@ -76,13 +78,21 @@ def decode_utf8(path: str, data: bytes) -> tuple[str | None, Problem | None]:
 
 @dataclass
 class YamlDoc:
-    """One parsed YAML file: its round-trip data and the text it came from."""
+    """One parsed YAML file: its round-trip data and the text it came from. A file whose
+    values came from the parse cache (parsecache.py) is parsed again, for positions and
+    edits, only when `data` is first asked for: most commands never ask."""
 
     path: str
     text: str
-    data: Any
+    round_trip: Any = None  # the round-trip data; None until parsed
     edits: list[tuple[int, int, Any]] = field(default_factory=list)  # 0-based line, col
     structural: bool = False
+
+    @property
+    def data(self) -> Any:
+        if self.round_trip is None:  # text that parsed before: it parses again the same
+            self.round_trip = _yaml().load(self.text)
+        return self.round_trip
 
     def position(self, loc: Loc) -> tuple[int, int]:
         """1-based line and column of the deepest node of `loc` that exists in the file."""
@@ -390,15 +400,33 @@ def parse_yaml(path: str, data: bytes) -> tuple[YamlDoc | None, Problem | None]:
         return None, Problem(path, 1, 1, f"invalid YAML: {exc}")
     if loaded is None:
         return None, Problem(path, 1, 1, "file is empty")
-    return YamlDoc(path=path, text=text, data=loaded), None
+    return YamlDoc(path=path, text=text, round_trip=loaded), None
+
+
+def parse_values(path: str, data: bytes) -> tuple[YamlDoc | None, Any, Problem | None]:
+    """`parse_yaml`, and the file's values as plain data (`plain`) for validation."""
+    doc, problem = parse_yaml(path, data)
+    return doc, (None if doc is None else plain(doc.data)), problem
 
 
 def plain(value: Any) -> Any:
-    """Round-trip data as plain dicts, lists and scalars, for validation."""
+    """Round-trip data as plain dicts, lists and scalars of Python's own types, for
+    validation: ruamel's scalars (a string that remembers its quotes, a float its digits, an
+    int its base, a timestamp its separator) become the values they stand for."""
     if isinstance(value, dict):
         return {str(k): plain(v) for k, v in value.items()}
     if isinstance(value, list):
         return [plain(v) for v in value]
     if isinstance(value, str):
-        return str(value)  # drops ruamel's quoted-string subclasses
+        return str(value)
+    if isinstance(value, ScalarBoolean):
+        return bool(value)
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, float):
+        return float(value)
+    if isinstance(value, dt.datetime) and type(value) is not dt.datetime:
+        return dt.datetime.combine(value.date(), value.timetz())
     return value
