@@ -21,6 +21,7 @@ from reconciler.errors import DenvError, Problem, SpecError
 from reconciler.reconcile.history import History
 from reconciler.reconcile.revisions import Stages, stage_revisions
 from reconciler.spec.loader import open_repo
+from reconciler.spec.parsecache import ParseCache
 from reconciler.spec.repo import Repo
 from reconciler.spec.yamlio import parse_yaml
 
@@ -69,6 +70,9 @@ class GitSource:
         self.remote = is_remote(location)
         self.branch = branch  # None: the remote's default branch, or a local path's HEAD
         self._loaded: OrderedDict[str, Repo] = OrderedDict()
+        # YAML files parsed by an earlier pass or command are not parsed again (keyed by
+        # their bytes): most of a pass's time went to parsing the same files anew
+        self._parsed = ParseCache(cache_dir / "parsed")
         self._history: History | None = None  # opened once the repository is there
         if self.remote:
             digest = hashlib.sha256(location.encode()).hexdigest()[:16]
@@ -118,7 +122,7 @@ class GitSource:
         if commit in self._loaded:
             self._loaded.move_to_end(commit)
             return self._loaded[commit]
-        loaded = open_repo(self.git_dir, commit, self.trusted_base)
+        loaded = open_repo(self.git_dir, commit, self.trusted_base, cache=self._parsed)
         loaded.problems.extend(check_engines(loaded))
         if loaded.errors:
             raise InvalidRevision(commit, loaded.errors)

@@ -4,12 +4,14 @@ fetched on each sync; revisions loaded from commits, not from the work tree."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pygit2
 import pytest
 
 from reconciler.errors import DenvError
 from reconciler.reconcile.source import GitSource, InvalidRevision, is_remote, redact
+from reconciler.spec import parsecache
 from tests.reconcile.conftest import GitRepo
 
 
@@ -127,3 +129,28 @@ def test_urls_are_told_apart_from_paths_and_tokens_never_shown(tmp_path: Path) -
     assert "s3cret" not in str(caught.value)
     assert str(caught.value).startswith("http://127.0.0.1:9/org/fleet.git: cannot fetch")
     assert not any((tmp_path / "cache").glob("*.git"))
+
+
+def test_a_later_source_parses_only_the_files_that_changed(
+    git_repo: GitRepo, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The bot's passes and every command load commits through their own GitSource: YAML
+    files an earlier one parsed are read back, not parsed again (keyed by their bytes)."""
+    parsed: list[str] = []
+    real = parsecache.parse_values
+
+    def counting(path: str, data: bytes) -> Any:
+        parsed.append(path)
+        return real(path, data)
+
+    monkeypatch.setattr(parsecache, "parse_values", counting)
+    first = git_repo.source().repo_at(git_repo.source().resolve())
+    assert "releases/chat-8b/denv.yaml" in parsed and len(parsed) > 10
+    parsed.clear()
+    again = git_repo.source().repo_at(git_repo.source().resolve())
+    assert parsed == [] and again.releases == first.releases
+    git_repo.replace("releases/chat-8b/denv.yaml", "replicas: 2", "replicas: 3")
+    changed = git_repo.source().repo_at(git_repo.commit("three replicas"))
+    assert parsed == ["releases/chat-8b/denv.yaml"]
+    topology = changed.releases["chat-8b"].release.topology
+    assert topology is not None and topology.replicas == 3
