@@ -12,7 +12,19 @@ import openai
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.engines.sim.sims import Sim, http_get, router_process, sim_process, sim_spec, wait_until
+from reconciler.engines.placement import Placement, RouterSlot
+from reconciler.engines.router import router_unit
+from reconciler.engines.units import EngineContext, Unit
+from reconciler.spec.catalog import Hardware
+from tests.engines.sim.sims import (
+    Sim,
+    http_get,
+    http_post,
+    router_process,
+    sim_process,
+    sim_spec,
+    wait_until,
+)
 
 try:
     import sglang_router  # noqa: F401  (a dev dependency: installed by `make test`)
@@ -175,3 +187,31 @@ def test_a_prefill_decode_pair_answers_behind_the_router_in_pd_mode(logs: Path) 
             assert 'vllm:generation_tokens_total{engine="0",model_name="llama-3.1-70b"} 2.0' in (
                 prefill_metrics.decode()
             )
+
+
+def denv_router_args(sims: list[Sim], hardware: Hardware) -> list[str]:
+    """The flags denv gives the router of these simulators (after its --host and --port)."""
+    workers = [
+        Unit(name=f"r{i}", role="aggregated", replica=i, node=0, engine="sim", host="localhost",
+             address="127.0.0.1", argv=[], env={}, port=int(s.url.rsplit(":", 1)[1]), gpus=1,
+             gpu_indices=[i])
+        for i, s in enumerate(sims)
+    ]  # fmt: skip
+    slot = RouterSlot(host="localhost", address="127.0.0.1", port=1)
+    placement = Placement(fleet="local", slots=[], router=slot)
+    unit = router_unit("sim", workers, placement, EngineContext(hardware=hardware))
+    return unit.argv[unit.argv.index("--port") + 2 :]  # router_process sets its own ports
+
+
+def test_a_burst_of_client_errors_does_not_fail_good_requests(logs: Path) -> None:
+    """48 requests for a model nobody serves (404s, the client's fault) opened sglang-router's
+    circuit breakers with its defaults: good clients then got 503s for a minute."""
+    spec = sim_spec(time_scale=SCALE)
+    with sim_process(spec, logs) as a, sim_process(spec, logs) as b:
+        args = denv_router_args([a, b], spec.hardware)
+        with router_process(args, logs, healthy_workers(2)) as url:  # type: ignore[arg-type]
+            bad = {"model": "no-such-model", "prompt": "hi", "max_tokens": 2}
+            refused = {http_post(url + "/v1/completions", bad)[0] for _ in range(48)}
+            good = {"model": "llama-3.1-8b", "prompt": "hi", "max_tokens": 2}
+            assert [http_post(url + "/v1/completions", good)[0] for _ in range(10)] == [200] * 10
+            assert refused == {404}  # the client hears its own mistake, never a 503
