@@ -12,14 +12,12 @@ import openai
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from reconciler.engines.placement import Placement, RouterSlot
-from reconciler.engines.router import router_unit
-from reconciler.engines.units import EngineContext, Unit
-from reconciler.spec.catalog import Hardware
 from tests.engines.sim.sims import (
     Sim,
+    denv_router,
     http_get,
     http_post,
+    router_args,
     router_process,
     sim_process,
     sim_spec,
@@ -189,26 +187,12 @@ def test_a_prefill_decode_pair_answers_behind_the_router_in_pd_mode(logs: Path) 
             )
 
 
-def denv_router_args(sims: list[Sim], hardware: Hardware) -> list[str]:
-    """The flags denv gives the router of these simulators (after its --host and --port)."""
-    workers = [
-        Unit(name=f"r{i}", role="aggregated", replica=i, node=0, engine="sim", host="localhost",
-             address="127.0.0.1", argv=[], env={}, port=int(s.url.rsplit(":", 1)[1]), gpus=1,
-             gpu_indices=[i])
-        for i, s in enumerate(sims)
-    ]  # fmt: skip
-    slot = RouterSlot(host="localhost", address="127.0.0.1", port=1)
-    placement = Placement(fleet="local", slots=[], router=slot)
-    unit = router_unit("sim", workers, placement, EngineContext(hardware=hardware))
-    return unit.argv[unit.argv.index("--port") + 2 :]  # router_process sets its own ports
-
-
 def test_a_burst_of_client_errors_does_not_fail_good_requests(logs: Path) -> None:
     """48 requests for a model nobody serves (404s, the client's fault) opened sglang-router's
     circuit breakers with its defaults: good clients then got 503s for a minute."""
     spec = sim_spec(time_scale=SCALE)
     with sim_process(spec, logs) as a, sim_process(spec, logs) as b:
-        args = denv_router_args([a, b], spec.hardware)
+        args = router_args(denv_router([a, b], spec))
         with router_process(args, logs, healthy_workers(2)) as url:  # type: ignore[arg-type]
             bad = {"model": "no-such-model", "prompt": "hi", "max_tokens": 2}
             refused = {http_post(url + "/v1/completions", bad)[0] for _ in range(48)}
