@@ -73,4 +73,5 @@ def router_unit(engine: str, units: list[Unit], placement: Placement, ctx: Engin
         readiness=Probe(path="/readiness", status=200),
         health=Probe(path="/health", status=200),
         metrics=Metrics(port=metrics),
+        restart=True,  # clients are refused while it is down: never wait for the next pass
     )

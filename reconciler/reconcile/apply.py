@@ -132,6 +132,7 @@ class Applier:
             "port": record.port,
             "gpus": list(record.gpus),
             "labels": dict(record.labels),
+            "restart": record.restart,
         }
         self.agent(fleet, host).launch(payload)
 

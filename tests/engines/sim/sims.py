@@ -220,7 +220,8 @@ def denv_router(sims: list[Sim], spec: SimSpec, url: str = "", metrics_port: int
     slot = RouterSlot(host="localhost", address="127.0.0.1", port=port)
     placement = Placement(fleet="local", slots=[], router=slot)
     workers = [engine_unit(s, i) for i, s in enumerate(sims)]
-    unit = router_unit("sim", workers, placement, EngineContext(hardware=spec.hardware))
+    context = EngineContext(hardware=spec.hardware, engine_python=sys.executable)
+    unit = router_unit("sim", workers, placement, context)
     return unit.model_copy(update={"metrics": Metrics(port=metrics_port)}) if url else unit
 
 
