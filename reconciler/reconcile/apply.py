@@ -265,8 +265,10 @@ class Applier:
         """Ready within the timeout; False at once when the process exits meanwhile."""
         agent = self.agent(fleet, host)
 
-        def exited() -> bool:
-            return any(r.id == unit_id and not r.alive for r in agent.units())
+        def exited() -> bool:  # a supervised unit (a router) between two starts has exited
+            return any(
+                r.id == unit_id and (not r.alive or r.exit_code is not None) for r in agent.units()
+            )
 
         return probes.wait_until(
             lambda: probes.is_ready(unit), self.options.ready_timeout, abort=exited
