@@ -77,3 +77,6 @@ class Unit(Spec):
     health: Probe | None = None
     metrics: Metrics | None = None
     flag_table: str | None = None  # the engine version whose flags the argv was checked against
+    # Started again by the host agent's supervisor as soon as it exits, not at the reconciler's
+    # next pass: the router, the one endpoint clients connect to.
+    restart: bool = False

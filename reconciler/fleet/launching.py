@@ -18,6 +18,8 @@ def unit_digest(unit: Unit) -> str:
     API, so scaling out or in never restarts the endpoint."""
     argv = _without_workers(unit.argv) if unit.role == "router" else unit.argv
     essence = {"argv": argv, "env": unit.env, "gpus": unit.gpu_indices, "port": unit.port}
+    if unit.restart:
+        essence["restart"] = True
     return hashlib.sha256(json.dumps(essence, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -42,6 +44,8 @@ def launch_payload(
         "port": unit.port,
         "gpus": unit.gpu_indices,
     }
+    if unit.restart:
+        payload["restart"] = True
     if cleanup:
         payload["cleanup"] = cleanup
     if image:

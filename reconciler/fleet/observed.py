@@ -35,6 +35,7 @@ class UnitRecord(Observed):
     pid: int | None = None
     start_time: int | None = None
     started_at: float | None = None
+    restart: bool = False  # its supervisor starts it again when it exits (a router)
     restarts: int = 0
     exit_code: int | None = None
     exited_at: float | None = None

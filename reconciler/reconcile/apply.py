@@ -138,6 +138,7 @@ class Applier:
             "port": record.port,
             "gpus": list(record.gpus),
             "labels": dict(record.labels),
+            "restart": record.restart,
         }
         self.agent(fleet, host).launch(payload)
 
@@ -284,8 +285,10 @@ class Applier:
         when SIGTERM comes."""
         agent = self.agent(fleet, host)
 
-        def exited_or_stopping() -> bool:
-            return self.stopping() or any(r.id == unit_id and not r.alive for r in agent.units())
+        def exited_or_stopping() -> bool:  # a supervised unit (a router) between two starts
+            return self.stopping() or any(  # has exited too
+                r.id == unit_id and (not r.alive or r.exit_code is not None) for r in agent.units()
+            )
 
         return probes.wait_until(
             lambda: probes.is_ready(unit), self.options.ready_timeout, abort=exited_or_stopping

@@ -10,6 +10,11 @@ window: `value` is the newest, `mean` their average, `p..` their percentile; the
 engine counts. An alarm with fewer than `min_requests` requests in its window is not judged,
 and an engine that did not answer adds nothing (it is named in `missing`), so a lost scrape
 never fires an alarm.
+
+`error_rate` is also read at the stage's routers, from what they answered clients: a router
+that refuses clients while its engines see nothing wrong (no worker left, retries exhausted)
+fires it. The worse of the two rates counts, each judged on its own requests; other metrics
+are the engines' alone (a router's counts would count each request twice).
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from reconciler.rollout.samples import Point, Track, minus, since_start, window
-from reconciler.rollout.series import GAUGE_METRICS, HISTOGRAM_METRICS, Histogram
+from reconciler.rollout.series import GAUGE_METRICS, HISTOGRAM_METRICS, ROUTERS, Histogram
 from reconciler.spec.policy import FRACTION_METRICS, LATENCY_METRICS, Alarm
 
 QUANTILES = {"p50": 0.50, "p90": 0.90, "p95": 0.95, "p99": 0.99}
@@ -39,6 +44,7 @@ class Reading:
     missing: tuple[str, ...] = ()  # engines (metrics URLs) whose latest scrape failed
     note: str = ""  # why value is None
     over: str = ""  # what the window was, when not the alarm's own (e.g. "4s bake")
+    at: str = ""  # "router" when the value is what the routers answered clients
 
     def describe(self) -> str:
         """e.g. 'ttft p99 2.31 s > 1.5 s (812 requests, 5m)'."""
@@ -53,7 +59,8 @@ class Reading:
             return f"{what}: not judged, {self.note} ({span}){tail}"
         sign = ">" if self.firing else "≤"
         value, limit = _format(a.metric, self.value), _format(a.metric, a.max)
-        return f"{what} {value} {sign} {limit} ({self.requests} requests, {span}){tail}"
+        where = f" at the {self.at}" if self.at else ""
+        return f"{what} {value} {sign} {limit}{where} ({self.requests} requests, {span}){tail}"
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -68,6 +75,7 @@ class Reading:
             "covered": self.covered,
             "missing": list(self.missing),
             "note": self.note,
+            "at": self.at,
             "text": self.describe(),
         }
 
@@ -93,6 +101,20 @@ def over_bake(
 
 
 def read(name: str, alarm: Alarm, tracks: Mapping[str, Track], now: float) -> Reading:
+    """The alarm over the engines' tracks, and for error_rate the routers' as well."""
+    routers = {url: t for url, t in tracks.items() if t.engine in ROUTERS}
+    engines = {url: t for url, t in tracks.items() if url not in routers}
+    found = _read(name, alarm, engines, now)
+    if alarm.metric != "error_rate" or not routers:
+        return found
+    seen = _read(name, alarm, routers, now)
+    missing = tuple(sorted({*found.missing, *seen.missing}))
+    if seen.value is not None and (found.value is None or seen.value > found.value):
+        return replace(seen, missing=missing, at="router")
+    return replace(found, missing=missing)
+
+
+def _read(name: str, alarm: Alarm, tracks: Mapping[str, Track], now: float) -> Reading:
     missing = tuple(sorted(url for url, t in tracks.items() if t.error is not None))
     spans = {url: s for url, t in tracks.items() if (s := window(t, now, alarm.window))}
     counted = sum(_delta(s, "requests") for s in spans.values())

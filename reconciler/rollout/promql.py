@@ -5,13 +5,14 @@ The engines of a stage are picked by their `instance` label (host:port, Promethe
 for a scraped target). Engines of different kinds (vLLM and SGLang in one stage) name their
 series differently: each kind is queried on its own; request and error counts add up, and the
 larger value of the kinds counts (their histograms cannot be summed bucket by bucket).
+Routers are asked for error_rate apart, and the worse rate counts (as `alarms.read`).
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from reconciler.rollout.alarms import QUANTILES, Reading
 from reconciler.rollout.series import GAUGE_METRICS, EngineSeries, Series
@@ -89,8 +90,20 @@ def _value(alarm: Alarm, engine: EngineSeries, instances: Sequence[str], w: str)
     return f"histogram_quantile({QUANTILES[stat]}, {buckets})"
 
 
-def reading(name: str, alarm: Alarm, answers: Sequence[Answer]) -> Reading:
-    """The alarm's reading from each engine kind's answers."""
+def reading(
+    name: str, alarm: Alarm, answers: Sequence[Answer], routers: Sequence[Answer] = ()
+) -> Reading:
+    """The alarm's reading from each engine kind's answers, and for error_rate the routers'."""
+    found = _reading(name, alarm, answers)
+    if alarm.metric != "error_rate" or not routers:
+        return found
+    seen = _reading(name, alarm, routers)
+    if seen.value is not None and (found.value is None or seen.value > found.value):
+        return replace(seen, at="router")
+    return found
+
+
+def _reading(name: str, alarm: Alarm, answers: Sequence[Answer]) -> Reading:
     counted = sum(a.requests for a in answers)
     requests = round(counted)
 

@@ -1,5 +1,5 @@
-"""Pure logic: which Prometheus series each engine exports for each alarm metric (one table),
-and one scrape of an engine's /metrics text turned into engine-neutral values.
+"""Pure logic: which Prometheus series each engine and router exports for each alarm metric
+(one table), and one scrape of its /metrics text turned into engine-neutral values.
 
 Names are read from the engines (/work/shared/reference/engines.md; vLLM's
 `vllm/v1/metrics/loggers.py` and API server, SGLang's `srt/metrics/collector.py`). Every
@@ -77,6 +77,18 @@ SGLANG = EngineSeries(
     errors=Series("sglang:num_aborted_requests_total"),
 )
 ENGINES: Mapping[str, EngineSeries] = {"vllm": VLLM, "sglang": SGLANG, "sim": VLLM}
+# sglang-router (0.3.2, names `smg_`) counts every answer it gives by status: its own 5xx (no
+# worker left, upstream failed after retries) are what clients see and no engine counts. Its
+# probes' answers (/readiness, /health) are counted too. It exports no engine histogram, so
+# it is judged on error_rate only. vllm-router's names are not known here: it is not read.
+SGLANG_ROUTER = EngineSeries(
+    histograms={},
+    gauges={},
+    requests=Series("smg_http_responses_total"),
+    errors=Series("smg_http_responses_total", {"status_code": "5.."}),
+)
+ROUTERS: Mapping[str, EngineSeries] = {"sglang-router": SGLANG_ROUTER}
+SERIES: Mapping[str, EngineSeries] = {**ENGINES, **ROUTERS}  # every kind a stage scrapes
 
 
 @dataclass(frozen=True)

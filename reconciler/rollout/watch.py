@@ -1,5 +1,6 @@
-"""Adapter: watching a stage's alarms — scraping its engines' /metrics (every replica, never
-the router) into per-engine tracks, or, with a Prometheus server configured, asking it.
+"""Adapter: watching a stage's alarms — scraping its engines' /metrics (every replica) and
+its routers' (what clients were answered) into tracks, or, with a Prometheus server
+configured, asking it.
 
 The tracks round-trip through `state()` (JSON) because the bot keeps them in its lease note
 between `denv reconcile --once` runs; they are thinned to what the alarms' windows need.
@@ -23,7 +24,7 @@ from reconciler.engines.units import Unit
 from reconciler.rollout.alarms import Reading, duration_text, evaluate, over_bake
 from reconciler.rollout.promql import AlarmQueries, Answer, instance, queries, reading
 from reconciler.rollout.samples import Keep, Track, failed, record, track_from_json, track_json
-from reconciler.rollout.series import ENGINES, ParseError, parse
+from reconciler.rollout.series import ROUTERS, SERIES, ParseError, parse
 from reconciler.spec.policy import Alarm
 
 STATE_VERSION = 1
@@ -31,12 +32,12 @@ MAX_PARALLEL = 16  # scrapes in flight at once
 
 
 def metrics_targets(units: Iterable[Unit]) -> list[tuple[str, str]]:
-    """(engine, metrics URL) of every engine unit; routers are left out: their latencies
-    are not the engines', and their /metrics names are their own."""
+    """(engine, metrics URL) of every engine unit and of every router whose series are known
+    (`series.ROUTERS`: its errors are what clients saw)."""
     return [
         (u.engine, base_url(u.address, u.metrics.port) + u.metrics.path)
         for u in units
-        if u.role != "router" and u.metrics is not None
+        if u.metrics is not None and (u.role != "router" or u.engine in ROUTERS)
     ]
 
 
@@ -116,7 +117,7 @@ class AlarmWatch:
         return {"version": STATE_VERSION, "tracks": tracks}
 
     def _recorded(self, track: Track, answer: str | Exception, now: float) -> Track:
-        series = ENGINES.get(track.engine)
+        series = SERIES.get(track.engine)
         if series is None:
             return failed(track, f"no alarm metrics known for engine '{track.engine}'")
         if isinstance(answer, Exception):
@@ -135,20 +136,27 @@ class AlarmWatch:
     ) -> list[Reading]:
         by_engine: dict[str, list[str]] = {}
         for engine, url in targets:
-            if engine in ENGINES:
+            if engine in SERIES:
                 by_engine.setdefault(engine, []).append(instance(url))
         found: list[Reading] = []
         for name, alarm in (alarms or self.alarms).items():
+            asked = {
+                engine: instances
+                for engine, instances in by_engine.items()
+                if engine not in ROUTERS or alarm.metric == "error_rate"
+            }
             try:
-                answers = [
-                    self._answer(server, queries(alarm, ENGINES[engine], instances), now)
-                    for engine, instances in by_engine.items()
-                ]
+                answers = {
+                    engine: self._answer(server, queries(alarm, SERIES[engine], instances), now)
+                    for engine, instances in asked.items()
+                }
             except (OSError, ValueError, KeyError, TypeError, IndexError, AttributeError) as exc:
                 note = f"Prometheus did not answer: {_why(exc, self._timeout)}"
                 found.append(Reading(name, alarm, None, 0, False, note=note))
                 continue
-            found.append(reading(name, alarm, answers))
+            engines = [a for e, a in answers.items() if e not in ROUTERS]
+            routers = [a for e, a in answers.items() if e in ROUTERS]
+            found.append(reading(name, alarm, engines, routers))
         return found
 
     def _answer(self, server: str, q: AlarmQueries, now: float) -> Answer:

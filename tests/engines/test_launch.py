@@ -86,7 +86,8 @@ def test_router_in_front_of_aggregated_replicas(repo: Repo) -> None:
     assert router.argv == [
         "python3", "-m", "sglang_router.launch_router", "--host", "10.0.0.1", "--port", "8000",
         "--worker-urls", "http://10.0.0.1:8032", "http://10.0.0.1:8064",
-        "--policy", "round_robin", "--prometheus-host", "10.0.0.1", "--prometheus-port", "8001",
+        "--policy", "round_robin", "--disable-circuit-breaker", "--health-check-interval-secs",
+        "10", "--prometheus-host", "10.0.0.1", "--prometheus-port", "8001",
     ]  # fmt: skip
     assert (router.role, router.gpus, router.gpu_indices, router.env) == ("router", 0, [], {})
     assert router.readiness is not None and router.readiness.path == "/readiness"

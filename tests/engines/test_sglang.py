@@ -223,7 +223,8 @@ def test_disaggregated_pools(repo: Repo) -> None:
         "--host", "10.0.0.1", "--port", "8000", "--pd-disaggregation",
         "--prefill", "http://10.0.0.1:8032", "8035",
         "--decode", "http://10.0.0.1:8064", "--decode", "http://10.0.0.2:8096",
-        "--policy", "cache_aware", "--prometheus-host", "10.0.0.1", "--prometheus-port", "8001",
+        "--policy", "cache_aware", "--disable-circuit-breaker", "--health-check-interval-secs",
+        "10", "--prometheus-host", "10.0.0.1", "--prometheus-port", "8001",
     ]  # fmt: skip
 
 

@@ -239,8 +239,9 @@ def test_disaggregated_pools_use_nixl(repo: Repo) -> None:
     assert router.argv[3:] == [
         "--host", "10.0.0.1", "--port", "8000", "--vllm-pd-disaggregation",
         "--prefill", "http://10.0.0.1:8032", "--decode", "http://10.0.0.1:8064",
-        "--kv-connector", "nixl", "--policy", "cache_aware",
-        "--prometheus-host", "10.0.0.1", "--prometheus-port", "8001",
+        "--kv-connector", "nixl", "--policy", "cache_aware", "--disable-circuit-breaker",
+        "--health-check-interval-secs", "10", "--prometheus-host", "10.0.0.1",
+        "--prometheus-port", "8001",
     ]  # fmt: skip
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -79,6 +80,40 @@ def test_a_unit_that_died_is_reported_with_its_exit_code(agent: AgentClient) -> 
     assert agent.logs("crash")["lines"] == ["boom"]
     relaunched = agent.launch(unit)
     assert relaunched.restarts == 1
+
+
+def test_a_restart_unit_is_started_again_by_its_supervisor_at_once(agent: AgentClient) -> None:
+    """No launch, no reconcile pass: its supervisor starts it again when it dies."""
+    port = free_port()
+    first = agent.launch({**http_unit("router", port), "restart": True})
+    assert first.restart and first.restarts == 0
+    wait_for(lambda: answers(port), what="the unit's port")
+    os.kill(first.pid or 0, signal.SIGKILL)
+    again = wait_for(
+        lambda: next((u for u in agent.units() if u.pid not in (None, first.pid)), None),
+        what="a new process",
+    )
+    assert again.restarts == 1 and again.exit_code is None  # type: ignore[union-attr]
+    wait_for(lambda: answers(port), what="the unit's port again")
+    assert agent.launch({**http_unit("router", port), "restart": True}).pid == again.pid  # type: ignore[union-attr]
+
+
+def test_a_stopped_restart_unit_stays_stopped(agent: AgentClient) -> None:
+    port = free_port()
+    agent.launch({**http_unit("router", port), "restart": True})
+    wait_for(lambda: answers(port), what="the unit's port")
+    assert agent.stop("router", grace=5)["stopped"] is True
+    assert agent.units() == [] and not answers(port)
+
+
+def test_a_unit_without_restart_stays_dead_until_launched(agent: AgentClient) -> None:
+    first = agent.launch(http_unit("web", free_port()))
+    os.kill(first.pid or 0, signal.SIGKILL)
+    dead = wait_for(
+        lambda: next((u for u in agent.units() if u.exit_code is not None), None),
+        what="the exit code",
+    )
+    assert dead.alive is False and dead.pid == first.pid  # type: ignore[union-attr]
 
 
 def test_a_reused_pid_is_not_taken_for_alive(agent: AgentClient, denv_home: Path) -> None:

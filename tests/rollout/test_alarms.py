@@ -233,6 +233,31 @@ def test_error_rate_is_failed_over_answered_requests() -> None:
 
 
 @pytest.mark.parametrize(
+    ("engine_errors", "router_errors", "value", "at"),
+    [(0, 60, 0.15, "router"), (12, 0, 0.03, ""), (12, 8, 0.03, "")],
+    ids=["router-only-5xx", "engine-5xx-the-router-passed-on", "the-worse-counts"],
+)
+def test_error_rate_is_also_what_the_router_answered(
+    engine_errors: float, router_errors: float, value: float, at: str
+) -> None:
+    engine = track((0, scrape(0, 0)), (300, scrape(400, engine_errors)))
+    router = track((0, scrape(0, 0)), (300, scrape(400, router_errors)), engine="sglang-router")
+    reading = one(ERRORS, {"e": engine, "r": router}, now=300)
+    assert (reading.value, reading.at, reading.firing) == (pytest.approx(value), at, True)
+    where = " at the router" if at else ""
+    assert reading.describe() == f"error_rate {value * 100:g}% > 1%{where} (400 requests, 5m)"
+
+
+def test_a_router_counts_for_no_metric_but_error_rate() -> None:
+    engine = track(
+        (0, scrape(0, 0, ttft=hist(0, 0, 0, 0))), (300, scrape(100, 0, ttft=hist(100, 0, 0, 0)))
+    )
+    router = track((0, scrape(0, 0)), (300, scrape(900, 0)), engine="sglang-router")
+    reading = one(TTFT_P99, {"e": engine, "r": router}, now=300)
+    assert reading.requests == 100 and reading.at == ""
+
+
+@pytest.mark.parametrize(
     ("stat", "expected"),
     [("value", 0.5), ("mean", (0.5 + 0.99 + 0.5) / 3), ("p99", 0.99 - 0.49 * 0.02)],
     ids=["newest", "mean-of-window-points", "p99-of-window-points"],

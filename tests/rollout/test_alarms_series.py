@@ -10,7 +10,7 @@ import pytest
 
 from reconciler.rollout.alarms import evaluate
 from reconciler.rollout.samples import Keep, Track, record, track_from_json, track_json
-from reconciler.rollout.series import ENGINES, Histogram, ParseError, Scrape, parse
+from reconciler.rollout.series import ENGINES, ROUTERS, Histogram, ParseError, Scrape, parse
 from reconciler.spec.policy import Alarm
 
 ALL = frozenset({"ttft", "itl", "tpot", "kv_usage", "queue"})
@@ -69,6 +69,24 @@ def test_sglang_names_and_what_it_lacks() -> None:
     assert got.counters == {"requests": 9.0, "errors": 2.0}
     assert got.gauges == {"kv_usage": 0.5}
     assert got.created is None
+
+
+# sglang-router 0.3.2's answers to clients, by status (read from a running router)
+ROUTER_TEXT = """\
+# TYPE smg_http_responses_total counter
+smg_http_responses_total{status_code="500",error_code="call_upstream_request_error"} 3
+smg_http_responses_total{status_code="503",error_code=""} 2
+smg_http_responses_total{status_code="404",error_code=""} 48
+smg_http_responses_total{status_code="200",error_code=""} 6
+# TYPE smg_router_upstream_responses_total counter
+smg_router_upstream_responses_total{router_type="http",status_code="500",error_code=""} 15
+"""
+
+
+def test_a_router_counts_what_it_answered_clients() -> None:
+    got = parse(ROUTERS["sglang-router"], ROUTER_TEXT, ALL)
+    assert got.counters == {"requests": 59.0, "errors": 5.0}  # a client's 404 is no error
+    assert got.histograms == {} and got.gauges == {}
 
 
 def test_only_the_wanted_metrics_are_read() -> None:

@@ -138,7 +138,7 @@ def test_an_engine_that_does_not_answer_is_named_and_never_fires(sim: Sim) -> No
         assert "not judged, no engine answered" in reading.describe()
 
 
-def test_metrics_targets_are_the_engines_not_the_router() -> None:
+def test_metrics_targets_are_the_engines_and_the_routers_whose_series_are_known() -> None:
     def unit(name: str, role: str, engine: str, port: int) -> Unit:
         metrics = Metrics(port=port + 1 if role == "router" else port)
         return Unit.model_validate(
@@ -150,7 +150,11 @@ def test_metrics_targets_are_the_engines_not_the_router() -> None:
         )  # fmt: skip
 
     units = [unit("r0", "aggregated", "vllm", 8000), unit("router", "router", "vllm-router", 8100)]
-    assert metrics_targets(units) == [("vllm", "http://10.0.0.5:8000/metrics")]
+    units.append(unit("router", "router", "sglang-router", 8200))
+    assert metrics_targets(units) == [
+        ("vllm", "http://10.0.0.5:8000/metrics"),
+        ("sglang-router", "http://10.0.0.5:8201/metrics"),
+    ]
 
 
 # -- Prometheus mode (against a real Prometheus: test_prometheus.py) -----------------------

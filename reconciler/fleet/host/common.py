@@ -107,6 +107,18 @@ def alive(record):
     return bool(pid) and started is not None and start_time(pid) == started
 
 
+def supervising(record):
+    """Whether the unit's supervisor still runs (it starts a `restart` unit again)."""
+    pid, started = record.get("supervisor_pid"), record.get("supervisor_start")
+    return bool(pid) and started is not None and start_time(pid) == started
+
+
+def running(record):
+    """The unit runs, or its supervisor is about to start it again (a `restart` unit that
+    exited): nobody else should start it."""
+    return alive(record) or (bool(record.get("restart")) and supervising(record))
+
+
 def option(args, name, default):
     if name in args:
         index = args.index(name)

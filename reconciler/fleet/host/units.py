@@ -1,4 +1,11 @@
-"""Units: processes the agent starts detached, supervises, stops and keeps records of."""
+"""Units: processes the agent starts detached, supervises, stops and keeps records of.
+
+A unit launched with `restart` (a router: the endpoint clients connect to) is started again
+by its supervisor as soon as it exits, without waiting for the reconciler's next pass; while
+it keeps exiting within STABLE_S of its start, after RESTART_BASE_S, doubling up to
+RESTART_MAX_S. `stop` ends that (a marker file first, then the signal).
+Other units are restarted by the reconciler, which also backs off (reconcile/apply.py).
+"""
 
 import contextlib
 import os
@@ -18,9 +25,15 @@ from common import (
     detach,
     read_json,
     record_path,
+    running,
     start_time,
+    supervising,
     write_atomic,
 )
+
+STABLE_S = 60.0  # a run this long ends a crash loop: the next exit restarts it at once
+RESTART_BASE_S = 1.0  # the second exit in a row after short runs waits 1 s, then 2, 4 …
+RESTART_MAX_S = 60.0
 
 
 def list_units():
@@ -30,7 +43,7 @@ def list_units():
             if name.endswith(".json") and not name.startswith("."):
                 record = read_json(os.path.join(UNITS, name))
                 if record is not None:
-                    record["alive"] = alive(record)
+                    record["alive"] = running(record)
                     records.append(record)
     return records
 
@@ -39,7 +52,7 @@ def launch(unit):
     """Start a unit unless it already runs with the same digest (then do nothing)."""
     path = record_path(unit["id"])
     previous = read_json(path)
-    if previous is not None and alive(previous):
+    if previous is not None and running(previous):
         if previous.get("digest") == unit["digest"]:
             previous["alive"] = True
             previous["changed"] = False
@@ -51,6 +64,8 @@ def launch(unit):
         )
     if previous is not None:  # e.g. a container the killed client left behind
         run_cleanup(previous)
+    if os.path.exists(path + ".stop"):
+        os.unlink(path + ".stop")
     os.makedirs(LOGS, exist_ok=True)
     log = os.path.join(LOGS, unit["id"] + ".log")
     if previous is None:  # a new unit starts a new log; a restart appends to its last one
@@ -67,6 +82,7 @@ def launch(unit):
         "env": unit.get("env", {}),  # the unit's own env: what a rollback relaunches with
         "cleanup": unit.get("cleanup"),
         "log": log,
+        "restart": bool(unit.get("restart")),
         "restarts": (previous.get("restarts", 0) + 1) if previous else 0,
         "started_at": time.time(),
         "pid": None,
@@ -86,7 +102,7 @@ def launch(unit):
             and current.get("pid")
             and current.get("started_at") == record["started_at"]
         ):
-            current["alive"] = alive(current)
+            current["alive"] = running(current)
             current["changed"] = True
             return current
         if supervisor.poll() is not None:
@@ -106,34 +122,70 @@ def pinned(unit):
 
 
 def supervise(unit_id):
-    """Run one unit: its output into a size-capped log, its exit code into its record."""
+    """Run one unit: its output into a size-capped log, its exit code into its record; a
+    `restart` unit again each time it exits, until it is stopped or launched anew."""
     path = record_path(unit_id)
     launch_spec = read_json(path + ".launch")
     os.unlink(path + ".launch")
     record = launch_spec["record"]
-    child = subprocess.Popen(
-        record["argv"],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        env=launch_spec["env"],
-        cwd=launch_spec["cwd"],
-    )
-    record["pid"] = child.pid
-    record["pgid"] = os.getpgid(0)
-    record["supervisor_pid"] = os.getpid()
-    record["start_time"] = start_time(child.pid)
-    write_atomic(path, record)
-    signal.signal(signal.SIGTERM, lambda *_: child.terminate())
-    log_error = copy_capped(child.stdout, record["log"], lambda error: note(path, record, error))
-    code = child.wait()
-    final = read_json(path)
-    if final is not None and final.get("started_at") == record["started_at"]:
+    children, stopping = [], []
+
+    def on_term(*_):
+        stopping.append(True)
+        for child in children:
+            if child.poll() is None:
+                child.terminate()
+
+    signal.signal(signal.SIGTERM, on_term)
+    quick = 0  # exits in a row after short runs
+    while True:
+        child = subprocess.Popen(
+            record["argv"],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            env=launch_spec["env"],
+            cwd=launch_spec["cwd"],
+        )
+        children[:] = [child]
+        began = time.time()
+        record["pid"] = child.pid
+        record["pgid"] = os.getpgid(0)
+        record["supervisor_pid"] = os.getpid()
+        record["supervisor_start"] = start_time(os.getpid())
+        record["start_time"] = start_time(child.pid)
+        write_atomic(path, record)
+        if stopping:
+            child.terminate()
+        log_error = copy_capped(
+            child.stdout, record["log"], lambda error, r=record: note(path, r, error)
+        )
+        code = child.wait()
+        final = read_json(path)
+        if final is None or final.get("started_at") != record["started_at"]:
+            return  # stopped and removed, or launched anew
         final["exit_code"] = code
         final["exited_at"] = time.time()
         if log_error:
             final["log_error"] = log_error
         write_atomic(path, final)
+        quick = 0 if final["exited_at"] - began >= STABLE_S else quick + 1
+        delay = 0.0 if quick <= 1 else min(RESTART_BASE_S * 2 ** (quick - 2), RESTART_MAX_S)
+        if not record.get("restart") or not _wait_to_restart(path, delay, stopping):
+            return
+        record = dict(final, restarts=final.get("restarts", 0) + 1, pid=None, start_time=None)
+        record["exit_code"] = None
+
+
+def _wait_to_restart(path, delay, stopping):
+    """Wait `delay` seconds; False as soon as the unit is being stopped."""
+    deadline = time.time() + delay
+    while True:
+        if stopping or os.path.exists(path + ".stop"):
+            return False
+        if time.time() >= deadline:
+            return True
+        time.sleep(min(0.1, max(deadline - time.time(), 0.0)))
 
 
 def note(path, record, error):
@@ -178,26 +230,34 @@ def stop(unit_id, grace):
     record = read_json(path)
     if record is None:
         return {"id": unit_id, "stopped": False, "reason": "no such unit"}
-    was_alive = alive(record)
+    was_alive = running(record)
+
+    def still():  # the newest record: a supervisor may have started the unit again
+        latest = read_json(path) or record
+        return alive(latest) or supervising(latest)
+
     if was_alive:  # never signal a group whose leader may be a reused pid
+        with open(path + ".stop", "w"):
+            pass  # a supervisor does not start it again
         group = record.get("pgid")
         with contextlib.suppress(OSError, TypeError):
             os.killpg(group, signal.SIGTERM)
         deadline = time.time() + grace
-        while time.time() < deadline and alive(record):
+        while time.time() < deadline and still():
             time.sleep(0.05)
-        if alive(record):
+        if still():
             with contextlib.suppress(OSError, TypeError):
                 os.killpg(group, signal.SIGKILL)
-            while alive(record):
+            while alive(read_json(path) or record):
                 time.sleep(0.01)
     supervisor = record.get("supervisor_pid")
     deadline = time.time() + 5
     while supervisor and time.time() < deadline and start_time(supervisor) is not None:
         time.sleep(0.01)  # it writes the exit code last; let it finish before the record goes
     run_cleanup(record)
-    if os.path.exists(path):
-        os.unlink(path)
+    for done in (path, path + ".stop"):
+        if os.path.exists(done):
+            os.unlink(done)
     return {"id": unit_id, "stopped": was_alive, "exit_code": record.get("exit_code")}
 
 

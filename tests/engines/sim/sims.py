@@ -24,7 +24,10 @@ from typing import Any, TypeVar
 import pytest
 from ruamel.yaml import YAML
 
+from reconciler.engines.placement import Placement, RouterSlot
+from reconciler.engines.router import router_unit
 from reconciler.engines.sim.spec import SimSpec
+from reconciler.engines.units import EngineContext, Metrics, Unit
 from reconciler.spec.catalog import HardwareFile, ModelsFile
 from reconciler.spec.recipe import RecipeFile
 
@@ -170,14 +173,20 @@ def sim_process(spec: SimSpec, log_dir: Path, *flags: str, cpu: int | None = Non
 
 
 @contextlib.contextmanager
-def router_process(args: list[str], log_dir: Path, ready: Callable[[str], bool]) -> Iterator[str]:
+def router_process(
+    args: list[str],
+    log_dir: Path,
+    ready: Callable[[str], bool],
+    metrics_port: int | None = None,
+) -> Iterator[str]:
     """sglang-router on a free loopback port with the given worker arguments; yields its URL
-    once `ready(url)` holds."""
+    once `ready(url)` holds. Its /metrics listen on `metrics_port` (else a free port)."""
     port = free_port()
     argv = [sys.executable, "-m", "sglang_router.launch_router", "--host", "127.0.0.1"]
     argv += ["--port", str(port), "--log-level", "warn", *args]
     # its own metrics listener defaults to port 29000: give each router a free one
-    argv += ["--prometheus-host", "127.0.0.1", "--prometheus-port", str(free_port())]
+    metrics = metrics_port or free_port()
+    argv += ["--prometheus-host", "127.0.0.1", "--prometheus-port", str(metrics)]
     log = log_dir / f"router-{port}.log"
     # The router looks up a tokenizer for the served model on the Hugging Face hub: point it
     # at a closed loopback port so no test traffic leaves the machine.
@@ -192,3 +201,30 @@ def router_process(args: list[str], log_dir: Path, ready: Callable[[str], bool])
         yield url
     finally:
         stop_process(proc)
+
+
+def engine_unit(sim: Sim, replica: int = 0) -> Unit:
+    """The unit denv would have started for a running simulator."""
+    port = int(sim.url.rsplit(":", 1)[1])
+    return Unit(
+        name=f"r{replica}", role="aggregated", replica=replica, node=0, engine="sim",
+        host="localhost", address="127.0.0.1", argv=[], env={}, port=port, gpus=1,
+        gpu_indices=[replica], metrics=Metrics(port=port),
+    )  # fmt: skip
+
+
+def denv_router(sims: list[Sim], spec: SimSpec, url: str = "", metrics_port: int = 0) -> Unit:
+    """The router unit denv makes for these simulators; at `url` with its /metrics on
+    `metrics_port` once router_process started it there."""
+    port = int(url.rsplit(":", 1)[1]) if url else 1024
+    slot = RouterSlot(host="localhost", address="127.0.0.1", port=port)
+    placement = Placement(fleet="local", slots=[], router=slot)
+    workers = [engine_unit(s, i) for i, s in enumerate(sims)]
+    context = EngineContext(hardware=spec.hardware, engine_python=sys.executable)
+    unit = router_unit("sim", workers, placement, context)
+    return unit.model_copy(update={"metrics": Metrics(port=metrics_port)}) if url else unit
+
+
+def router_args(router: Unit) -> list[str]:
+    """A router unit's flags after its --host and --port (router_process sets those)."""
+    return router.argv[router.argv.index("--port") + 2 :]

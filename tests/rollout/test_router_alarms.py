@@ -1,0 +1,70 @@
+"""Alarms judged on what clients get from the router, not only on what the engines saw: a
+`denv sim serve` engine behind the real sglang-router, both scraped on loopback."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from reconciler.reconcile import probes
+from reconciler.rollout.watch import AlarmWatch, metrics_targets
+from reconciler.spec.policy import Alarm
+from tests.engines.sim.sims import (
+    denv_router,
+    engine_unit,
+    free_port,
+    http_get,
+    http_post,
+    router_args,
+    router_process,
+    sim_process,
+    sim_spec,
+    wait_until,
+)
+
+try:
+    import sglang_router  # noqa: F401  (a dev dependency: installed by `make test`)
+except ImportError:  # pragma: no cover
+    if os.environ.get("CI") == "true":
+        raise
+    pytest.skip("sglang-router is not installed: pip install -e '.[dev]'", allow_module_level=True)
+
+T0 = 1_800_000_000.0  # the watch's clock is passed in
+ALARMS = {"errors-1pct": Alarm(metric="error_rate", max="1%", window="1m", min_requests=20)}
+GOOD = {"model": "llama-3.1-8b", "prompt": "hello", "max_tokens": 2}
+
+
+def test_router_only_5xx_fire_the_error_alarm(tmp_path: Path) -> None:
+    """The router answers 503 (no worker left) while its engine, healthy, sees no request
+    fail: the engines' error rate reads 0%, the router's fires the alarm."""
+    spec = sim_spec(time_scale=10.0)
+    with sim_process(spec, tmp_path) as sim:
+        router, metrics = denv_router([sim], spec), free_port()
+
+        def ready(url: str) -> bool:
+            return http_get(url + "/readiness", 2)[0] == 200
+
+        with router_process(router_args(router), tmp_path, ready, metrics) as url:
+            router = denv_router([sim], spec, url, metrics)
+            targets = metrics_targets([engine_unit(sim), router])
+            assert ("sglang-router", f"http://127.0.0.1:{metrics}/metrics") in targets
+            watch, engines = AlarmWatch(ALARMS), AlarmWatch(ALARMS)
+            watch.scrape("chat/canary", targets, T0)
+            engines.scrape("chat/canary", targets[:1], T0)
+            served = [http_post(url + "/v1/completions", GOOD)[0] for _ in range(24)]
+            assert served == [200] * 24
+            listed = probes.router_workers(router) or {}
+            assert [probes.remove_worker(router, worker) for worker in listed.values()] == [True]
+            wait_until(lambda: not probes.router_workers(router), 10, "the worker to leave")
+            refused = [http_post(url + "/v1/completions", GOOD)[0] for _ in range(24)]
+            assert set(refused) and all(status >= 500 for status in refused), refused
+            watch.scrape("chat/canary", targets, T0 + 60)
+            engines.scrape("chat/canary", targets[:1], T0 + 60)
+            (errors,) = watch.readings("chat/canary", T0 + 60)
+            (seen_by_engines,) = engines.readings("chat/canary", T0 + 60)
+    assert seen_by_engines.value == 0 and seen_by_engines.requests == 24
+    assert errors.firing and errors.at == "router", errors.describe()
+    assert errors.value is not None and errors.value >= 0.4, errors.describe()
+    assert " at the router (" in errors.describe()
