@@ -13,7 +13,7 @@ from reconciler.bench.results import RunInfo
 from reconciler.bench.sweep import Mode
 from reconciler.bench.traffic import TraceLine, trace_digest
 from reconciler.bench.trial_plan import recipe_digest
-from reconciler.catalog.cost import USER_PRICE_SOURCE, PriceChoice, canonical_key, default_offer
+from reconciler.catalog.cost import USER_PRICE_SOURCE, PriceChoice, canonical_key, offer_price
 from reconciler.engines.sim.predict import default_requests
 from reconciler.errors import UsageError
 from reconciler.spec.catalog import Offer
@@ -82,14 +82,7 @@ def trial_price(
     if fleet.price is not None:
         note = f": {fleet.price.note}" if fleet.price.note else ""
         return PriceChoice(gpu_hour=fleet.price.gpu_hour, source=f"fleet {fleet.name}{note}")
-    listed = [o.model_copy(update={"hardware": canonical_key(o.hardware, aliases)}) for o in offers]
-    offer = default_offer(canonical_key(hardware, aliases), listed)
-    if offer is None:
-        return None
-    return PriceChoice(
-        gpu_hour=offer.gpu_hour,
-        source=f"{offer.provider}, as of {offer.as_of.isoformat()}, {offer.source.url}",
-    )
+    return offer_price(canonical_key(hardware, aliases), offers, aliases)
 
 
 def precision(recipe: Recipe) -> str | None:

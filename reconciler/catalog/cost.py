@@ -84,6 +84,14 @@ def price_for(
             return PriceChoice(gpu_hour=usd, source=USER_PRICE_SOURCE)
     if result.price is not None:
         return PriceChoice(gpu_hour=result.price.gpu_hour, source=result.price.source)
+    return offer_price(hardware, offers, aliases)
+
+
+def offer_price(
+    hardware: str, offers: Sequence[Offer], aliases: Mapping[str, str] = _NO_ALIASES
+) -> PriceChoice | None:
+    """The default public offer's price for `hardware` (a catalog id), with where it comes
+    from; None when no offer lists it."""
     offer = default_offer(hardware, offers, aliases)
     if offer is None:
         return None
