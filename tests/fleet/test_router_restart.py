@@ -19,17 +19,13 @@ from tests.engines.sim.sims import (
     free_port,
     http_get,
     http_post,
+    require_sglang_router,
     sim_process,
     sim_spec,
     wait_until,
 )
 
-try:
-    import sglang_router  # noqa: F401  (a dev dependency: installed by `make test`)
-except ImportError:  # pragma: no cover
-    if os.environ.get("CI") == "true":
-        raise
-    pytest.skip("sglang-router is not installed: pip install -e '.[dev]'", allow_module_level=True)
+require_sglang_router()
 
 GOOD = {"model": "llama-3.1-8b", "prompt": "hello", "max_tokens": 2}
 

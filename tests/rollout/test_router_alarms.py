@@ -3,10 +3,7 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
-
-import pytest
 
 from reconciler.reconcile import probes
 from reconciler.rollout.watch import AlarmWatch, metrics_targets
@@ -17,6 +14,7 @@ from tests.engines.sim.sims import (
     free_port,
     http_get,
     http_post,
+    require_sglang_router,
     router_args,
     router_process,
     sim_process,
@@ -24,12 +22,7 @@ from tests.engines.sim.sims import (
     wait_until,
 )
 
-try:
-    import sglang_router  # noqa: F401  (a dev dependency: installed by `make test`)
-except ImportError:  # pragma: no cover
-    if os.environ.get("CI") == "true":
-        raise
-    pytest.skip("sglang-router is not installed: pip install -e '.[dev]'", allow_module_level=True)
+require_sglang_router()
 
 T0 = 1_800_000_000.0  # the watch's clock is passed in
 ALARMS = {"errors-1pct": Alarm(metric="error_rate", max="1%", window="1m", min_requests=20)}

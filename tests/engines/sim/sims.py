@@ -68,6 +68,19 @@ def sim_spec(recipe: str = "llama-3.1-8b/vllm@1", hardware: str = "h200", **upda
     return SimSpec.model_validate({**fields, **update})
 
 
+def require_sglang_router() -> None:
+    """At a test module's top: skip it where sglang-router (a dev dependency, installed by
+    `make test`) is missing, except in CI, where that is an error."""
+    try:
+        import sglang_router  # noqa: F401
+    except ImportError:  # pragma: no cover
+        if os.environ.get("CI") == "true":
+            raise
+        pytest.skip(
+            "sglang-router is not installed: pip install -e '.[dev]'", allow_module_level=True
+        )
+
+
 def wait_until(check: Callable[[], T | None], timeout_s: float, what: str) -> T:
     """Poll `check` until it returns something truthy; fail naming `what` after timeout_s."""
     deadline = time.monotonic() + timeout_s

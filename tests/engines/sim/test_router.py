@@ -4,7 +4,6 @@ pair in P/D mode, driven by the official openai client."""
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,6 +16,7 @@ from tests.engines.sim.sims import (
     denv_router,
     http_get,
     http_post,
+    require_sglang_router,
     router_args,
     router_process,
     sim_process,
@@ -24,12 +24,7 @@ from tests.engines.sim.sims import (
     wait_until,
 )
 
-try:
-    import sglang_router  # noqa: F401  (a dev dependency: installed by `make test`)
-except ImportError:  # pragma: no cover
-    if os.environ.get("CI") == "true":
-        raise
-    pytest.skip("sglang-router is not installed: pip install -e '.[dev]'", allow_module_level=True)
+require_sglang_router()
 
 SCALE = 10.0
 
