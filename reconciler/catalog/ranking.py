@@ -13,7 +13,14 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Literal
 
-from reconciler.catalog.cost import canonical_key, default_offers, price_for, usd_per_m_output
+from reconciler.catalog.cost import (
+    PriceChoice,
+    canonical_key,
+    default_offers,
+    offer_price,
+    price_for,
+    usd_per_m_output,
+)
 from reconciler.catalog.latency import Judgement, LatencyTarget, Verdict
 from reconciler.catalog.workloads import covered, matches, profile_for
 from reconciler.spec.base import Spec
@@ -130,10 +137,14 @@ def rank(
     def config_key(result: Result) -> Hashable:
         return _config_key(result, hw_aliases, model_map)
 
-    offers = default_offers(offers, hw_aliases)  # the same prices, one offer per hardware
+    # The same prices: each hardware's default offer's, found once (by catalog id).
+    offered = {
+        offer.hardware: offer_price(offer.hardware, (offer,))
+        for offer in default_offers(offers, hw_aliases)
+    }
     points: dict[Hashable, list[_Point]] = {}
     for key, result in _newest_per_point(filter(keep, results), config_key):
-        point = _point(result, target, by, prices, offers, hw_aliases, bands.get(result.id))
+        point = _point(result, target, by, prices, offered, hw_aliases, bands.get(result.id))
         points.setdefault(key, []).append(point)
     ranked: list[_Point] = []
     missed: list[tuple[_Point, str]] = []
@@ -263,11 +274,11 @@ def _point(
     target: LatencyTarget | None,
     by: RankBy,
     prices: Mapping[str, float],
-    offers: Sequence[Offer],
+    offered: Mapping[str, PriceChoice | None],
     hw_aliases: Mapping[str, str],
     band: ErrorBand | None,
 ) -> _Point:
-    row = _row(result, prices, offers, hw_aliases)
+    row = _row(result, prices, offered, hw_aliases)
     if band is not None and result.source.kind == "simulated":
         row = row.model_copy(update={"band": band})
     judgement = target.judge(result.metrics) if target is not None else _MET
@@ -279,7 +290,7 @@ def _point(
 def _row(
     result: Result,
     prices: Mapping[str, float],
-    offers: Sequence[Offer],
+    offered: Mapping[str, PriceChoice | None],
     hw_aliases: Mapping[str, str],
 ) -> Row:
     metrics = result.metrics
@@ -293,7 +304,7 @@ def _row(
         per_gpu = out / gpus
     tpot, ttft = metrics.tpot_ms.p50, metrics.ttft_ms.p99
     hardware = canonical_key(result.hardware, hw_aliases)
-    usd, gpu_hour, price_source = _cost(result, gpus, out, prices, offers, hw_aliases)
+    usd, gpu_hour, price_source = _cost(result, gpus, out, prices, offered, hw_aliases)
     engine = " ".join(filter(None, (result.engine.name, result.engine.version)))
     if result.engine.orchestrator:
         engine += f" ({result.engine.orchestrator})"
@@ -326,7 +337,7 @@ def _cost(
     gpus: int | None,
     output_tok_s: float | None,
     prices: Mapping[str, float],
-    offers: Sequence[Offer],
+    offered: Mapping[str, PriceChoice | None],
     hw_aliases: Mapping[str, str],
 ) -> tuple[float | None, float | None, str | None]:
     """($/M output, $/GPU-hour, price source). A result's own $/M output stands unless the
@@ -340,7 +351,7 @@ def _cost(
             own.gpu_hour if own else None,
             own.source if own else RESULT_PRICE_SOURCE,
         )
-    choice = price_for(result, prices, offers, aliases=hw_aliases)
+    choice = price_for(result, prices, (), aliases=hw_aliases) or offered.get(hardware)
     if choice is None:
         return None, None, None
     usd = None

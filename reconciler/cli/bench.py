@@ -18,6 +18,7 @@ from reconciler.catalog.ranking import ErrorBand, RankBy, Ranking, Row, rank
 from reconciler.cli import bench_run
 from reconciler.cli.common import JsonOption, RepoOption, console, load, print_json, show
 from reconciler.errors import NotFound
+from reconciler.spec.loader import RANKING_FILES
 from reconciler.spec.recipe import AggregatedTopology, describe_topology, total_gpus
 from reconciler.spec.repo import Repo
 from reconciler.spec.result import Percentiles, Result
@@ -74,7 +75,7 @@ def bench(
         return
     target = parse_latency_target(latency) if latency else None
     prices = parse_price_overrides(price or [])
-    loaded = load(repo)
+    loaded = load(repo, only=RANKING_FILES)
     hardware_aliases, model_aliases = _aliases(loaded)
     ranking = rank(
         loaded.results,

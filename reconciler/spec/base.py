@@ -15,7 +15,7 @@ HEX_COMMIT = re.compile(r"^[0-9a-f]{7,40}$")
 class Spec(BaseModel):
     """Every file model: unknown keys are errors, values never change after loading."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
 
 _DURATION = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*(ms|s|m|h|d)\s*$")

@@ -143,6 +143,11 @@ class LoadKind(Protocol):
 
 
 # Which model reads which path; the first pattern that matches wins.
+# What ranking results reads (`denv bench`): the catalog and the results. Recipes, fleets,
+# releases and policies are `denv validate`'s and the reconciler's; a ranking neither reads
+# nor judges them, so a fleet being edited does not stop one.
+RANKING_FILES = ("catalog/", "results/")
+
 YAML_KINDS: list[tuple[re.Pattern[str], LoadKind]] = [
     (re.compile(r"^catalog/hardware\.yaml$"), _load_hardware),
     (re.compile(r"^catalog/offers\.yaml$"), _load_offers),
@@ -200,6 +205,14 @@ def _load_results_jsonl(repo: Repo, path: str, data: bytes) -> None:
             continue
         if not line.strip():
             continue
+        try:  # pydantic's own JSON parser: half the time of json.loads, then validating
+            result = Result.model_validate_json(line)
+        except ValidationError:
+            pass  # read it again below, to name the line and field
+        else:
+            repo.results.append(result)
+            repo.result_lines[result.id] = (path, number)
+            continue
         try:
             raw: Any = json.loads(line)
         except (json.JSONDecodeError, RecursionError) as exc:
@@ -235,16 +248,24 @@ def _collector_paused() -> Iterator[None]:
             gc.enable()
 
 
-def load_repo(source: FileSource, cache: ParseCache | None = None) -> Repo:
+def load_repo(
+    source: FileSource, cache: ParseCache | None = None, only: tuple[str, ...] | None = None
+) -> Repo:
     """Every denv file of `source`, validated; problems are collected in `repo.problems`.
-    With `cache`, YAML files read before are not parsed again (the repository is the same)."""
+    With `cache`, YAML files read before are not parsed again (the repository is the same).
+    With `only` (path prefixes, e.g. RANKING_FILES), other files are not read: what they
+    define is known by name (`Repo.unread`), so references to it stay quiet."""
     with _collector_paused():
-        return _load_repo(source, parse_values if cache is None else cache.parse)
+        return _load_repo(source, parse_values if cache is None else cache.parse, only)
 
 
-def _load_repo(source: FileSource, parse: Parse) -> Repo:
+def _load_repo(source: FileSource, parse: Parse, only: tuple[str, ...] | None) -> Repo:
     repo = Repo(label=source.label)
     for path in source.files():
+        if only is not None and not path.startswith(only):
+            if claimed := _claimed_name(path):
+                repo.unread.add(claimed)
+            continue
         try:
             data = source.read(path)
         except UnreadableFile as exc:
@@ -298,15 +319,17 @@ def open_repo(
     rev: str | None = None,
     trusted_base: str | None = None,
     cache: ParseCache | None = None,
+    only: tuple[str, ...] | None = None,
 ) -> Repo:
     """Load a work tree (or a commit of it) and run the cross-file checks. With
     `trusted_base`, fleets and policies are read from that commit instead (a pull request's
-    head: what it may not decide comes from its base branch). `cache`: see `load_repo`."""
+    head: what it may not decide comes from its base branch). `cache`, `only`: see
+    `load_repo`; the checks then judge only the files read."""
     from reconciler.spec.checks import check_repo
 
     source: FileSource = GitCommit(root, rev) if rev else WorkTree(root)
     if trusted_base is not None:
         source = TrustedOverlay(source, GitCommit(root, trusted_base))
-    repo = load_repo(source, cache)
+    repo = load_repo(source, cache, only)
     repo.problems += check_repo(repo)
     return repo

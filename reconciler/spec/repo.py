@@ -37,6 +37,7 @@ class Repo:
     result_lines: dict[str, tuple[str, int]] = field(default_factory=dict)
     problems: list[Problem] = field(default_factory=list)
     broken: set[str] = field(default_factory=set)  # "fleet:<name>" etc. whose file is invalid
+    unread: set[str] = field(default_factory=set)  # "recipe:<id>" etc. of files not read (`only`)
 
     def resolve_hardware(self, key: str) -> Hardware | None:
         if key in self.hardware:
@@ -44,9 +45,10 @@ class Repo:
         return next((hw for hw in self.hardware.values() if key in hw.aliases), None)
 
     def knows(self, kind: str, name: str) -> bool:
-        """Defined, or defined by a file that is invalid (already reported there)."""
+        """Defined, or defined by a file that is invalid (already reported there) or was
+        not read (a command that reads only some files judges only those)."""
         key = f"{kind}:{name}"
-        return key in self.origin or key in self.broken
+        return key in self.origin or key in self.broken or key in self.unread
 
     def recipe_runs_on(self, recipe: Recipe, fleet: Fleet) -> bool:
         """Whether the recipe lists the fleet's hardware (by id or alias)."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -201,3 +202,19 @@ def test_recipe_fit_names_what_is_missing(denv) -> None:  # type: ignore[no-unty
     assert wide["fits"] is False and "is for" in wide["reasons"][0]
     ok = denv("recipe", "fit", "llama-3.1-8b/vllm@1", "--fleet", "local")
     assert ok.returncode == 0 and "fits local" in ok.stdout
+
+
+def test_ranking_reads_only_the_catalog_and_results(denv, denv_repo: Path) -> None:  # type: ignore[no-untyped-def]
+    """A fleet or recipe being edited does not stop a ranking (it reads neither); validate
+    still names the broken file."""
+    shutil.copytree(ROOT / "results", denv_repo / "results")
+    (denv_repo / "fleets" / "local.yaml").write_text("kind: [unclosed\n")
+    recipe = next((denv_repo / "recipes").glob("*/*.yaml"))
+    recipe.write_text(recipe.read_text() + "\nnot_a_field: 1\n")
+    ranked = denv("bench", "--repo", str(denv_repo), "--json")
+    assert ranked.returncode == 0, ranked.stderr
+    assert json.loads(ranked.stdout)["ranked"]
+    checked = denv("validate", str(denv_repo))
+    assert checked.returncode == 1
+    assert "fleets/local.yaml" in checked.stdout + checked.stderr
+    assert str(recipe.relative_to(denv_repo)) in checked.stdout + checked.stderr

@@ -5,8 +5,10 @@ heavy import creeping back fails here (the times: benchmarks/startup.py)."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -71,6 +73,30 @@ def test_help_imports_no_command_and_no_heavy_library() -> None:
 @pytest.mark.parametrize("argv", [("bench", "--help"), ("validate", "--help")], ids=" ".join)
 def test_bench_and_validate_import_no_adapter_library(argv: tuple[str, ...]) -> None:
     assert loaded(imported(*argv), ADAPTERS) == []
+
+
+def test_ranking_imports_no_engine_and_builds_no_unread_model(tmp_path: Path) -> None:
+    """`denv bench` reads only the catalog and results: the engines' flag tables are not
+    imported, and the spec models of files it does not read (fleets, releases) are defined
+    but never built (pydantic's deferred build)."""
+    probe = IMPORTED.replace(
+        "print(json.dumps(sorted(sys.modules)), file=sys.stderr)",
+        "from reconciler.spec.fleet import Fleet\n"
+        "from reconciler.spec.release import Release\n"
+        "print(json.dumps(sorted(sys.modules) + [f'built:{m.__name__}' for m in (Fleet, Release)"
+        " if m.__pydantic_complete__]), file=sys.stderr)",
+    )
+    env = {**os.environ, "XDG_STATE_HOME": str(tmp_path), "DENV_CACHE": str(tmp_path / "c")}
+    run = subprocess.run(
+        [sys.executable, "-c", probe, "bench"], capture_output=True, text=True, cwd=ROOT, env=env
+    )
+    modules = set(json.loads(run.stderr.strip().splitlines()[-1]))
+    assert sorted(m for m in modules if m.startswith("reconciler.engines")) == [
+        "reconciler.engines",
+        "reconciler.engines.sim",
+        "reconciler.engines.sim.error_bands",
+    ]
+    assert not {m for m in modules if m.startswith("built:")}
 
 
 def test_help_lists_every_command_by_its_summary() -> None:
