@@ -65,7 +65,7 @@ LONGEST_FIRST = (
     "tests/parity/test_targets.py",
     "tests/reconcile/test_deploy_parity.py",
     "tests/bench/test_bench_run_e2e.py",
-    "tests/bench/test_trial_reclaim_e2e.py",
+    "tests/trials/test_reclaim_e2e.py",
     "tests/forge/test_walkthrough.py",
     "tests/e2e/test_guides.py",
 )

@@ -1,5 +1,5 @@
 """Adapter: `denv bench run` as a service — a recipe deployed on a fleet's trial GPUs
-(trial.py), every load level swept against that one deployment (sweep.py), one result file
+(trials/), every load level swept against that one deployment (sweep.py), one result file
 per level as soon as the level ends (results.py), the throughput-versus-latency chart beside
 them (pareto.py), and the deployment torn down whatever happens. Messages and progress are
 callbacks; nothing here prints.
@@ -20,7 +20,6 @@ from reconciler.bench.pareto import mermaid, points_of_levels, write_png
 from reconciler.bench.results import write_result
 from reconciler.bench.run_info import chart_stem
 from reconciler.bench.sweep import Progress
-from reconciler.bench.trial import TrialEndpoint, trial_deployment
 from reconciler.bench.trial_sweep import Load, sweep_trial
 from reconciler.catalog.cost import PriceChoice
 from reconciler.errors import NotFound
@@ -29,6 +28,7 @@ from reconciler.spec.base import Spec
 from reconciler.spec.fleet import Fleet
 from reconciler.spec.recipe import Recipe
 from reconciler.spec.repo import Repo
+from reconciler.trials.deployment import TrialEndpoint, trial_deployment
 
 
 class BenchRun(Load):

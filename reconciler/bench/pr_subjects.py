@@ -14,11 +14,11 @@ from __future__ import annotations
 
 from typing import Literal
 
-from reconciler.bench.trial_plan import default_weights
 from reconciler.catalog.deployments import Deployment, deployments
 from reconciler.spec.base import Spec
 from reconciler.spec.recipe import Recipe
 from reconciler.spec.repo import Repo
+from reconciler.trials.plan import default_weights
 
 
 class Side(Spec):

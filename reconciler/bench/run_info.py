@@ -12,13 +12,13 @@ from pathlib import Path
 from reconciler.bench.results import RunInfo
 from reconciler.bench.sweep import Mode
 from reconciler.bench.traffic import TraceLine, trace_digest
-from reconciler.bench.trial_plan import recipe_digest
 from reconciler.catalog.cost import USER_PRICE_SOURCE, PriceChoice, canonical_key, offer_price
 from reconciler.engines.sim.predict import default_requests
 from reconciler.errors import UsageError
 from reconciler.spec.catalog import Offer
 from reconciler.spec.fleet import Fleet
 from reconciler.spec.recipe import Recipe, total_gpus
+from reconciler.trials.plan import recipe_digest
 
 OPEN_LOOP_REQUESTS = 100  # a generated workload's length per level in open loop, by default
 

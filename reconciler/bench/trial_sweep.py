@@ -1,4 +1,4 @@
-"""Adapter: load levels swept against a trial deployment that is already up (trial.py), one
+"""Adapter: load levels swept against a trial deployment that is already up (trials/), one
 level at a time — the one sweep loop of `denv bench run` (bench_run.py: one trial) and `denv
 pr bench` (two trials up side by side, then parity between them). Each level is handed over
 as its figures and its `Result` as soon as it ends, so that a caller may write its file
@@ -24,7 +24,6 @@ from reconciler.bench.results import RunInfo, build_result
 from reconciler.bench.run_info import run_info, trial_price
 from reconciler.bench.sweep import Mode, Progress, level_label, level_lines, run_sweep
 from reconciler.bench.traffic import TraceLine
-from reconciler.bench.trial import TrialEndpoint, check_running
 from reconciler.catalog.cost import PriceChoice
 from reconciler.catalog.latency import LatencyTarget
 from reconciler.errors import DenvError
@@ -34,6 +33,7 @@ from reconciler.spec.fleet import Fleet
 from reconciler.spec.recipe import Recipe
 from reconciler.spec.repo import Repo
 from reconciler.spec.result import Result
+from reconciler.trials.deployment import TrialEndpoint, check_running
 
 
 class Load(Spec):

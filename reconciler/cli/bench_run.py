@@ -72,11 +72,11 @@ def run(
     from reconciler.bench.bench_run import BenchRun, run_bench
     from reconciler.bench.run_info import sweep_levels, trial_price
     from reconciler.bench.run_plan import describe, plan_levels, simulated
-    from reconciler.bench.trial import new_trial_id
     from reconciler.catalog.latency import parse_latency_target
     from reconciler.cli.progress import ProgressSink
     from reconciler.fleet.observe import Transports
     from reconciler.spec.sources import find_root
+    from reconciler.trials.deployment import new_trial_id
 
     mode, levels = sweep_levels(traffic, workload, concurrency, rate, DEFAULT_LEVELS)
     target_latency = parse_latency_target(latency) if latency else None

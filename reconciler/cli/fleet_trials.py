@@ -14,13 +14,13 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from reconciler.bench.trial import stop_trial
-from reconciler.bench.trial_owner import FoundTrial, TrialState, found_trials, owner_state
 from reconciler.cli.common import JsonOption, RepoOption, console, load, print_json
 from reconciler.errors import DenvError, NotFound
 from reconciler.fleet.observe import Transports, observe
 from reconciler.fleet.transport import host_python
 from reconciler.spec.fleet import Fleet
+from reconciler.trials.deployment import stop_trial
+from reconciler.trials.owner import FoundTrial, TrialState, found_trials, owner_state
 
 SHOWN = {TrialState.ELSEWHERE: "owner elsewhere", TrialState.UNKNOWN: "owner unknown"}
 STOP_GRACE = 10.0  # seconds each unit gets to stop before SIGKILL, as a trial's teardown

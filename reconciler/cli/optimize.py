@@ -12,7 +12,6 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from reconciler.bench.trial import sigterm_as_interrupt
 from reconciler.cli.common import JsonOption, RepoOption, console, load, print_json, seconds
 from reconciler.cli.optimize_run import (
     keep_running,
@@ -29,6 +28,7 @@ from reconciler.optimize.start import StartOptions, split_target
 from reconciler.optimize.state import StateStore
 from reconciler.spec.base import Spec
 from reconciler.spec.sources import find_root
+from reconciler.trials.deployment import sigterm_as_interrupt
 
 app = typer.Typer(help="Search for a faster recipe on the release's own traffic.")
 

@@ -23,7 +23,6 @@ from reconciler.bench.run_info import workload_requests
 from reconciler.bench.sweep import Mode
 from reconciler.bench.sweep import Progress as SweepProgress
 from reconciler.bench.traffic import TraceLine, generate
-from reconciler.bench.trial import TrialEndpoint, new_trial_id, trial_deployment
 from reconciler.bench.trial_sweep import Load, fleet_price, sweep_trial
 from reconciler.cli.pr_plan import open_head, pull_request_source, trusted_note
 from reconciler.errors import DenvError, NotFound
@@ -43,6 +42,7 @@ from reconciler.reconcile.source import GitSource, InvalidRevision
 from reconciler.spec.policy import ParityPolicy
 from reconciler.spec.repo import Repo
 from reconciler.spec.result import Result
+from reconciler.trials.deployment import TrialEndpoint, new_trial_id, trial_deployment
 
 CHECK = "denv bench"
 BY = "denv pr bench"  # what result files say ran them

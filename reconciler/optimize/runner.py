@@ -31,7 +31,6 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from reconciler.bench.trial import TrialEndpoint, check_running
 from reconciler.errors import DenvError, ParityError
 from reconciler.fleet.observe import Transports
 from reconciler.optimize.candidates import Row, Run, Status, StudyState, status_text
@@ -57,6 +56,7 @@ from reconciler.spec.fleet import Fleet
 from reconciler.spec.policy import OptimizerRules, ParityPolicy
 from reconciler.spec.recipe import Recipe
 from reconciler.spec.repo import Repo
+from reconciler.trials.deployment import TrialEndpoint, check_running
 
 Say = Callable[[str], None]
 Progress = Callable[[str, int, int], None]  # (what, done, total): trials, a run's requests

@@ -23,7 +23,6 @@ from pathlib import Path
 
 from reconciler.bench.traffic import TraceLine, read_trace, trace_digest
 from reconciler.bench.traffic_stats import trace_stats
-from reconciler.bench.trial_plan import recipe_digest
 from reconciler.errors import DenvError, NotFound, UsageError
 from reconciler.optimize.candidates import Row, Status, StudyState
 from reconciler.optimize.goal import Goal
@@ -38,6 +37,7 @@ from reconciler.parity.suite_files import load_suite
 from reconciler.spec.policy import ParityPolicy
 from reconciler.spec.release import Stage
 from reconciler.spec.repo import Repo
+from reconciler.trials.plan import recipe_digest
 
 # The pre-screen predicts every candidate of a space this small, else a random sample.
 # (each candidate's prediction is a capacity search: several predicted runs)

@@ -1,4 +1,4 @@
-"""Adapter: a candidate on a fleet's trial GPUs — deployed (bench/trial.py: trial GPUs only,
+"""Adapter: a candidate on a fleet's trial GPUs — deployed (trials/deployment.py: trial GPUs only,
 units labelled without release or stage, torn down on exit, Ctrl-C and SIGTERM), the
 traffic replayed against it, its figures computed.
 
@@ -22,7 +22,6 @@ from reconciler.bench.loadgen import Target, open_loop, prompt_format
 from reconciler.bench.metrics import LevelMetrics, level_metrics
 from reconciler.bench.records import RequestRecord
 from reconciler.bench.saturation import BEHIND
-from reconciler.bench.trial import TrialEndpoint, check_running, new_trial_id, trial_deployment
 from reconciler.errors import DenvError
 from reconciler.fleet.observe import Transports
 from reconciler.optimize.candidates import Probe, Run
@@ -34,6 +33,12 @@ from reconciler.spec.fleet import Fleet
 from reconciler.spec.recipe import Recipe
 from reconciler.spec.repo import Repo
 from reconciler.spec.result import Load
+from reconciler.trials.deployment import (
+    TrialEndpoint,
+    check_running,
+    new_trial_id,
+    trial_deployment,
+)
 
 Say = Callable[[str], None]
 # (requests answered or failed so far, requests in the run)

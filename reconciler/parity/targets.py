@@ -9,12 +9,12 @@ import datetime as dt
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from reconciler.bench.trial import new_trial_id, trial_deployment
 from reconciler.errors import NotFound, UsageError
 from reconciler.fleet.observe import Transports
 from reconciler.reconcile import probes
 from reconciler.reconcile.snapshot import snapshot
 from reconciler.reconcile.source import GitSource
+from reconciler.trials.deployment import new_trial_id, trial_deployment
 
 
 @dataclass(frozen=True)

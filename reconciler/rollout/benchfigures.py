@@ -19,7 +19,7 @@ class Wanted:
 
     fleet: str
     hardware: str  # the hardware id (aliases resolved)
-    digest: str  # bench.trial_plan.recipe_digest of the resolved recipe
+    digest: str  # trials.plan.recipe_digest of the resolved recipe
 
 
 def load_label(load: Load) -> str:

@@ -11,7 +11,6 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from reconciler.bench.trial_plan import recipe_digest
 from reconciler.catalog.deployments import deployments
 from reconciler.errors import DenvError
 from reconciler.forge.commands import merge_blockers
@@ -26,6 +25,7 @@ from reconciler.rollout.revisions import Revisions, rejected_in
 from reconciler.rollout.stages import wants_promotion
 from reconciler.rollout.state import PromotionPr, RolloutState, StageRecord
 from reconciler.spec.release import Release, Stage
+from reconciler.trials.plan import recipe_digest
 
 PROMOTION_CHECK = "denv promotion"
 

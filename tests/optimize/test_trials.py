@@ -8,8 +8,6 @@ from collections.abc import Iterator
 
 import pytest
 
-from reconciler.bench.trial import TrialEndpoint
-from reconciler.bench.trial_plan import ProbeInfo
 from reconciler.catalog.latency import parse_latency_target
 from reconciler.fleet.observe import Transports
 from reconciler.optimize.capacity import Ladder
@@ -17,6 +15,8 @@ from reconciler.optimize.trials import capacity, measure
 from reconciler.optimize.workload import Workload
 from reconciler.spec.fleet import Fleet
 from reconciler.spec.result import TrafficLine
+from reconciler.trials.deployment import TrialEndpoint
+from reconciler.trials.plan import ProbeInfo
 from tests.engines.sim.sims import Sim, sim_process, sim_spec
 
 MODEL = "llama-3.1-8b"

@@ -13,8 +13,6 @@ from typing import Any
 
 import pytest
 
-from reconciler.bench.trial import TrialEndpoint
-from reconciler.bench.trial_plan import ProbeInfo
 from reconciler.errors import UsageError
 from reconciler.fleet.observe import Transports
 from reconciler.optimize.candidates import Row, Run, Status, StudyState
@@ -25,6 +23,8 @@ from reconciler.optimize.state import StateStore
 from reconciler.spec.loader import open_repo
 from reconciler.spec.recipe import Recipe
 from reconciler.spec.result import Metrics, Percentiles
+from reconciler.trials.deployment import TrialEndpoint
+from reconciler.trials.plan import ProbeInfo
 from tests.conftest import Edit
 
 AT = dt.datetime(2026, 12, 1, tzinfo=dt.UTC)

@@ -7,7 +7,6 @@ from typing import Any
 
 import pytest
 
-from reconciler.bench.trial_plan import recipe_digest
 from reconciler.catalog.deployments import deployments
 from reconciler.forge.local import LocalForge
 from reconciler.forge.models import PrState
@@ -19,6 +18,7 @@ from reconciler.rollout.promote import Promoter
 from reconciler.rollout.revisions import Revisions
 from reconciler.rollout.state import AlarmValue, Phase, PromotionPr, RolloutState, StageRecord
 from reconciler.spec.result import Result
+from reconciler.trials.plan import recipe_digest
 from tests.reconcile.conftest import GitRepo, git_repo
 
 __all__ = ["git_repo"]  # the fixture

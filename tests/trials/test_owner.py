@@ -10,7 +10,9 @@ import sys
 
 import pytest
 
-from reconciler.bench.trial_owner import (
+from reconciler.fleet.observe import FleetObservation
+from reconciler.fleet.observed import HostObservation, UnitRecord
+from reconciler.trials.owner import (
     Owner,
     OwnerState,
     TrialState,
@@ -21,8 +23,6 @@ from reconciler.bench.trial_owner import (
     process_start,
     this_process,
 )
-from reconciler.fleet.observe import FleetObservation
-from reconciler.fleet.observed import HostObservation, UnitRecord
 
 
 @pytest.mark.parametrize(

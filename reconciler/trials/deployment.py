@@ -7,7 +7,7 @@ knows nothing of the CLI.
 On a fleet of real GPUs the hosts first make the engine's runtime and the weights ready
 (reconciler.fleet.prepare), as for a release. A process killed with SIGKILL cannot tear down:
 its units keep their trial GPUs, and the reconciler leaves them alone. Each unit names its
-owning process (reconciler.bench.trial_owner); the next trial placed on the fleet from this
+owning process (reconciler.trials.owner); the next trial placed on the fleet from this
 machine stops those whose owner is gone first, and `denv fleet trials` stops any by hand.
 """
 
@@ -23,22 +23,6 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from types import FrameType
 
-from reconciler.bench.trial_owner import (
-    FoundTrial,
-    TrialState,
-    found_trials,
-    owner_state,
-    this_process,
-)
-from reconciler.bench.trial_plan import (
-    ProbeInfo,
-    TrialPlan,
-    TrialUnit,
-    default_weights,
-    plan_trial,
-    probe_info,
-    trial_spec,
-)
 from reconciler.engines.units import EngineContext
 from reconciler.errors import DenvError, NotFound, UsageError
 from reconciler.fleet.hostagent import AgentClient
@@ -58,6 +42,22 @@ from reconciler.spec.fleet import Fleet
 from reconciler.spec.recipe import Recipe
 from reconciler.spec.release import weights_commit
 from reconciler.spec.repo import Repo
+from reconciler.trials.owner import (
+    FoundTrial,
+    TrialState,
+    found_trials,
+    owner_state,
+    this_process,
+)
+from reconciler.trials.plan import (
+    ProbeInfo,
+    TrialPlan,
+    TrialUnit,
+    default_weights,
+    plan_trial,
+    probe_info,
+    trial_spec,
+)
 
 Say = Callable[[str], None]
 

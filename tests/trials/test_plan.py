@@ -1,40 +1,28 @@
-"""`denv bench run`'s pure parts: where a trial lands (free trial GPUs only, ports no unit
-holds, ids and labels the reconciler never takes for its own), its price, its levels and what
-the probe says of its GPUs."""
+"""A trial's plan: where it lands (free trial GPUs only, ports no unit holds, ids and labels
+the reconciler never takes for its own), what it runs and loads, and what the probe says of
+its GPUs."""
 
 from __future__ import annotations
 
-import datetime as dt
-
 import pytest
 
-from reconciler.bench.run_info import (
-    parse_levels,
-    run_info,
-    trial_price,
-    workload_requests,
-)
-from reconciler.bench.traffic import TraceLine, trace_digest
-from reconciler.bench.trial_plan import (
-    TrialPlan,
-    default_weights,
-    plan_trial,
-    probe_info,
-    recipe_digest,
-    trial_spec,
-)
-from reconciler.catalog.cost import PriceChoice
 from reconciler.engines.units import EngineContext
-from reconciler.errors import PlacementError, UsageError
+from reconciler.errors import PlacementError
 from reconciler.fleet.observe import FleetObservation
 from reconciler.fleet.observed import Gpu, HostObservation, UnitRecord
 from reconciler.reconcile.hostrun import weights_dir
 from reconciler.reconcile.labels import record_key
-from reconciler.spec.catalog import Offer
 from reconciler.spec.fleet import Fleet
 from reconciler.spec.loader import open_repo
 from reconciler.spec.recipe import Recipe
 from reconciler.spec.repo import Repo
+from reconciler.trials.plan import (
+    TrialPlan,
+    default_weights,
+    plan_trial,
+    probe_info,
+    trial_spec,
+)
 from tests.conftest import ROOT
 from tests.engines.conftest import fleet, recipe
 
@@ -138,91 +126,6 @@ def test_probe_info_names_the_trials_gpus(repo: Repo) -> None:
     assert found.gpus_by_host() == {"node-01": [2, 3]}
     info = probe_info(found, seen({"node-01": []}))
     assert (info.driver, info.runtime, info.gpu_names) == ("570.86", "12.8", ["NVIDIA H200"])
-
-
-OFFER = Offer.model_validate(
-    {
-        "hardware": "h200",
-        "provider": "cloud",
-        "region": "us",
-        "tier": "hyperscaler",
-        "gpu_hour": 4.5,
-        "as_of": "2026-01-01",
-        "source": {"url": "https://example.invalid/prices"},
-    }
-)
-
-
-@pytest.mark.parametrize(
-    ("given", "fleet_price", "offers", "expected"),
-    [
-        (2.0, 3.8, [OFFER], (2.0, "--price")),
-        (None, 3.8, [OFFER], (3.8, "fleet test: our rate")),
-        (None, None, [OFFER], (4.5, "cloud, as of 2026-01-01, https://example.invalid/prices")),
-        (None, None, [], None),
-    ],
-    ids=["given", "fleet", "offer", "none"],
-)
-def test_trial_price_order(
-    given: float | None,
-    fleet_price: float | None,
-    offers: list[Offer],
-    expected: tuple[float, str] | None,
-) -> None:
-    target = fleet(trial=1)
-    if fleet_price is not None:
-        price = {"gpu_hour": fleet_price, "note": "our rate"}
-        target = Fleet.model_validate({**target.model_dump(), "price": price})
-    choice = trial_price(target, "h200", given, offers, {})
-    assert ((choice.gpu_hour, choice.source) if choice else None) == expected
-
-
-@pytest.mark.parametrize(
-    ("text", "option", "error"),
-    [
-        ("1,x", "--concurrency", "--concurrency '1,x': 'x' is not a number"),
-        ("0,4", "--rate", "--rate '0,4': 0 is not above zero"),
-        ("1.5", "--concurrency", "--concurrency '1.5': 1.5 is not a whole number of clients"),
-        ("4,4", "--concurrency", "--concurrency '4,4': 4 is given twice"),
-    ],
-    ids=["not-a-number", "zero", "fraction", "twice"],
-)
-def test_bad_levels_are_refused(text: str, option: str, error: str) -> None:
-    with pytest.raises(UsageError) as caught:
-        parse_levels(text, option)
-    assert str(caught.value) == error
-
-
-def test_levels_and_workload_lengths() -> None:
-    assert parse_levels(" 1, 8,32", "--concurrency") == [1.0, 8.0, 32.0]
-    assert parse_levels("2.5", "--rate") == [2.5]
-    assert workload_requests("concurrency", [1, 8], None) == 88  # 11 a client at 8
-    assert workload_requests("concurrency", [1], None) == 50  # at least 50
-    assert workload_requests("rate", [2.0], None) == 100
-    assert workload_requests("rate", [2.0], 7) == 7
-
-
-def test_run_info_says_what_ran() -> None:
-    spec = recipe(settings={"quantization": "fp8"})
-    lines = [TraceLine(timestamp=0, input_length=10, output_length=5, hash_ids=[1])]
-    at = dt.datetime(2026, 12, 1, 12, tzinfo=dt.UTC)
-    price = PriceChoice(gpu_hour=3.8, source="fleet test")
-    info = run_info(
-        spec,
-        hardware="h200",
-        simulated=True,
-        weights="hf://org/model",
-        traffic=lines,
-        workload=None,
-        price=price,
-        at=at,
-        gpu_names=["H200 SXM (simulated)"],
-        prompt="text",
-    )
-    assert info.recipe_digest == recipe_digest(spec) != recipe_digest(recipe())
-    assert info.traffic_digest == trace_digest(lines)
-    assert (info.engine, info.engine_version, info.precision) == ("vllm", "0.33.0", "fp8")
-    assert (info.gpu_hour, info.price_source, info.simulated) == (3.8, "fleet test", True)
 
 
 def test_on_real_gpus_a_trial_runs_as_a_release_would(repo: Repo) -> None:

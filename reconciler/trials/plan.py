@@ -5,7 +5,7 @@ Its units are named `trial-<id>.<unit>`, so they never collide with a release's
 (`<release>.<stage>.<fleet>.<unit>`), and carry labels without `release`, `stage` and `fleet`,
 so the reconciler never counts them as its own and never touches them
 (reconciler.reconcile.labels), and an `owner` label naming the process that tears them down
-(reconciler.bench.trial_owner). They take only trial GPUs that no unit holds, and a block of
+(reconciler.trials.owner). They take only trial GPUs that no unit holds, and a block of
 ports no unit on those hosts uses. They run as a release's units would: in the host's runtime
 (container or venv; the simulator on a simulated fleet), loading the weights that the prepare
 step caches on the host.
@@ -115,7 +115,7 @@ def trial_labels(
     trial: str, purpose: str, recipe: str, unit: Unit, owner: str | None = None
 ) -> dict[str, str]:
     """Labels that say what a trial unit is and which process owns it
-    (reconciler.bench.trial_owner); never `release`, `stage` or `fleet`."""
+    (reconciler.trials.owner); never `release`, `stage` or `fleet`."""
     labels = {
         "trial": trial,
         "purpose": purpose,
