@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from reconciler.engines import sglang, vllm
+from reconciler.engines.sglang import argv as sglang
+from reconciler.engines.vllm import argv as vllm
 from reconciler.engines.base import (
     arg_findings,
     check_args,
