@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from reconciler.engines.sglang import argv as sglang
-from reconciler.engines.vllm import argv as vllm
 from reconciler.engines.units import Unit
+from reconciler.engines.vllm import argv as vllm
 from reconciler.errors import EngineError
 from reconciler.spec.fleet import Fleet
 from reconciler.spec.recipe import EngineRef, Recipe, total_gpus

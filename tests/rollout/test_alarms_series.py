@@ -8,9 +8,9 @@ import json
 
 import pytest
 
+from reconciler.engines.cards import card
 from reconciler.rollout.alarms import evaluate
 from reconciler.rollout.samples import Keep, Track, record, track_from_json, track_json
-from reconciler.engines.cards import card
 from reconciler.rollout.series import ROUTERS, Histogram, ParseError, Scrape, parse
 from reconciler.spec.policy import Alarm
 

@@ -17,10 +17,10 @@ from typing import Any
 import openai
 import pytest
 
+from reconciler.engines.cards import card
 from reconciler.engines.sim.metrics import TTFT_BUCKETS
 from reconciler.rollout.alarms import Reading
 from reconciler.rollout.promql import instance, queries
-from reconciler.engines.cards import card
 from reconciler.rollout.watch import AlarmWatch
 from reconciler.spec.policy import Alarm
 from tests.engines.sim.sims import (
