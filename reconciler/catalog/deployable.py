@@ -13,7 +13,8 @@ from dataclasses import dataclass
 
 from reconciler.errors import Problem, SpecError
 from reconciler.spec.catalog import ModelArch
-from reconciler.spec.recipe import LAUNCHABLE_ENGINES, Recipe, Topology
+from reconciler.spec.engines import engine_names
+from reconciler.spec.recipe import Recipe, Topology
 from reconciler.spec.result import Result
 from reconciler.spec.yamlio import parse_yaml
 
@@ -33,9 +34,9 @@ stages:
 def refusal(result: Result, recipes: Mapping[str, Recipe]) -> str | None:
     """Why denv cannot deploy what the result ran; None when it can."""
     engine = result.engine
-    if engine.name not in LAUNCHABLE_ENGINES:
+    if engine.name not in engine_names():
         ran = engine.name + (f" under {engine.orchestrator}" if engine.orchestrator else "")
-        can = ", ".join(e for e in LAUNCHABLE_ENGINES if e != "sim")
+        can = ", ".join(e for e in engine_names() if e != "sim")
         return f"it ran {ran}, which denv cannot launch (denv launches {can})"
     if result.recipe.id is None:
         return "it names no denv recipe, so denv does not know how to start it"

@@ -1,5 +1,5 @@
-"""Pure logic: what the engine modules share — the Engine protocol, engine versions and their
-flag tables, the check of a recipe's extra args, and small helpers for argv and env.
+"""Pure logic: what the engine cards share — engine versions and their flag tables, the
+check of a recipe's extra args, and small helpers for argv and env.
 
 Version policy: a version uses the flag table of the nearest known version at or below it
 (0.5.12.post1 uses 0.5.12's, 0.5.24 uses 0.5.23's); a version older than every table is
@@ -12,28 +12,15 @@ import difflib
 import json
 import re
 from collections.abc import Mapping
-from typing import Any, NamedTuple, Protocol
+from typing import Any, NamedTuple
 
 from reconciler.catalog.deployments import Deployment
-from reconciler.engines.placement import HTTP, Placement, Slot
+from reconciler.engines.placement import HTTP, Slot
 from reconciler.engines.units import EngineContext, MetricNames, Metrics, Probe, Unit
 from reconciler.errors import EngineError, UnknownFlag, UnknownVersion, UnsupportedSetting
 from reconciler.spec.base import Spec
 from reconciler.spec.catalog import Hardware
 from reconciler.spec.recipe import Role, Settings
-
-
-class Engine(Protocol):
-    """An engine module: pure functions from a deployment and its placement to units."""
-
-    def units(
-        self, deployment: Deployment, placement: Placement, context: EngineContext
-    ) -> list[Unit]: ...
-
-    def health(self) -> Probe: ...
-
-    def metric_names(self) -> MetricNames: ...
-
 
 _VERSION = re.compile(r"^(\d+)\.(\d+)(?:\.(\d+))?(?:[.-]?(post|rc|dev)(\d*))?$")
 _PHASE = {"dev": -2, "rc": -1, "": 0, "post": 1}
@@ -257,6 +244,11 @@ def check_consistent(settings: Settings, label: str) -> None:
             label,
             "ngram drafts from the prompt and takes no draft model",
         )
+
+
+def parallel_where(role: str) -> str:
+    """Where a pool's parallel settings sit in a recipe, for messages."""
+    return "topology.parallel" if role == "aggregated" else f"topology.{role}.parallel"
 
 
 def unit_name(role: str, replica: int, node: int, nodes: int) -> str:

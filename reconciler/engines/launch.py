@@ -1,17 +1,15 @@
 """Pure logic: from a deployment on a fleet to every unit that runs it — the engine that runs
-it (denv's simulator on a simulated fleet), that engine's units, and the router in front."""
+it (denv's simulator on a simulated fleet), that engine's units (its card's argv builder),
+and the router in front."""
 
 from __future__ import annotations
 
 from reconciler.catalog.deployments import Deployment
-from reconciler.engines import sglang, simulated, vllm
-from reconciler.engines.base import Engine
+from reconciler.engines.cards import card
 from reconciler.engines.placement import Placement
 from reconciler.engines.router import router_unit
 from reconciler.engines.units import EngineContext, Unit
 from reconciler.spec.fleet import Fleet
-
-ENGINES: dict[str, Engine] = {"vllm": vllm, "sglang": sglang, "sim": simulated}
 
 
 def engine_name(deployment: Deployment, fleet: Fleet) -> str:
@@ -25,5 +23,5 @@ def launch_units(
 ) -> list[Unit]:
     """Every unit of the deployment, router last."""
     name = engine_name(deployment, fleet)
-    units = ENGINES[name].units(deployment, placement, context)
+    units = card(name).units(deployment, placement, context)
     return [*units, router_unit(name, units, placement, context)]

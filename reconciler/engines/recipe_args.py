@@ -1,7 +1,7 @@
 """Pure logic: the check `denv validate` makes of every recipe's extra engine args
 (`recipe.args`) and every release's `overrides.args`, at the line of each element.
 
-The rules are the engine modules' own (engines/base.py, `arg_findings`, with each module's flag
+The rules are the engine cards' own (engines/base.py, `arg_findings`, with each card's flag
 tables and `MANAGED` flags), so what validate refuses is exactly what rendering refuses:
 a flag the engine version lacks (naming the nearest one it has), a flag denv sets itself
 (naming the setting to change), a first element that is no flag. Shell metacharacters are
@@ -11,25 +11,17 @@ but an arg holding `$(...)` or `; rm` was written by someone who expected one.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
 from typing import Any
 
 from pydantic import ValidationError
 
-from reconciler.engines import sglang, vllm
 from reconciler.engines.base import ArgFinding, FlagTable, arg_findings
+from reconciler.engines.cards import card
 from reconciler.engines.versions import check_engine_versions
 from reconciler.errors import EngineError, Problem
 from reconciler.spec.overrides import apply_overrides
 from reconciler.spec.recipe import Recipe
 from reconciler.spec.repo import Repo
-
-# Engines whose args denv checks against flag tables: each module's table and managed flags.
-# The simulator takes any args (it reads a few SGLang and vLLM ones, docs/simulator.md).
-_ENGINES: Mapping[str, tuple[Callable[[str], FlagTable], Mapping[str, str]]] = {
-    "vllm": (vllm.table, vllm.MANAGED),
-    "sglang": (sglang.table, sglang.MANAGED),
-}
 
 
 def check_engines(repo: Repo) -> list[Problem]:
@@ -40,12 +32,13 @@ def check_engines(repo: Repo) -> list[Problem]:
 
 def findings(recipe: Recipe) -> list[ArgFinding]:
     """The problems with the recipe's args on its engine version; only the shell warnings
-    where denv has no flag table for it (the simulator, or a version refused elsewhere)."""
+    where denv has no flag table for it (an engine whose card has none, as the simulator,
+    which takes any args; or a version refused elsewhere)."""
     engine = recipe.engine
-    if engine.name in _ENGINES:
-        table, managed = _ENGINES[engine.name]
+    engine_card = card(engine.name)
+    if engine_card.TABLES:
         try:
-            return arg_findings(recipe.args, table(engine.version), managed)
+            return arg_findings(recipe.args, engine_card.table(engine.version), engine_card.MANAGED)
         except EngineError:
             pass  # no table for the version: check_engine_versions says so at its line
     no_flags = FlagTable(engine=engine.name, version="", table="", flags=frozenset(), choices={})

@@ -1,10 +1,9 @@
 """Pure logic: the router — one endpoint per deployment, in front of its replicas' node-0
 units, on no GPUs.
 
-sglang-router (flags as of 0.3.2) routes aggregated replicas of any engine, and P/D pools
-that speak SGLang's bootstrap protocol (SGLang, the simulator). vLLM's P/D pools need a
-router that moves NIXL KV-transfer parameters between prefill and decode: vllm-router
-(0.1.17), which takes the same flags with `--vllm-pd-disaggregation`.
+sglang-router (flags as of 0.3.2) routes aggregated replicas of any engine. Prefill/decode
+pools get the router their engine's card names (`PD_ROUTER`, `pd_routes`): sglang-router for
+pools that speak SGLang's bootstrap protocol (SGLang, the simulator), vllm-router for vLLM's.
 
 Both count every answer that is not a 2xx, a client's 404 for a model it misspelt included,
 as a failure of the worker that gave it, and open that worker's circuit after
@@ -17,18 +16,47 @@ and an engine that is not ready is taken out of the router by the reconciler.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from reconciler.engines.base import url
+from reconciler.engines.cards import card, cards
 from reconciler.engines.placement import ROUTER_METRICS, Placement
 from reconciler.engines.units import EngineContext, Metrics, Probe, Unit
+
+
+class Router(NamedTuple):
+    """A router package: its PyPI name (also its units' `engine`), the pinned version, and
+    the module that launches it."""
+
+    package: str
+    version: str
+    module: str
+
+
+SGLANG_ROUTER = Router("sglang-router", "0.3.2", "sglang_router.launch_router")
 
 # Never open a circuit: client errors count as failures (see above).
 RESILIENCE = ["--disable-circuit-breaker"]
 HEALTH_INTERVAL_S = 10  # the router's health check of each worker (its default: 60 s)
 
 
-def _url(unit: Unit) -> str:
+def router_packages() -> dict[str, str]:
+    """Every router denv may run, by package, with its pinned version."""
+    routers = [SGLANG_ROUTER, *(c.PD_ROUTER for c in cards().values())]
+    return {r.package: r.version for r in routers}
+
+
+def worker_url(unit: Unit) -> str:
     assert unit.port is not None
     return url(unit.address, unit.port)
+
+
+def sglang_pd_routes(prefill: list[Unit], decode: list[Unit]) -> list[str]:
+    """sglang-router's P/D workers: each prefill worker with its KV bootstrap port."""
+    routes = ["--pd-disaggregation"]
+    for u in prefill:
+        routes += ["--prefill", worker_url(u), str(u.bootstrap_port)]
+    return routes + [part for u in decode for part in ("--decode", worker_url(u))]
 
 
 def router_unit(engine: str, units: list[Unit], placement: Placement, ctx: EngineContext) -> Unit:
@@ -37,21 +65,14 @@ def router_unit(engine: str, units: list[Unit], placement: Placement, ctx: Engin
     workers = [u for u in units if u.port is not None]
     prefill = [u for u in workers if u.role == "prefill"]
     decode = [u for u in workers if u.role == "decode"]
-    if prefill and engine == "vllm":
-        name, module = "vllm-router", "vllm_router.launch_router"
-        routes = ["--vllm-pd-disaggregation"]
-        routes += [part for u in prefill for part in ("--prefill", _url(u))]
-        routes += [part for u in decode for part in ("--decode", _url(u))]
-        routes += ["--kv-connector", "nixl"]
-    elif prefill:
-        name, module = "sglang-router", "sglang_router.launch_router"
-        routes = ["--pd-disaggregation"]
-        for u in prefill:
-            routes += ["--prefill", _url(u), str(u.bootstrap_port)]
-        routes += [part for u in decode for part in ("--decode", _url(u))]
+    if prefill:
+        engine_card = card(engine)
+        router = engine_card.PD_ROUTER
+        routes = engine_card.pd_routes(prefill, decode)
     else:
-        name, module = "sglang-router", "sglang_router.launch_router"
-        routes = ["--worker-urls", *map(_url, workers)]
+        router = SGLANG_ROUTER
+        routes = ["--worker-urls", *map(worker_url, workers)]
+    name, module = router.package, router.module
     metrics = slot.port + ROUTER_METRICS
     argv = [ctx.engine_python, "-m", module, "--host", slot.address, "--port", str(slot.port)]
     argv += [*routes, "--policy", ctx.router_policy, *RESILIENCE]

@@ -22,20 +22,17 @@ from __future__ import annotations
 
 from typing import Literal
 
+from reconciler.engines.cards import card, cards
+from reconciler.engines.router import router_packages
 from reconciler.engines.units import Unit
 from reconciler.errors import EngineError
 from reconciler.spec.base import Spec
+from reconciler.spec.engines import engine_names
 
 RuntimeKind = Literal["container", "venv", "sim"]
 ContainerEngine = Literal["docker", "podman"]
 
 SHM_SIZE = "16g"  # NCCL and the engines' worker processes share tensors through /dev/shm
-ROUTER_PACKAGES = {"sglang-router": "0.3.2", "vllm-router": "0.1.17"}
-IMAGES = {"vllm": "vllm/vllm-openai:v{version}", "sglang": "lmsysorg/sglang:v{version}"}
-# What a pip install of the engine needs beyond PyPI (none for the versions denv knows).
-EXTRA_INDEX: dict[str, tuple[str, ...]] = {"vllm": (), "sglang": ()}
-# argv prefixes the engine modules write, and the module that runs them.
-_MODULE_PREFIX = {("vllm", "serve"): ["-m", "vllm.entrypoints.cli.main", "serve"]}
 
 
 class HostRuntime(Spec):
@@ -85,16 +82,17 @@ def image_for(engine: str, version: str, override: str | None, vendor: str = "nv
             f"{engine} {version} on {vendor} GPUs: set the recipe's engine.image to the ROCm "
             f"build (e.g. lmsysorg/sglang:v0.5.12-rocm700-mi35x)"
         )
-    if engine not in IMAGES:
+    image = card(engine).IMAGE if engine in engine_names() else None
+    if image is None:
         raise EngineError(f"no official image known for engine {engine}; set engine.image")
-    return IMAGES[engine].format(version=version)
+    return image.format(version=version)
 
 
 def need_for(unit: Unit, version: str, runtime: HostRuntime, image: str | None = None) -> Need:
     """What must be ready on the unit's host before the unit starts."""
     if unit.role == "router":
         package = unit.engine
-        pinned = ROUTER_PACKAGES[package]
+        pinned = router_packages()[package]
         return Need(
             kind="venv", name=venv_name(package, pinned), packages=(f"{package}=={pinned}",)
         )
@@ -108,7 +106,7 @@ def need_for(unit: Unit, version: str, runtime: HostRuntime, image: str | None =
         kind="venv",
         name=venv_name(unit.engine, version),
         packages=(f"{unit.engine}=={version}",),
-        index_urls=EXTRA_INDEX.get(unit.engine, ()),
+        index_urls=card(unit.engine).EXTRA_INDEX if unit.engine in engine_names() else (),
     )
 
 
@@ -117,11 +115,27 @@ def unit_id_name(unit_id: str) -> str:
     return f"denv-{unit_id}"
 
 
+def _scripts() -> dict[tuple[str, ...], tuple[str, ...]]:
+    """argv prefixes the engines' argv builders write, and the module that runs them (each
+    card's `SCRIPTS`)."""
+    return {prefix: module for c in cards().values() for prefix, module in c.SCRIPTS.items()}
+
+
+def _script(argv: list[str]) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
+    """(prefix, module form) of the console script argv starts with, if any."""
+    for prefix, module in _scripts().items():
+        if tuple(argv[: len(prefix)]) == prefix:
+            return prefix, module
+    return None
+
+
 def module_argv(argv: list[str]) -> list[str]:
     """argv after the interpreter: `vllm serve …` → `-m vllm.entrypoints.cli.main serve …`,
     `python3 -m x …` → `-m x …`."""
-    if tuple(argv[:2]) in _MODULE_PREFIX:
-        return [*_MODULE_PREFIX[(argv[0], argv[1])], *argv[2:]]
+    script = _script(argv)
+    if script is not None:
+        prefix, module = script
+        return [*module, *argv[len(prefix) :]]
     if len(argv) >= 3 and argv[1] == "-m":
         return argv[1:]
     raise EngineError(f"cannot run {argv[0]!r} in a runtime (expected `vllm serve` or `-m`)")
@@ -151,8 +165,10 @@ def in_container(
         if key == "CUDA_VISIBLE_DEVICES" and runtime.vendor == "nvidia":
             continue  # --gpus exposes exactly these GPUs, renumbered from 0
         argv += ["--env", f"{key}={value}"]
-    interpreter = "vllm" if tuple(unit.argv[:2]) in _MODULE_PREFIX else "python3"
-    rest = unit.argv[1:] if interpreter == "vllm" else module_argv(unit.argv)
+    # A console script is the image's own entrypoint (`vllm`); a module runs under python3.
+    script = _script(unit.argv) is not None
+    interpreter = unit.argv[0] if script else "python3"
+    rest = unit.argv[1:] if script else module_argv(unit.argv)
     argv += ["--entrypoint", interpreter, need.name, *rest]
     return argv, [engine, "rm", "--force", name]
 

@@ -1,8 +1,12 @@
 """Models: what an engine module produces — units (one process each) with their argv, env,
-GPUs, ports, probes and metrics — and the context that says what varies between hosts."""
+GPUs, ports, probes and metrics — the context that says what varies between hosts, and where
+an engine keeps the metrics the rollout's alarms read."""
 
 from __future__ import annotations
 
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Literal
 
 from pydantic import Field, NonNegativeInt
@@ -49,6 +53,28 @@ class MetricNames(Spec):
     errors: str
     running: str
     waiting: str
+
+
+@dataclass(frozen=True)
+class Series:
+    """A sample name (a histogram's base name) and label values as regular expressions that
+    must match whole, as PromQL's `=~` does; series without a listed label do not match."""
+
+    name: str
+    labels: Mapping[str, str] = field(default_factory=dict)
+
+    def matches(self, labels: Mapping[str, str]) -> bool:
+        return all(re.fullmatch(rx, labels.get(k, "")) for k, rx in self.labels.items())
+
+
+@dataclass(frozen=True)
+class EngineSeries:
+    """Where an engine (or a router) keeps each alarm metric; a metric it lacks is absent."""
+
+    histograms: Mapping[str, Series]
+    gauges: Mapping[str, Series]
+    requests: Series  # a counter of requests answered, failures included
+    errors: Series  # a counter of the failed ones
 
 
 class Metrics(Spec):

@@ -9,27 +9,24 @@ knows and the nearest one it could use, not later when a plan renders the units.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 from pydantic import ValidationError
 
-from reconciler.engines import sglang, vllm
 from reconciler.engines.base import version_key
+from reconciler.engines.cards import card
 from reconciler.errors import Problem
+from reconciler.spec.engines import engine_names
 from reconciler.spec.overrides import apply_overrides
 from reconciler.spec.repo import Repo
 
-# Engines whose flags denv checks; the simulator takes any version.
-FLAG_TABLES: Mapping[str, Mapping[str, frozenset[str]]] = {
-    "vllm": vllm.TABLES,
-    "sglang": sglang.TABLES,
-}
-
 
 def known_versions(engine: str) -> list[str]:
-    """Versions of `engine` with a flag table, oldest first."""
-    return sorted(FLAG_TABLES.get(engine, {}), key=version_key)
+    """Versions of `engine` with a flag table (its card's), oldest first; none for an engine
+    that takes any version (the simulator) or is not registered."""
+    if engine not in engine_names():
+        return []
+    return sorted(card(engine).TABLES, key=version_key)
 
 
 def version_refusal(engine: str, version: str) -> str | None:

@@ -4,11 +4,10 @@ memory — and its difference from the current recipe in words."""
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
-from reconciler.engines import sglang, vllm
-from reconciler.engines.base import check_args, version_key
+from reconciler.engines.base import version_key
+from reconciler.engines.cards import card
 from reconciler.engines.sim.perf import PerfModel
 from reconciler.engines.sim.predict import sim_spec
 from reconciler.engines.versions import known_versions
@@ -29,31 +28,13 @@ def newer_versions(engine: str, version: str) -> list[str]:
 
 def engine_refusal(recipe: Recipe, fleet: Fleet) -> str | None:
     """Why the engine version cannot run the recipe's settings, layout and args; None when
-    it can. denv's own simulator engine takes everything."""
-    engine = recipe.engine
+    it can (the engine card's check; denv's own simulator engine takes everything)."""
     largest_host = max((host.gpus for host in fleet.hosts), default=1) or 1
     try:
-        if engine.name == "vllm":
-            flags = vllm.table(engine.version)
-            vllm.settings_flags(recipe.settings, flags)
-            for role, pool in recipe.topology.pools():
-                vllm.parallel(pool.parallel, _where(role), flags.label)
-            check_args(recipe.args, flags, vllm.MANAGED)
-        elif engine.name == "sglang":
-            flags = sglang.table(engine.version)
-            sglang.settings_flags(recipe.settings, flags)
-            for role, pool in recipe.topology.pools():
-                nodes = math.ceil(pool.gpus / largest_host)
-                sglang.parallel(pool.parallel, nodes, _where(role), flags)
-                sglang.check_pool(recipe.settings, pool.parallel, _where(role), flags)
-            check_args(recipe.args, flags, sglang.MANAGED)
+        card(recipe.engine.name).check_recipe(recipe, largest_host)
     except EngineError as exc:
         return str(exc)
     return None
-
-
-def _where(role: str) -> str:
-    return "topology.parallel" if role == "aggregated" else f"topology.{role}.parallel"
 
 
 def memory_refusal(recipe: Recipe, hardware: Hardware, model: ModelArch) -> str | None:

@@ -27,12 +27,12 @@ from reconciler.optimize.feasible import change_text, engine_refusal, memory_ref
 from reconciler.optimize.levers import Choices, Lever, SpecOption, Value
 from reconciler.spec.catalog import Hardware, ModelArch
 from reconciler.spec.checks import domain_size
+from reconciler.spec.engines import engine_names
 from reconciler.spec.fit import fit
 from reconciler.spec.fleet import Fleet
 from reconciler.spec.overrides import apply_overrides
 from reconciler.spec.policy import OptimizerRules
 from reconciler.spec.recipe import (
-    LAUNCHABLE_ENGINES,
     AggregatedTopology,
     DisaggregatedTopology,
     EngineRef,
@@ -192,7 +192,7 @@ class SearchSpace:
             for _, r in sorted(self.recipes.items())
             if r.model == base.model
             and r.id != base.id
-            and r.engine.name in LAUNCHABLE_ENGINES
+            and r.engine.name in engine_names()
             and self.hardware.id in r.hardware
         ]
         for recipe, engine in [(base, now.engine)] + [(r, r.engine) for r in others]:

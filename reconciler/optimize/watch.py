@@ -11,10 +11,10 @@ Three triggers, each a line of text saying why:
 from __future__ import annotations
 
 from reconciler.bench.traffic_stats import TraceStats
-from reconciler.engines.sglang_flags import SGLANG_FLAG_HISTORY
-from reconciler.engines.vllm_flags import VLLM_FLAG_HISTORY
+from reconciler.engines.versions import known_versions
 from reconciler.optimize.candidates import StudyState
 from reconciler.optimize.drift import drift
+from reconciler.spec.engines import engine_names
 from reconciler.spec.repo import Repo
 
 
@@ -26,8 +26,11 @@ def catalog_marks(repo: Repo, model: str) -> list[str]:
         for r in repo.recipes.values()
         if r.model == model
     }
-    marks |= {f"engine vllm {version}" for version, _, _ in VLLM_FLAG_HISTORY}
-    marks |= {f"engine sglang {version}" for version, _, _ in SGLANG_FLAG_HISTORY}
+    marks |= {
+        f"engine {engine} {version}"
+        for engine in engine_names()
+        for version in known_versions(engine)
+    }
     return sorted(marks)
 
 

@@ -14,8 +14,9 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
+from reconciler.engines.units import EngineSeries, Series
 from reconciler.rollout.alarms import QUANTILES, Reading
-from reconciler.rollout.series import GAUGE_METRICS, EngineSeries, Series
+from reconciler.rollout.series import GAUGE_METRICS
 from reconciler.spec.policy import Alarm
 
 

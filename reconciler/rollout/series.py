@@ -1,82 +1,28 @@
 """Pure logic: which Prometheus series each engine and router exports for each alarm metric
-(one table), and one scrape of its /metrics text turned into engine-neutral values.
+(an engine's from its card, `ALARM_SERIES`; the routers' here), and one scrape of its
+/metrics text turned into engine-neutral values.
 
-Names are read from the engines (/work/shared/reference/engines.md; vLLM's
-`vllm/v1/metrics/loggers.py` and API server, SGLang's `srt/metrics/collector.py`). Every
-series of a name that matches the labels given is summed (vLLM labels each engine core,
-SGLang each rank), except gauges, which keep the largest.
+Every series of a name that matches the labels given is summed (vLLM labels each engine
+core, SGLang each rank), except gauges, which keep the largest.
 """
 
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from prometheus_client.parser import text_string_to_metric_families
+
+from reconciler.engines.cards import card
+from reconciler.engines.units import EngineSeries, Series
+from reconciler.spec.engines import engine_names
 
 HISTOGRAM_METRICS = ("ttft", "tpot", "itl", "e2e", "queue_time")
 GAUGE_METRICS = ("queue", "kv_usage")
 COUNTERS = ("requests", "errors")
-GENERATION_ROUTES = "/v1/(chat/)?completions"
 
 
-@dataclass(frozen=True)
-class Series:
-    """A sample name (a histogram's base name) and label values as regular expressions that
-    must match whole, as PromQL's `=~` does; series without a listed label do not match."""
-
-    name: str
-    labels: Mapping[str, str] = field(default_factory=dict)
-
-    def matches(self, labels: Mapping[str, str]) -> bool:
-        return all(re.fullmatch(rx, labels.get(k, "")) for k, rx in self.labels.items())
-
-
-@dataclass(frozen=True)
-class EngineSeries:
-    """Where an engine keeps each alarm metric; a metric it lacks is absent."""
-
-    histograms: Mapping[str, Series]
-    gauges: Mapping[str, Series]
-    requests: Series  # a counter of requests answered, failures included
-    errors: Series  # a counter of the failed ones
-
-
-# vLLM's API server counts answers by route and status class (prometheus-fastapi-
-# instrumentator): what a client sees, 5xx included, which `request_success_total` is not.
-VLLM = EngineSeries(
-    histograms={
-        "ttft": Series("vllm:time_to_first_token_seconds"),
-        "tpot": Series("vllm:request_time_per_output_token_seconds"),
-        "itl": Series("vllm:inter_token_latency_seconds"),
-        "e2e": Series("vllm:e2e_request_latency_seconds"),
-        "queue_time": Series("vllm:request_queue_time_seconds"),
-    },
-    gauges={
-        "queue": Series("vllm:num_requests_waiting"),
-        "kv_usage": Series("vllm:kv_cache_usage_perc"),
-    },
-    requests=Series("http_requests_total", {"handler": GENERATION_ROUTES}),
-    errors=Series("http_requests_total", {"handler": GENERATION_ROUTES, "status": "5xx"}),
-)
-# SGLang has no per-request TPOT histogram, and counts finished and aborted requests apart.
-SGLANG = EngineSeries(
-    histograms={
-        "ttft": Series("sglang:time_to_first_token_seconds"),
-        "itl": Series("sglang:inter_token_latency_seconds"),
-        "e2e": Series("sglang:e2e_request_latency_seconds"),
-        "queue_time": Series("sglang:queue_time_seconds"),
-    },
-    gauges={
-        "queue": Series("sglang:num_queue_reqs"),
-        "kv_usage": Series("sglang:token_usage"),
-    },
-    requests=Series("sglang:num_requests_total"),
-    errors=Series("sglang:num_aborted_requests_total"),
-)
-ENGINES: Mapping[str, EngineSeries] = {"vllm": VLLM, "sglang": SGLANG, "sim": VLLM}
 # sglang-router (0.3.2, names `smg_`) counts every answer it gives by status: its own 5xx (no
 # worker left, upstream failed after retries) are what clients see and no engine counts. Its
 # probes' answers (/readiness, /health) are counted too. It exports no engine histogram, so
@@ -88,7 +34,14 @@ SGLANG_ROUTER = EngineSeries(
     errors=Series("smg_http_responses_total", {"status_code": "5.."}),
 )
 ROUTERS: Mapping[str, EngineSeries] = {"sglang-router": SGLANG_ROUTER}
-SERIES: Mapping[str, EngineSeries] = {**ENGINES, **ROUTERS}  # every kind a stage scrapes
+
+
+def series_for(kind: str) -> EngineSeries | None:
+    """Where a unit of `kind` (a router, or a registered engine: its card's) keeps the alarm
+    metrics; None for a kind whose metrics are not read."""
+    if kind in ROUTERS:
+        return ROUTERS[kind]
+    return card(kind).ALARM_SERIES if kind in engine_names() else None
 
 
 @dataclass(frozen=True)

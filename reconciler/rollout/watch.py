@@ -20,11 +20,11 @@ from dataclasses import replace
 from typing import Any
 
 from reconciler.engines.base import url as base_url
-from reconciler.engines.units import Unit
+from reconciler.engines.units import EngineSeries, Unit
 from reconciler.rollout.alarms import Reading, duration_text, evaluate, over_bake
 from reconciler.rollout.promql import AlarmQueries, Answer, instance, queries, reading
 from reconciler.rollout.samples import Keep, Track, failed, record, track_from_json, track_json
-from reconciler.rollout.series import ROUTERS, SERIES, ParseError, parse
+from reconciler.rollout.series import ROUTERS, ParseError, parse, series_for
 from reconciler.spec.policy import Alarm
 
 STATE_VERSION = 1
@@ -117,7 +117,7 @@ class AlarmWatch:
         return {"version": STATE_VERSION, "tracks": tracks}
 
     def _recorded(self, track: Track, answer: str | Exception, now: float) -> Track:
-        series = SERIES.get(track.engine)
+        series = series_for(track.engine)
         if series is None:
             return failed(track, f"no alarm metrics known for engine '{track.engine}'")
         if isinstance(answer, Exception):
@@ -135,8 +135,11 @@ class AlarmWatch:
         alarms: Mapping[str, Alarm] | None = None,
     ) -> list[Reading]:
         by_engine: dict[str, list[str]] = {}
+        kinds: dict[str, EngineSeries] = {}
         for engine, url in targets:
-            if engine in SERIES:
+            series = series_for(engine)
+            if series is not None:
+                kinds[engine] = series
                 by_engine.setdefault(engine, []).append(instance(url))
         found: list[Reading] = []
         for name, alarm in (alarms or self.alarms).items():
@@ -147,7 +150,7 @@ class AlarmWatch:
             }
             try:
                 answers = {
-                    engine: self._answer(server, queries(alarm, SERIES[engine], instances), now)
+                    engine: self._answer(server, queries(alarm, kinds[engine], instances), now)
                     for engine, instances in asked.items()
                 }
             except (OSError, ValueError, KeyError, TypeError, IndexError, AttributeError) as exc:

@@ -7,19 +7,37 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, PositiveInt, StrictBool, model_validator
+from pydantic import Field, PositiveInt, StrictBool, field_validator, model_validator
+from pydantic_core import PydanticCustomError
 
 from reconciler.spec.base import Citation, RecipeId, Slug, Spec
+from reconciler.spec.engines import engine_names
 
-EngineName = Literal["vllm", "sglang", "sim"]
-LAUNCHABLE_ENGINES: tuple[str, ...] = ("vllm", "sglang", "sim")
+
+def _engine_enum(schema: dict[str, Any]) -> None:
+    schema["enum"] = list(engine_names())
 
 
 class EngineRef(Spec):
-    name: EngineName
+    # One of the registered engines (spec/engines.py), read when a recipe is validated, so a
+    # card registered later is accepted.
+    name: str = Field(json_schema_extra=_engine_enum)
     version: str = Field(pattern=r"^[0-9]+\.[0-9]+(\.[0-9]+)?([.-]?(post|rc|dev)[0-9]*)?$")
     # The container image, when not the engine version's official one.
     image: str | None = Field(default=None, pattern=r"^[A-Za-z0-9][A-Za-z0-9._/:@-]*$")
+
+    @field_validator("name", mode="before")
+    @classmethod
+    def _registered(cls, value: Any) -> Any:
+        """A registered engine, refused as pydantic refuses a value outside a Literal."""
+        names = engine_names()
+        if value not in names:
+            quoted = [repr(name) for name in names]
+            expected = " or ".join(filter(None, [", ".join(quoted[:-1]), quoted[-1]]))
+            raise PydanticCustomError(
+                "literal_error", "Input should be {expected}", {"expected": expected}
+            )
+        return value
 
 
 class Parallel(Spec):

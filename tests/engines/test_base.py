@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-from reconciler.engines import sglang, vllm
 from reconciler.engines.base import (
     arg_findings,
     check_args,
@@ -12,6 +11,8 @@ from reconciler.engines.base import (
     visible_devices,
     weights_source,
 )
+from reconciler.engines.sglang import argv as sglang
+from reconciler.engines.vllm import argv as vllm
 from reconciler.errors import EngineError, UnknownFlag, UnknownVersion
 from reconciler.spec.catalog import Hardware
 from reconciler.spec.repo import Repo

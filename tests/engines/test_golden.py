@@ -9,8 +9,9 @@ from typing import Any
 
 import pytest
 
-from reconciler.engines import sglang, vllm
+from reconciler.engines.sglang import argv as sglang
 from reconciler.engines.units import Unit
+from reconciler.engines.vllm import argv as vllm
 from reconciler.errors import EngineError
 from reconciler.spec.fleet import Fleet
 from reconciler.spec.recipe import EngineRef, Recipe, total_gpus

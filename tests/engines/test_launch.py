@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from reconciler.engines import sglang, simulated, vllm
-from reconciler.engines.launch import ENGINES, engine_name
+from reconciler.engines.cards import cards
+from reconciler.engines.launch import engine_name
+from reconciler.engines.sglang import card as sglang
+from reconciler.engines.sim import card as simulated
 from reconciler.engines.sim.spec import SimSpec
+from reconciler.engines.vllm import card as vllm
 from reconciler.spec.repo import Repo
 from tests.engines.conftest import deployment, fleet, recipe, units_of
 
@@ -18,7 +21,7 @@ PD = {
 
 
 def test_registry() -> None:
-    assert {"vllm": vllm, "sglang": sglang, "sim": simulated} == ENGINES
+    assert {"vllm": vllm, "sglang": sglang, "sim": simulated} == cards()
     assert simulated.metric_names() == vllm.metric_names()
 
 

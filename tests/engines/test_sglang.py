@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from reconciler.engines import sglang
+from reconciler.engines.sglang import argv as sglang
 from reconciler.errors import UnsupportedSetting
 from reconciler.spec.recipe import Parallel, Settings
 from reconciler.spec.repo import Repo

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from reconciler.engines import sglang, vllm
+from reconciler.engines.sglang import argv as sglang
 from reconciler.engines.versions import known_versions, version_refusal
+from reconciler.engines.vllm import argv as vllm
 
 
 def test_known_versions_are_the_flag_tables_oldest_first() -> None:

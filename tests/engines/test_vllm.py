@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from reconciler.engines import vllm
+from reconciler.engines.vllm import argv as vllm
 from reconciler.errors import UnsupportedSetting
 from reconciler.spec.recipe import Parallel, Settings
 from reconciler.spec.repo import Repo

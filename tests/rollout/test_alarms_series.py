@@ -8,9 +8,10 @@ import json
 
 import pytest
 
+from reconciler.engines.cards import card
 from reconciler.rollout.alarms import evaluate
 from reconciler.rollout.samples import Keep, Track, record, track_from_json, track_json
-from reconciler.rollout.series import ENGINES, ROUTERS, Histogram, ParseError, Scrape, parse
+from reconciler.rollout.series import ROUTERS, Histogram, ParseError, Scrape, parse
 from reconciler.spec.policy import Alarm
 
 ALL = frozenset({"ttft", "itl", "tpot", "kv_usage", "queue"})
@@ -56,7 +57,7 @@ sglang:num_aborted_requests_total{model_name="m"} 2.0
 
 
 def test_vllm_series_are_summed_over_engine_cores_and_filtered_by_route() -> None:
-    got = parse(ENGINES["vllm"], VLLM_TEXT, ALL)
+    got = parse(card("vllm").ALARM_SERIES, VLLM_TEXT, ALL)
     assert got.histograms == {"ttft": Histogram((0.1, 0.5), (4.0, 6.0, 8.0), 5.5)}
     assert got.counters == {"requests": 8.0, "errors": 1.0}  # /v1/models is not a request
     assert got.gauges == {"kv_usage": 0.75, "queue": 3.0}  # gauges: the largest core's
@@ -64,7 +65,7 @@ def test_vllm_series_are_summed_over_engine_cores_and_filtered_by_route() -> Non
 
 
 def test_sglang_names_and_what_it_lacks() -> None:
-    got = parse(ENGINES["sglang"], SGLANG_TEXT, ALL)
+    got = parse(card("sglang").ALARM_SERIES, SGLANG_TEXT, ALL)
     assert got.histograms == {"ttft": Histogram((0.1,), (2.0, 4.0), 1.0)}
     assert got.counters == {"requests": 9.0, "errors": 2.0}
     assert got.gauges == {"kv_usage": 0.5}
@@ -90,13 +91,13 @@ def test_a_router_counts_what_it_answered_clients() -> None:
 
 
 def test_only_the_wanted_metrics_are_read() -> None:
-    got = parse(ENGINES["vllm"], VLLM_TEXT, frozenset({"kv_usage"}))
+    got = parse(card("vllm").ALARM_SERIES, VLLM_TEXT, frozenset({"kv_usage"}))
     assert got.histograms == {} and got.gauges == {"kv_usage": 0.75}
 
 
 def test_text_that_is_not_prometheus_is_an_error() -> None:
     with pytest.raises(ParseError):
-        parse(ENGINES["vllm"], "<html>oops</html>\n", ALL)
+        parse(card("vllm").ALARM_SERIES, "<html>oops</html>\n", ALL)
 
 
 def tick(at: float, n: float) -> Scrape:

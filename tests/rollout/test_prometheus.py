@@ -17,10 +17,10 @@ from typing import Any
 import openai
 import pytest
 
+from reconciler.engines.cards import card
 from reconciler.engines.sim.metrics import TTFT_BUCKETS
 from reconciler.rollout.alarms import Reading
 from reconciler.rollout.promql import instance, queries
-from reconciler.rollout.series import ENGINES
 from reconciler.rollout.watch import AlarmWatch
 from reconciler.spec.policy import Alarm
 from tests.engines.sim.sims import (
@@ -196,7 +196,7 @@ def test_no_data_and_no_answer_never_fire(lab: Lab) -> None:
 
 def test_the_promql_picks_the_stage_engines_by_instance() -> None:
     two = ["10.0.0.5:8000", "10.0.0.6:8000"]
-    sent = queries(TTFT, ENGINES["vllm"], two)
+    sent = queries(TTFT, card("vllm").ALARM_SERIES, two)
     picked = r'instance=~"10\\.0\\.0\\.5:8000|10\\.0\\.0\\.6:8000"'
     served = f'http_requests_total{{handler=~"/v1/(chat/)?completions",{picked}}}'
     assert sent.requests == (

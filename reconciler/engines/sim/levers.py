@@ -1,6 +1,7 @@
 """Pure logic: how a recipe's engine-neutral settings read in the simulator — bytes per weight
 and per KV value, speculative decoding's tokens per step, and each engine's defaults for the
-settings a recipe leaves out. Every constant is explained in docs/simulator.md."""
+settings a recipe leaves out (`Limits`, filled by each engine card's `sim_limits`). Every
+constant is explained in docs/simulator.md."""
 
 from __future__ import annotations
 
@@ -8,8 +9,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from reconciler.engines.sim.calibration import MTP_ACCEPTANCE
-from reconciler.spec.catalog import Hardware
-from reconciler.spec.recipe import Settings
 
 # Bytes per parameter and the tensor-core format GEMMs run in, by recipe quantization.
 # Block-scaled formats carry their scales: NVFP4 one fp8 scale per 16 values (4.5 bits),
@@ -50,11 +49,6 @@ ACCEPTANCE: dict[str, float] = {
 # is taken as a tenth of the target; n-gram lookup runs on the CPU and costs nothing here.
 DRAFT_MODEL_SHARE = 0.1
 
-# SGLang admits a request only while KV holds the running requests' remaining output times
-# this ratio (SGLANG_INIT_NEW_TOKEN_RATIO; the engine lets it decay while nothing is retracted,
-# denv keeps the starting value).
-SGLANG_NEW_TOKEN_RATIO = 0.7
-
 
 def tokens_per_step(acceptance: float, draft_tokens: int) -> float:
     """Expected tokens a request emits per verify step with `draft_tokens` drafts whose
@@ -84,43 +78,7 @@ class Limits:
     poll_interval: int = 1
 
 
-def limits(engine: str, settings: Settings, hardware: Hardware, args: Sequence[str] = ()) -> Limits:
-    """vLLM 0.33 on >= 70 GB GPUs: --max-num-seqs 1024, --max-num-batched-tokens 8192, chunked
-    prefill on, mixed steps. SGLang 0.5: --chunked-prefill-size 8192 under 160 GB, else 16384;
-    --max-prefill-tokens 16384; prefill batches run apart from decode (no mixed chunk); its
-    request pool is sized from KV memory, which the scheduler enforces, so the count cap is
-    4096, and admission keeps room for 0.7 of the running requests' remaining output. CUDA
-    graphs capture decode batches up to 512 in both. Extra engine args that change these are
-    honoured: SGLang --scheduler-recv-interval, --num-continuous-decode-steps,
-    --cuda-graph-max-bs(-decode); vLLM --max-cudagraph-capture-size."""
-    setting = settings.chunked_prefill
-    if engine == "sglang":
-        default_chunk = 8192 if hardware.memory_gb < 160 else 16384
-        chunk = _chunk(setting, default_chunk)
-        budget = settings.max_batched_tokens or max(16384, chunk or 0)
-        max_batch = settings.max_batch or 4096
-        mixed = False
-        reserve = SGLANG_NEW_TOKEN_RATIO
-    else:  # vllm, and the simulator's own engine, which schedules like vLLM
-        big = hardware.memory_gb >= 70
-        budget = settings.max_batched_tokens or (8192 if big else 2048)
-        chunk = _chunk(setting, budget)
-        max_batch = settings.max_batch or (1024 if big else 256)
-        mixed = True
-        reserve = 0.0
-    chunk = None if chunk is None else min(chunk, budget)
-    if engine == "sglang":
-        graphs = _flag(args, "--cuda-graph-max-bs-decode") or _flag(args, "--cuda-graph-max-bs")
-        poll = max(
-            _flag(args, "--scheduler-recv-interval") or 1,
-            _flag(args, "--num-continuous-decode-steps") or 1,
-        )
-    else:
-        graphs, poll = _flag(args, "--max-cudagraph-capture-size"), 1
-    return Limits(max_batch, budget, chunk, mixed, graphs or 512, reserve, poll)
-
-
-def _flag(args: Sequence[str], name: str) -> int | None:
+def flag_value(args: Sequence[str], name: str) -> int | None:
     """The integer value of `--name N` or `--name=N` among engine args, if given."""
     for i, arg in enumerate(args):
         text = None
@@ -133,7 +91,9 @@ def _flag(args: Sequence[str], name: str) -> int | None:
     return None
 
 
-def _chunk(setting: bool | int | None, default: int) -> int | None:
+def chunk_size(setting: bool | int | None, default: int) -> int | None:
+    """The prefill chunk of settings.chunked_prefill: the engine's default when on or left
+    out, None when off, else the size given."""
     if setting is None or setting is True:
         return default
     if setting is False:

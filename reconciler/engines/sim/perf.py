@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
+from reconciler.engines.cards import card
 from reconciler.engines.sim.calibration import PD_HANDOFF_S, Tuning, efficiency
 from reconciler.engines.sim.levers import (
     ACCEPTANCE,
@@ -19,7 +20,6 @@ from reconciler.engines.sim.levers import (
     KV_DTYPE_BYTES,
     WEIGHT_FORMATS,
     Limits,
-    limits,
     tokens_per_step,
 )
 from reconciler.engines.sim.spec import SimSpec
@@ -130,7 +130,7 @@ class PerfModel:
         return cls(
             role=spec.role,
             gpus=spec.gpus,
-            limits=limits(recipe.engine.name, settings, hw, recipe.args),
+            limits=card(recipe.engine.name).sim_limits(settings, hw, recipe.args),
             prefix_caching=settings.kv_cache.prefix_caching and spec.role != "decode",
             kv_capacity_tokens=rank_tokens * lay.attn_ranks * lay.engines,
             kv_bytes_per_token=kv_token,

@@ -1,6 +1,6 @@
 """Pure logic: vLLM — `vllm serve` argv, env, ports and probes for every unit of a deployment.
 
-Flags as read from vLLM's own parser (vllm_flags.py); each engine-neutral setting maps to
+Flags as read from vLLM's own parser (flags.py); each engine-neutral setting maps to
 them or is refused with UnsupportedSetting. Multi-node replicas run by data parallelism
 (one DP rank's TP × PP GPUs on each node, secondaries `--headless`) or, with dp 1, by
 TP/PP across nodes (`--nnodes`, secondaries `--headless`). P/D pools move KV with NIXL.
@@ -18,13 +18,14 @@ from reconciler.engines.base import (
     json_arg,
     model_source,
     number,
+    parallel_where,
     pick_table,
     visible_devices,
     weights_source,
 )
 from reconciler.engines.placement import DIST_INIT, DP_RPC, HTTP, SIDE_CHANNEL, Placement, Slot
 from reconciler.engines.units import EngineContext, MetricNames, Probe, Unit
-from reconciler.engines.vllm_flags import VLLM_CHOICES, VLLM_FLAG_HISTORY
+from reconciler.engines.vllm.flags import VLLM_CHOICES, VLLM_FLAG_HISTORY
 from reconciler.errors import UnsupportedSetting
 from reconciler.spec.recipe import Parallel, Pool, Role, Settings
 
@@ -252,7 +253,7 @@ def _replica(
     flags: FlagTable,
 ) -> list[Unit]:
     recipe = deployment.recipe
-    where = "topology.parallel" if role == "aggregated" else f"topology.{role}.parallel"
+    where = parallel_where(role)
     tp, pp, dp, expert = parallel(pool.parallel, where, flags.label)
     model, revision = model_source(deployment, context)
     head_argv = [context.vllm, "serve", model, "--served-model-name", deployment.served_model]

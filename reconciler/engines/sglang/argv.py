@@ -1,7 +1,7 @@
 """Pure logic: SGLang — `python -m sglang.launch_server` argv, env, ports and probes for every
 unit of a deployment.
 
-Flags per version as read from SGLang's own parsers (sglang_flags.py); where a flag changed
+Flags per version as read from SGLang's own parsers (flags.py); where a flag changed
 between versions (attention DP, turning CUDA graphs off) the table decides which spelling
 is used. A multi-node replica runs one process per node (`--nnodes`, `--node-rank`,
 `--dist-init-addr`); the HTTP server is node 0's. P/D pools use `--disaggregation-mode`.
@@ -18,12 +18,13 @@ from reconciler.engines.base import (
     flag_tables,
     model_source,
     number,
+    parallel_where,
     pick_table,
     visible_devices,
     weights_source,
 )
 from reconciler.engines.placement import BOOTSTRAP, DIST_INIT, HTTP, Placement, Slot
-from reconciler.engines.sglang_flags import SGLANG_CHOICES, SGLANG_FLAG_HISTORY
+from reconciler.engines.sglang.flags import SGLANG_CHOICES, SGLANG_FLAG_HISTORY
 from reconciler.engines.units import EngineContext, MetricNames, Probe, Unit
 from reconciler.errors import UnsupportedSetting
 from reconciler.spec.catalog import Hardware
@@ -271,7 +272,7 @@ def _replica(
     flags: FlagTable,
 ) -> list[Unit]:
     recipe, head = deployment.recipe, slots[0]
-    where = "topology.parallel" if role == "aggregated" else f"topology.{role}.parallel"
+    where = parallel_where(role)
     model, revision = model_source(deployment, context)
     first = [context.engine_python, "-m", "sglang.launch_server", "--model-path", model]
     first += ["--served-model-name", deployment.served_model]

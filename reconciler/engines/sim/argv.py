@@ -7,11 +7,11 @@ checked here: render the recipe on a real fleet for that."""
 from __future__ import annotations
 
 from reconciler.catalog.deployments import Deployment
-from reconciler.engines import vllm
 from reconciler.engines.base import unit_name
 from reconciler.engines.placement import BOOTSTRAP, HTTP, Placement
 from reconciler.engines.sim.spec import SimSpec
 from reconciler.engines.units import EngineContext, MetricNames, Metrics, Probe, Unit
+from reconciler.engines.vllm import argv as vllm
 from reconciler.errors import EngineError
 from reconciler.spec.recipe import AggregatedTopology, Recipe
 

@@ -1,0 +1,33 @@
+"""Pure logic: the engine card of denv's simulator (`engine: sim`, and every recipe on a
+simulated fleet) — the `denv sim serve` argv builder (argv.py); it takes any version and any
+args, has no image (it runs in the bot's own environment), serves vLLM's metric names and
+schedules like vLLM, and speaks SGLang's bootstrap protocol to sglang-router in P/D."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from reconciler.engines.base import FlagTable
+from reconciler.engines.router import SGLANG_ROUTER, sglang_pd_routes
+from reconciler.engines.sim.argv import health, metric_names, units
+from reconciler.engines.vllm.card import ALARM_SERIES, sim_limits
+from reconciler.errors import EngineError
+from reconciler.spec.recipe import Recipe
+
+__all__ = ["ALARM_SERIES", "health", "metric_names", "pd_routes", "sim_limits", "units"]
+
+TABLES: Mapping[str, frozenset[str]] = {}  # any version; args are not checked
+MANAGED: Mapping[str, str] = {}
+IMAGE: str | None = None
+EXTRA_INDEX: tuple[str, ...] = ()
+SCRIPTS: dict[tuple[str, ...], tuple[str, ...]] = {}
+PD_ROUTER = SGLANG_ROUTER
+pd_routes = sglang_pd_routes
+
+
+def table(version: str) -> FlagTable:
+    raise EngineError(f"the simulator has no flag tables (sim {version} takes any flag)")
+
+
+def check_recipe(recipe: Recipe, largest_host: int) -> None:
+    """The simulator runs every recipe."""
