@@ -21,8 +21,7 @@ from reconciler.bench.trial_owner import (
     process_start,
     this_process,
 )
-from reconciler.fleet.observe import FleetObservation
-from reconciler.fleet.observed import HostObservation, UnitRecord
+from reconciler.fleet.model.observed import FleetObservation, HostObservation, UnitRecord
 
 
 @pytest.mark.parametrize(
