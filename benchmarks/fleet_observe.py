@@ -63,6 +63,7 @@ def fleet_of(lab: SshLab, ports: list[int]) -> Fleet:
         simulated=True,
         transport="ssh",
         ssh=settings,
+        python=sys.executable,  # the agent runs with this interpreter, as the bot's tests do
         hosts=hosts,
     )
 
