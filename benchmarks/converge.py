@@ -49,8 +49,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from reconciler.engines.units import Unit  # noqa: E402
+from reconciler.fleet.drivers.registry import Drivers  # noqa: E402
 from reconciler.fleet.hostagent import AgentClient  # noqa: E402
-from reconciler.fleet.observe import Transports  # noqa: E402
 from reconciler.fleet.transport import LocalTransport  # noqa: E402
 from reconciler.reconcile import probes  # noqa: E402
 from reconciler.reconcile.snapshot import Snapshot, snapshot  # noqa: E402
@@ -112,11 +112,11 @@ class Workspace:
 
     def look(self) -> Snapshot:
         """Desired, observed and the plan between them, as the bot would see them now."""
-        transports = Transports(local_env=self.env)
+        drivers = Drivers(local_env=self.env)
         try:
-            return snapshot(GitSource(str(self.repo), self.root / "cache"), transports)
+            return snapshot(GitSource(str(self.repo), self.root / "cache"), drivers)
         finally:
-            transports.close()
+            drivers.close()
 
     def reconcile(self) -> tuple[float, dict[str, Any]]:
         """Wall seconds of one `denv reconcile --once`, and its JSON pass line."""

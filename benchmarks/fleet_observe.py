@@ -24,8 +24,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from reconciler.fleet.hostagent import AgentClient, agent_source  # noqa: E402
-from reconciler.fleet.observe import Transports, observe  # noqa: E402
+from reconciler.fleet.drivers.registry import Drivers  # noqa: E402
+from reconciler.fleet.hostagent import agent_source  # noqa: E402
 from reconciler.spec.fleet import Fleet, Host, SshSettings  # noqa: E402
 from tests.fleet.sshd import SshLab  # noqa: E402
 
@@ -63,23 +63,24 @@ def fleet_of(lab: SshLab, ports: list[int]) -> Fleet:
         simulated=True,
         transport="ssh",
         ssh=settings,
+        python=sys.executable,  # the agent runs with this interpreter, as the bot's tests do
         hosts=hosts,
     )
 
 
 def time_agent(lab: SshLab, ports: list[int], warm: bool) -> float:
     fleet = fleet_of(lab, ports)
-    transports = Transports()
+    drivers = Drivers()
     try:
         if warm:
-            observe(fleet, transports, None, sys.executable)  # connections open, agent cached
+            drivers.get(fleet).observe(None)  # connections open, agent cached
         started = time.perf_counter()
-        seen = observe(fleet, transports, None, sys.executable)
+        seen = drivers.get(fleet).observe(None)
         elapsed = time.perf_counter() - started
         assert not seen.errors, seen.errors
         return elapsed
     finally:
-        transports.close()
+        drivers.close()
 
 
 def ssh_argv(lab: SshLab, port: int, command: str) -> list[str]:
@@ -171,8 +172,9 @@ def main() -> None:
             try:
                 ports = [lab.start(f"h{i}").port for i in range(count)]
                 fleet = fleet_of(lab, ports)
-                client = AgentClient(Transports().get(fleet, fleet.hosts[0]), sys.executable)
-                client.units()  # installs the agent (all hosts share this machine's home)
+                Drivers().get(fleet).units(
+                    fleet.hosts[0].name
+                )  # installs the agent (all hosts share this machine's home)
                 figures: dict[str, list[float]] = {
                     "agent cold": [],
                     "agent warm": [],

@@ -24,8 +24,13 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from reconciler.fleet.observe import FleetObservation  # noqa: E402
-from reconciler.fleet.observed import Gpu, HostObservation, UnitRecord  # noqa: E402
+from reconciler.fleet.drivers.registry import rules_of  # noqa: E402
+from reconciler.fleet.model.observed import (  # noqa: E402
+    FleetObservation,
+    Gpu,
+    HostObservation,
+    UnitRecord,
+)
 from reconciler.reconcile.desired import Desired, desired_units, observed_units  # noqa: E402
 from reconciler.reconcile.plan import plan  # noqa: E402
 from reconciler.reconcile.revisions import StageRevision, Stages  # noqa: E402
@@ -121,19 +126,19 @@ def measure(units: int, repeats: int, desired_repeats: int) -> dict[str, Any]:
     repo, stages = repository(units, batch=128)
     fleet = repo.fleets["bench"]
     fresh_s, desired = median_time(
-        lambda: desired_units(stages, lambda _: repo, {}), desired_repeats
+        lambda: desired_units(stages, lambda _: repo, {}, rules_of), desired_repeats
     )
     assert not desired.errors, desired.errors[:3]
     seen = {"bench": applied(desired, fleet)}
     observed = observed_units(seen)
     steady_desired_s, steady = median_time(
-        lambda: desired_units(stages, lambda _: repo, seen), desired_repeats
+        lambda: desired_units(stages, lambda _: repo, seen, rules_of), desired_repeats
     )
     plan_fresh_s, fresh_plan = median_time(lambda: plan(desired, {}), repeats)
     plan_steady_s, steady_plan = median_time(lambda: plan(steady, observed), repeats)
     assert steady_plan.empty
     changed_repo, _ = repository(units, batch=256)
-    rolled = desired_units(stages, lambda _: changed_repo, seen)
+    rolled = desired_units(stages, lambda _: changed_repo, seen, rules_of)
     plan_roll_s, roll_plan = median_time(lambda: plan(rolled, observed), repeats)
     return {
         "units": sum(len(d.units) for d in desired.deployments),

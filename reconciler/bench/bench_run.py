@@ -23,7 +23,7 @@ from reconciler.bench.sweep import Progress
 from reconciler.bench.trial_sweep import Load, sweep_trial
 from reconciler.catalog.cost import PriceChoice
 from reconciler.errors import NotFound
-from reconciler.fleet.observe import Transports
+from reconciler.fleet.drivers.registry import Drivers
 from reconciler.spec.base import Spec
 from reconciler.spec.fleet import Fleet
 from reconciler.spec.recipe import Recipe
@@ -57,7 +57,7 @@ def run_bench(
     run: BenchRun,
     *,
     out: Path,
-    transports: Transports,
+    drivers: Drivers,
     say: Callable[[str], None] = lambda _message: None,
     progress: Progress = lambda *_: None,
 ) -> BenchOutcome:
@@ -72,7 +72,7 @@ def run_bench(
         repo,
         run.recipe,
         run.fleet,
-        transports=transports,
+        drivers=drivers,
         trial=run.trial,
         weights=run.weights,
         ready_timeout=run.ready_timeout,
@@ -80,7 +80,7 @@ def run_bench(
     ) as endpoint:
         say(f"trial {endpoint.trial} ready in {endpoint.ready_s:.1f}s at {endpoint.url}")
         sweep = sweep_trial(repo, run.recipe, run.fleet, endpoint, run, price=run.price, at=run.at)
-        for swept in sweep.levels(transports, progress):
+        for swept in sweep.levels(drivers, progress):
             written.append(str(write_result(out, swept.result)))
             levels.append(swept.figures)
     outcome = BenchOutcome(trial=endpoint, levels=levels, results=written)

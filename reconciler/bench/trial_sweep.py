@@ -27,7 +27,7 @@ from reconciler.bench.traffic import TraceLine
 from reconciler.catalog.cost import PriceChoice
 from reconciler.catalog.latency import LatencyTarget
 from reconciler.errors import DenvError
-from reconciler.fleet.observe import Transports
+from reconciler.fleet.drivers.registry import Drivers
 from reconciler.spec.base import Spec
 from reconciler.spec.fleet import Fleet
 from reconciler.spec.recipe import Recipe
@@ -93,7 +93,7 @@ class TrialSweep:
     form: PromptFormat
 
     def levels(
-        self, transports: Transports, progress: Progress = lambda *_: None
+        self, drivers: Drivers, progress: Progress = lambda *_: None
     ) -> Iterator[SweptLevel]:
         """Each level in turn, handed over when it ends; DenvError when an engine exits or
         a level gets no answer."""
@@ -112,7 +112,7 @@ class TrialSweep:
                 requests=requests,
                 progress=progress,
             )
-            check_running(endpoint, self.fleet, transports)
+            check_running(endpoint, self.fleet, drivers)
             _answered(measured, level_label(load.mode, level))
             sent = level_lines(load.traffic, load.mode, level, requests)
             yield SweptLevel(measured, build_result(measured, self.info, sent))

@@ -74,7 +74,7 @@ def run(
     from reconciler.bench.run_plan import describe, plan_levels, simulated
     from reconciler.catalog.latency import parse_latency_target
     from reconciler.cli.progress import ProgressSink
-    from reconciler.fleet.observe import Transports
+    from reconciler.fleet.drivers.registry import Drivers
     from reconciler.spec.sources import find_root
     from reconciler.trials.deployment import new_trial_id
 
@@ -127,13 +127,13 @@ def run(
     with ProgressSink(numbered=("level", len(levels)), unit="requests") as shown:
         for line in cut:
             shown.say(line)
-        transports = Transports(warn=lambda m: shown.say(f"warning: {m}"))
+        drivers = Drivers(warn=lambda m: shown.say(f"warning: {m}"))
         try:
             outcome = run_bench(
-                loaded, job, out=root, transports=transports, say=shown.say, progress=shown.update
+                loaded, job, out=root, drivers=drivers, say=shown.say, progress=shown.update
             )
         finally:
-            transports.close()
+            drivers.close()
     if as_json:
         print_json(outcome)
         return

@@ -27,7 +27,7 @@ from reconciler.cli.common import JsonOption, RepoOption, console, load, print_j
 from reconciler.cli.pr_plan import plan_pull_request
 from reconciler.cli.progress import ProgressSink
 from reconciler.errors import DenvError, NotFound, SpecError, UsageError
-from reconciler.fleet.observe import Transports
+from reconciler.fleet.drivers.registry import Drivers
 from reconciler.forge.config import bot_identity, open_forge
 from reconciler.forge.localgit import commit_files, has_commit
 from reconciler.forge.protocol import BotChange, BotFiles
@@ -189,11 +189,11 @@ def _propose(root: Path, draft: ReleaseDraft, text: str) -> dict[str, object]:
     pr = forge.open_or_update_bot_pr(change)
     with ProgressSink() as shown:
         shown.phase(f"planning #{pr.number}")
-        transports = Transports(warn=lambda m: shown.say(f"warning: {m}"))
+        drivers = Drivers(warn=lambda m: shown.say(f"warning: {m}"))
         try:
-            planned = plan_pull_request(forge, root, pr.number, transports, shown.phase)
+            planned = plan_pull_request(forge, root, pr.number, drivers, shown.phase)
         finally:
-            transports.close()
+            drivers.close()
     return planned.as_json()
 
 

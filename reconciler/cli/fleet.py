@@ -13,9 +13,8 @@ from reconciler.catalog.deployments import declared_free_gpus
 from reconciler.cli import fleet_trials
 from reconciler.cli.common import JsonOption, RepoOption, console, load, print_json
 from reconciler.errors import DenvError, NotFound
-from reconciler.fleet.hostagent import AgentClient
-from reconciler.fleet.observe import FleetObservation, Transports, observe
-from reconciler.fleet.transport import host_python
+from reconciler.fleet.drivers.registry import Drivers
+from reconciler.fleet.model.observed import FleetObservation
 from reconciler.spec.checks import domain_size
 from reconciler.spec.fleet import Fleet
 from reconciler.spec.repo import Repo
@@ -37,8 +36,8 @@ def _fleet(repo: Repo, name: str) -> Fleet:
     return repo.fleets[name]
 
 
-def _observe(repo: Repo, fleet: Fleet, transports: Transports) -> FleetObservation:
-    return observe(fleet, transports, repo.resolve_hardware(fleet.hardware), host_python(fleet))
+def _observe(repo: Repo, fleet: Fleet, drivers: Drivers) -> FleetObservation:
+    return drivers.get(fleet).observe(repo.resolve_hardware(fleet.hardware))
 
 
 def _row(repo: Repo, name: str, fleet: Fleet, seen: FleetObservation | None) -> dict[str, Any]:
@@ -90,15 +89,15 @@ def list_fleets(
     """Fleets with hardware, NVLink domain size, GPUs, free GPUs and running units; exit 1
     when a host asked for live figures did not answer (one line each says why)."""
     loaded = load(repo)
-    transports = Transports(warn=_warn)
+    drivers = Drivers(warn=_warn)
     rows = []
     try:
         for name, fleet in sorted(loaded.fleets.items()):
             live = probe == "all" or (probe == "local" and fleet.transport == "local")
-            seen = _observe(loaded, fleet, transports) if live else None
+            seen = _observe(loaded, fleet, drivers) if live else None
             rows.append(_row(loaded, name, fleet, seen))
     finally:
-        transports.close()
+        drivers.close()
     if as_json:
         print_json({"fleets": rows})
     else:
@@ -136,11 +135,11 @@ def probe_fleet(fleet: FleetArg, repo: RepoOption = Path("."), as_json: JsonOpti
     """Ask every host of FLEET for its GPUs (NVML, amdsmi, nvidia-smi, or simulated) and units."""
     loaded = load(repo)
     spec = _fleet(loaded, fleet)
-    transports = Transports(warn=_warn)
+    drivers = Drivers(warn=_warn)
     try:
-        seen = _observe(loaded, spec, transports)
+        seen = _observe(loaded, spec, drivers)
     finally:
-        transports.close()
+        drivers.close()
     if as_json:
         print_json(
             {
@@ -220,9 +219,9 @@ def logs(
     """The last lines of a unit's log, from whichever host runs it."""
     loaded = load(repo)
     spec = _fleet(loaded, fleet)
-    transports = Transports(warn=_warn)
+    drivers = Drivers(warn=_warn)
     try:
-        seen = _observe(loaded, spec, transports)
+        seen = _observe(loaded, spec, drivers)
         host = next(
             (h for h, found in seen.hosts.items() if any(u.id == unit for u in found.units)), None
         )
@@ -231,10 +230,9 @@ def logs(
                 f"no unit '{unit}' on {fleet}"
                 + (f" (not reached: {', '.join(sorted(seen.errors))})" if seen.errors else "")
             )
-        host_spec = next(h for h in spec.hosts if h.name == host)
-        answer = AgentClient(transports.get(spec, host_spec), host_python(spec)).logs(unit, tail)
+        answer = drivers.get(spec).logs(host, unit, tail)
     finally:
-        transports.close()
+        drivers.close()
     if as_json:
         print_json({"fleet": fleet, "host": host, **answer})
         return
@@ -249,18 +247,17 @@ def runtimes(fleet: FleetArg, repo: RepoOption = Path("."), as_json: JsonOption 
     """What is ready on each host of FLEET: engine environments, images and weights."""
     loaded = load(repo)
     spec = _fleet(loaded, fleet)
-    transports = Transports(warn=_warn)
+    drivers = Drivers(warn=_warn)
     found: dict[str, Any] = {}
     errors: dict[str, str] = {}
     try:
         for host in spec.hosts:
             try:
-                agent = AgentClient(transports.get(spec, host), python=host_python(spec))
-                found[host.name] = agent.runtimes()
+                found[host.name] = drivers.get(spec).runtimes(host.name)
             except DenvError as exc:
                 errors[host.name] = str(exc)
     finally:
-        transports.close()
+        drivers.close()
     if as_json:
         print_json({"fleet": fleet, "hosts": found, "errors": errors})
     else:

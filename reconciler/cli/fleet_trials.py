@@ -16,8 +16,7 @@ from rich.table import Table
 
 from reconciler.cli.common import JsonOption, RepoOption, console, load, print_json
 from reconciler.errors import DenvError, NotFound
-from reconciler.fleet.observe import Transports, observe
-from reconciler.fleet.transport import host_python
+from reconciler.fleet.drivers.registry import Drivers
 from reconciler.spec.fleet import Fleet
 from reconciler.trials.deployment import stop_trial
 from reconciler.trials.owner import FoundTrial, TrialState, found_trials, owner_state
@@ -53,16 +52,16 @@ def trials(
     def say(message: str) -> None:
         messages.print(message, markup=False, highlight=False, soft_wrap=True)
 
-    transports = Transports(warn=lambda m: print(f"warning: {m}", file=sys.stderr))
+    drivers = Drivers(warn=lambda m: print(f"warning: {m}", file=sys.stderr))
     try:
         hardware = loaded.resolve_hardware(spec.hardware)
-        seen = observe(spec, transports, hardware, host_python(spec))
+        seen = drivers.get(spec).observe(hardware)
         found = found_trials(seen, owner_state)
         chosen = _chosen(found, stop or [], stop_abandoned, fleet)
         with messages.status(f"stopping {len(chosen)} trial(s)…") if chosen else nullcontext():
-            stopped, left = _stop(spec, transports, chosen, say)
+            stopped, left = _stop(spec, drivers, chosen, say)
     finally:
-        transports.close()
+        drivers.close()
     if as_json:
         print_json(
             {
@@ -96,13 +95,13 @@ def _chosen(
 
 
 def _stop(
-    fleet: Fleet, transports: Transports, chosen: list[FoundTrial], say: Callable[[str], None]
+    fleet: Fleet, drivers: Drivers, chosen: list[FoundTrial], say: Callable[[str], None]
 ) -> tuple[list[str], list[str]]:
     """Stop each chosen trial; the ids of those stopped whole, and the units left, why."""
     stopped: list[str] = []
     left: list[str] = []
     for trial in chosen:
-        not_stopped = stop_trial(fleet, transports, trial, STOP_GRACE)
+        not_stopped = stop_trial(fleet, drivers, trial, STOP_GRACE)
         if not_stopped:
             left.extend(not_stopped)
             continue

@@ -21,7 +21,7 @@ from reconciler.cli.optimize_run import (
     store_of,
 )
 from reconciler.errors import DenvError, UsageError
-from reconciler.fleet.observe import Transports
+from reconciler.fleet.drivers.registry import Drivers
 from reconciler.optimize.candidates import StudyState, headers, table
 from reconciler.optimize.goal import GOAL_METRIC, GOALS, Goal
 from reconciler.optimize.start import StartOptions, split_target
@@ -180,11 +180,11 @@ def promote(
     row = state.row(candidate.rpartition(":")[2])
     assert row is not None
     loaded = load(root)
-    transports = Transports(warn=lambda m: say(f"warning: {m}"))
+    drivers = Drivers(warn=lambda m: say(f"warning: {m}"))
     try:
-        number = promoter(root, loaded, transports)(state, row)
+        number = promoter(root, loaded, drivers)(state, row)
     finally:
-        transports.close()
+        drivers.close()
     store.save(state.with_row(row.model_copy(update={"pr": number})))
     if as_json:
         print_json({"candidate": row.id, "study": state.study, "pull_request": number})

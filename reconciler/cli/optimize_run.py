@@ -17,7 +17,7 @@ from reconciler.cli.common import load
 from reconciler.cli.pr_plan import plan_pull_request
 from reconciler.cli.progress import ProgressSink
 from reconciler.errors import DenvError
-from reconciler.fleet.observe import Transports
+from reconciler.fleet.drivers.registry import Drivers
 from reconciler.forge.config import open_forge
 from reconciler.optimize.candidates import Row, StudyState
 from reconciler.optimize.promote import promote_row
@@ -45,13 +45,13 @@ def _ended(state: StudyState, how: str, note: str | None, now: dt.datetime) -> S
     )
 
 
-def promoter(root: Path, repo: Repo, transports: Transports) -> Promote:
+def promoter(root: Path, repo: Repo, drivers: Drivers) -> Promote:
     """Open or update the study's pull request, then plan it as any pull request is."""
 
     def promote(state: StudyState, row: Row) -> int:
         forge = open_forge(root, os.environ)
         number = promote_row(forge, repo, state, row, "main")
-        plan_pull_request(forge, root, number, transports, lambda _m: None)
+        plan_pull_request(forge, root, number, drivers, lambda _m: None)
         return number
 
     return promote
@@ -66,13 +66,13 @@ def run_once(
     store.save(state)
     loop: Loop | None = None
     shown = ProgressSink(messages)
-    transports = Transports(warn=lambda m: shown.say(f"warning: {m}"))
+    drivers = Drivers(warn=lambda m: shown.say(f"warning: {m}"))
     try:
         with shown:
             effects = Effects(
                 store=store,
-                transports=transports,
-                promote=promoter(root, repo, transports) if options.auto else None,
+                drivers=drivers,
+                promote=promoter(root, repo, drivers) if options.auto else None,
                 say=shown.say,
                 progress=shown.update if show_progress else lambda *_: None,
             )
@@ -91,7 +91,7 @@ def run_once(
         store.save(_ended(latest, "failed", str(exc), dt.datetime.now(dt.UTC)))
         raise
     finally:
-        transports.close()
+        drivers.close()
     return store.require(state.release, state.stage)
 
 

@@ -14,7 +14,7 @@ from rich.text import Text
 from reconciler.cli.common import JsonOption, RepoOption, console, load, print_json
 from reconciler.cli.plan import cache_dir
 from reconciler.cli.progress import ProgressSink
-from reconciler.fleet.observe import Transports
+from reconciler.fleet.drivers.registry import Drivers
 from reconciler.parity.runner import (
     DEFAULT_CONCURRENCY,
     RetryPolicy,
@@ -82,15 +82,15 @@ def run(
     git = not (is_url(reference) and is_url(candidate))
     source = GitSource(str(find_root(repo)), cache_dir()) if git else None
     shown = ProgressSink(unit="prompts")
-    transports = Transports(warn=lambda m: shown.say(f"warning: {m}"))
+    drivers = Drivers(warn=lambda m: shown.say(f"warning: {m}"))
     try:
         if is_url(reference) or source is None:
             target = Reference(url=reference)
         else:
-            target = stage_reference(source, transports, reference)
+            target = stage_reference(source, drivers, reference)
         with (
             shown,
-            candidate_endpoint(source, transports, candidate, target, fleet, shown.say) as url,
+            candidate_endpoint(source, drivers, candidate, target, fleet, shown.say) as url,
         ):
             verdict = run_parity(
                 target.url,
@@ -102,7 +102,7 @@ def run(
                 retry=RetryPolicy(attempts=attempts),
             )
     finally:
-        transports.close()
+        drivers.close()
     if as_json:
         print_json(verdict)
     else:

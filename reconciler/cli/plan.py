@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.text import Text
 
 from reconciler.cli.common import JsonOption, cache_root, console, print_json
-from reconciler.fleet.observe import Transports
+from reconciler.fleet.drivers.registry import Drivers
 from reconciler.reconcile.render import render_markdown, render_text
 from reconciler.reconcile.snapshot import snapshot
 from reconciler.reconcile.source import GitSource
@@ -60,12 +60,12 @@ def plan(
     answer: the plan leaves out what runs there."""
     progress = Console(stderr=True)
     source = GitSource(repo, cache_dir())
-    transports = Transports(warn=_warn)
+    drivers = Drivers(warn=_warn)
     try:
         with progress.status("planning") as shown:
-            result = snapshot(source, transports, rev, lambda m: shown.update(m)).plan
+            result = snapshot(source, drivers, rev, lambda m: shown.update(m)).plan
     finally:
-        transports.close()
+        drivers.close()
     if as_json:
         print_json(result)
     elif markdown:

@@ -19,7 +19,7 @@ from reconciler.cli import pr_runs
 from reconciler.cli.common import JsonOption, RepoOption, console, print_json
 from reconciler.cli.pr_plan import base_gates, plan_pull_request
 from reconciler.errors import ForgeError
-from reconciler.fleet.observe import Transports
+from reconciler.fleet.drivers.registry import Drivers
 from reconciler.forge.commands import merge_blockers
 from reconciler.forge.config import bot_identity, open_forge
 from reconciler.forge.local import LocalForge
@@ -219,12 +219,12 @@ def plan_pr(
     deployment that cannot be placed. The local forge, or GitHub (docs/github.md)."""
     root = find_root(repo)
     forge = open_forge(root, os.environ)
-    transports = Transports(warn=lambda m: print(f"warning: {m}", file=sys.stderr))
+    drivers = Drivers(warn=lambda m: print(f"warning: {m}", file=sys.stderr))
     try:
         with Console(stderr=True).status(f"planning #{number}") as shown:
-            result = plan_pull_request(forge, root, number, transports, shown.update)
+            result = plan_pull_request(forge, root, number, drivers, shown.update)
     finally:
-        transports.close()
+        drivers.close()
     if as_json:
         print_json(result.as_json())
         return

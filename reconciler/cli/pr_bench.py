@@ -26,7 +26,7 @@ from reconciler.bench.traffic import TraceLine, generate
 from reconciler.bench.trial_sweep import Load, fleet_price, sweep_trial
 from reconciler.cli.pr_plan import open_head, pull_request_source, trusted_note
 from reconciler.errors import DenvError, NotFound
-from reconciler.fleet.observe import Transports
+from reconciler.fleet.drivers.registry import Drivers
 from reconciler.forge.localgit import changed_paths
 from reconciler.forge.markers import marker, strip_marker
 from reconciler.forge.models import CheckRun, Conclusion, PullRequest
@@ -149,7 +149,7 @@ class _Runner:
     repo: Repo  # the head's files: fleets, hardware and models for both sides
     options: BenchOptions
     load: Load
-    transports: Transports
+    drivers: Drivers
     clock: Callable[[], dt.datetime]
     say: Say
     progress: SweepProgress = lambda *_: None
@@ -170,7 +170,7 @@ class _Runner:
             self.repo,
             side.recipe,
             self.repo.fleets[fleet],
-            transports=self.transports,
+            drivers=self.drivers,
             trial=new_trial_id(self.clock()),
             weights=side.weights,
             ready_timeout=self.options.ready_timeout,
@@ -186,7 +186,7 @@ class _Runner:
             self.repo, side.recipe, spec, endpoint, self.load, price=price, at=self.start(), by=BY
         )
         results = []
-        for swept in sweep.levels(self.transports, self.progress):
+        for swept in sweep.levels(self.drivers, self.progress):
             if self.options.out is not None:
                 self.written.append(str(write_result(self.options.out, swept.result)))
             results.append(swept.result)
@@ -369,7 +369,7 @@ def bench_pull_request(
     forge: Forge,
     root: Path,
     number: int,
-    transports: Transports,
+    drivers: Drivers,
     options: BenchOptions,
     status: Say = lambda message: None,
     clock: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.UTC),
@@ -388,7 +388,7 @@ def bench_pull_request(
     base = fork_point(root, pr.base_branch, pr.head_sha)
     subjects = bench_subjects(_base_repo(source, base), head)
     parity = _parity_inputs(source, root, pr.head_sha, head, options.suite)
-    runner = _Runner(head, options, options.load(head), transports, clock, status, progress)
+    runner = _Runner(head, options, options.load(head), drivers, clock, status, progress)
     runs = []
     for subject in subjects:
         status(f"{subject.key}: deploying on trial GPUs")

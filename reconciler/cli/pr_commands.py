@@ -19,7 +19,7 @@ from pathlib import Path
 from reconciler.cli.pr_bench import BenchOptions, bench_pull_request
 from reconciler.cli.pr_plan import plan_pull_request
 from reconciler.errors import DenvError
-from reconciler.fleet.observe import Transports
+from reconciler.fleet.drivers.registry import Drivers
 from reconciler.forge.commands import head_moved
 from reconciler.forge.handled import KIND, Handled, pending, read_handled, render_commands
 from reconciler.forge.models import CheckRun, CommandKind, CommentCommand
@@ -54,7 +54,7 @@ def run_commands(
     forge: Forge,
     root: Path,
     number: int,
-    transports: Transports,
+    drivers: Drivers,
     options: BenchOptions,
     only: int | None = None,
     status: Callable[[str], None] = lambda message: None,
@@ -74,10 +74,10 @@ def run_commands(
         status(f"/denv {kind} on #{number} at {head[:12]}")
         try:
             if kind == CommandKind.PLAN:
-                check = plan_pull_request(forge, root, number, transports, status, head).check
+                check = plan_pull_request(forge, root, number, drivers, status, head).check
             else:
                 check = bench_pull_request(
-                    forge, root, number, transports, options, status, expect_head=head
+                    forge, root, number, drivers, options, status, expect_head=head
                 ).check
         except DenvError as exc:
             outcomes[kind] = f"failed: {exc}"

@@ -16,7 +16,7 @@ from pathlib import Path
 from reconciler.cli.common import load
 from reconciler.cli.plan import cache_dir
 from reconciler.errors import DenvError, ForgeError
-from reconciler.fleet.observe import Transports
+from reconciler.fleet.drivers.registry import Drivers
 from reconciler.forge.localgit import changed_paths, has_commit
 from reconciler.forge.models import CheckRun, Conclusion, PrState, PullRequest
 from reconciler.forge.prdiff import base_tip
@@ -146,7 +146,7 @@ def plan_pull_request(
     forge: Forge,
     root: Path,
     number: int,
-    transports: Transports,
+    drivers: Drivers,
     status: Callable[[str], None] = lambda message: None,
     expect_head: str | None = None,
 ) -> PrPlan:
@@ -163,7 +163,7 @@ def plan_pull_request(
     except InvalidRevision as exc:
         problems = [str(p) for p in exc.problems]
     if not problems:
-        plan = snapshot(source, transports, pr.head_sha, status).plan
+        plan = snapshot(source, drivers, pr.head_sha, status).plan
     unplaceable = _unplaceable(plan) if plan is not None else []
     if plan is None:
         body = render_plan(

@@ -17,7 +17,7 @@ from reconciler.cli.pr_bench import BenchOptions, bench_pull_request
 from reconciler.cli.pr_commands import run_commands
 from reconciler.cli.pr_plan import approved_by as check_approval
 from reconciler.cli.progress import ProgressSink
-from reconciler.fleet.observe import Transports
+from reconciler.fleet.drivers.registry import Drivers
 from reconciler.forge.config import open_forge
 from reconciler.forge.protocol import Forge
 from reconciler.spec.sources import find_root
@@ -85,15 +85,15 @@ def _open(repo: Path, kind: str | None) -> tuple[Path, Forge]:
     return root, open_forge(root, env)
 
 
-def _running(what: str, work: Callable[[Transports, ProgressSink], T]) -> T:
-    """`work` with the fleets' transports and the progress sink (stderr: stdout stays clean)."""
+def _running(what: str, work: Callable[[Drivers, ProgressSink], T]) -> T:
+    """`work` with the fleets' drivers and the progress sink (stderr: stdout stays clean)."""
     with ProgressSink(unit="requests") as shown:
         shown.phase(what)
-        transports = Transports(warn=lambda m: shown.say(f"warning: {m}"))
+        drivers = Drivers(warn=lambda m: shown.say(f"warning: {m}"))
         try:
-            return work(transports, shown)
+            return work(drivers, shown)
         finally:
-            transports.close()
+            drivers.close()
 
 
 def bench(
@@ -128,8 +128,8 @@ def bench(
         check_approval(forge, root, forge.pull_request(number), approved_by)
     result = _running(
         f"benching #{number}",
-        lambda transports, shown: bench_pull_request(
-            forge, root, number, transports, options, shown.phase, progress=shown.update
+        lambda drivers, shown: bench_pull_request(
+            forge, root, number, drivers, options, shown.phase, progress=shown.update
         ),
     )
     if as_json:
@@ -176,8 +176,8 @@ def commands(
     root, forge = _open(repo, forge_kind)
     result = _running(
         f"reading commands on #{number}",
-        lambda transports, shown: run_commands(
-            forge, root, number, transports, options, comment_id, shown.phase
+        lambda drivers, shown: run_commands(
+            forge, root, number, drivers, options, comment_id, shown.phase
         ),
     )
     if as_json:

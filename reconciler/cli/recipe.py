@@ -14,8 +14,8 @@ from reconciler.cli.common import JsonOption, RepoOption, console, load, print_j
 from reconciler.engines.launch import engine_name
 from reconciler.engines.units import EngineContext, Unit
 from reconciler.errors import NotFound, UsageError
+from reconciler.fleet.drivers.registry import rules_of
 from reconciler.fleet.render import render as render_units
-from reconciler.fleet.transport import host_python
 from reconciler.spec.checks import domain_size
 from reconciler.spec.fit import fit as fit_topology
 from reconciler.spec.fleet import Fleet
@@ -195,14 +195,15 @@ def render(
     hardware = loaded.resolve_hardware(target.hardware)
     if hardware is None:
         raise NotFound(f"fleet {target.name} names unknown hardware '{target.hardware}'")
-    python = host_python(target)
+    rules = rules_of(target)
+    python = rules.python
     context = EngineContext(
         hardware=hardware,
         model=loaded.models.get(deployment.recipe.model),
         python=python,
         engine_python=python,
     )
-    units = render_units(deployment, target, domain_size(loaded, target.name) or 1, context)
+    units = render_units(deployment, target, domain_size(loaded, target.name) or 1, context, rules)
     if as_json:
         print_json({"units": [unit.model_dump(mode="json") for unit in units]})
         return

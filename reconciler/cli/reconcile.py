@@ -23,9 +23,7 @@ from reconciler.cli.common import JsonOption, console, print_json, seconds
 from reconciler.cli.plan import LocationOption, cache_dir
 from reconciler.cli.progress import ProgressSink
 from reconciler.errors import DenvError
-from reconciler.fleet.hostagent import AgentClient
-from reconciler.fleet.observe import Transports
-from reconciler.fleet.transport import host_python
+from reconciler.fleet.drivers.registry import Drivers
 from reconciler.forge.config import open_forge
 from reconciler.reconcile import probes
 from reconciler.reconcile.apply import ApplyOptions
@@ -125,7 +123,7 @@ def _pass_json(result: PassResult) -> dict[str, Any]:
 def status(repo: LocationOption = ".", as_json: JsonOption = False) -> None:
     """Per release, stage and fleet: desired and running revision, replicas ready/desired,
     endpoint, drift and the bot's last error."""
-    transports = Transports(warn=lambda m: print(f"warning: {m}", file=sys.stderr))
+    drivers = Drivers(warn=lambda m: print(f"warning: {m}", file=sys.stderr))
     source = GitSource(repo, cache_dir(), branch="main")
     rolled: list[Override] = []
 
@@ -133,7 +131,7 @@ def status(repo: LocationOption = ".", as_json: JsonOption = False) -> None:
         """The bot's `adjust` hook with the state it keeps: a rollback override in force
         shows as what runs, not as drift."""
         loaded = source.repo_at(stages.head)
-        checks, _ = bot_checks(loaded, release_fleets(loaded), transports)
+        checks, _ = bot_checks(loaded, release_fleets(loaded), drivers)
         if not checks:
             return stages
         adjusted = adjust_stages(Revisions(source), stages, checks)
@@ -143,10 +141,10 @@ def status(repo: LocationOption = ".", as_json: JsonOption = False) -> None:
 
     try:
         with Console(stderr=True).status("observing"):
-            snap = snapshot(source, transports, adjust=as_the_bot_runs)
-            notes = _notes(snap, transports)
+            snap = snapshot(source, drivers, adjust=as_the_bot_runs)
+            notes = _notes(snap, drivers)
     finally:
-        transports.close()
+        drivers.close()
     now = time.time()
     reach = _reach(snap, notes, source.label, now)
     rows = _rows(snap, reach)
@@ -278,14 +276,14 @@ def _rows(snap: Snapshot, reach: dict[str, FleetReach]) -> list[dict[str, Any]]:
     return rows
 
 
-def _notes(snap: Snapshot, transports: Transports) -> dict[str, Any]:
+def _notes(snap: Snapshot, drivers: Drivers) -> dict[str, Any]:
     """The last pass the bot recorded with each fleet's lease."""
     notes: dict[str, Any] = {}
     for fleet in planned_fleets(snap):
         spec = snap.repo.fleets[fleet]
-        agent = AgentClient(transports.get(spec, spec.hosts[0]), python=host_python(spec))
+        driver = drivers.get(spec)
         try:
-            notes[fleet] = agent.lease(LEASE, "status", 0, peek=True).get("note")
+            notes[fleet] = driver.lease(LEASE, "status", 0, peek=True).get("note")
         except DenvError as exc:
             notes[fleet] = {"error": str(exc)}  # not a pass: the note is not known
     return notes

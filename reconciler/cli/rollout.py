@@ -17,7 +17,7 @@ from rich.table import Table
 from reconciler.cli.common import JsonOption, console, print_json
 from reconciler.cli.plan import LocationOption, cache_dir
 from reconciler.errors import UsageError
-from reconciler.fleet.observe import Transports
+from reconciler.fleet.drivers.registry import Drivers
 from reconciler.forge.config import open_forge
 from reconciler.reconcile.source import GitSource
 from reconciler.rollout.alarms import duration_text
@@ -33,11 +33,11 @@ app = typer.Typer(help="Stages of a release: bake, alarms, promotion and rollbac
 
 def _kept(repo: Repo, fleets: list[str]) -> tuple[RolloutState | None, str]:
     """The rollout state the bot keeps with its lease note (the first fleet that has it)."""
-    transports = Transports(warn=lambda m: print(f"warning: {m}", file=sys.stderr))
+    drivers = Drivers(warn=lambda m: print(f"warning: {m}", file=sys.stderr))
     try:
-        checks, why = bot_checks(repo, fleets, transports)
+        checks, why = bot_checks(repo, fleets, drivers)
     finally:
-        transports.close()
+        drivers.close()
     return (RolloutState.model_validate(checks["rollout"]) if checks else None), why
 
 

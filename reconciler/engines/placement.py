@@ -1,5 +1,5 @@
 """Models and pure logic: where each (role, replica, node) of a deployment runs — host,
-GPUs and a block of ports. Which host and GPUs is decided by the fleet's placement
+GPUs and a block of ports. Which host, GPUs, address and ports is decided by the fleet's placement
 (reconciler.fleet.placement); engine modules only read a `Placement`, whoever made it.
 Ports come in blocks of PORT_BLOCK from a base port: block 0 is the router's, then one
 block per slot in order.
@@ -7,9 +7,7 @@ block per slot in order.
 
 from __future__ import annotations
 
-from reconciler.errors import PlacementError
 from reconciler.spec.base import Spec
-from reconciler.spec.fleet import Fleet, Host
 from reconciler.spec.recipe import Role
 
 PORT_BLOCK = 32  # ports reserved per slot, at offsets:
@@ -51,46 +49,3 @@ class Placement(Spec):
     def replica(self, role: Role, replica: int) -> list[Slot]:
         """The nodes of one replica, node 0 first."""
         return [s for s in self.slots if s.role == role and s.replica == replica]
-
-
-def host_address(fleet: Fleet, host: Host) -> str:
-    if host.address is not None:
-        return host.address
-    return "127.0.0.1" if fleet.transport == "local" else host.name
-
-
-# One replica's nodes: (host name, GPU indices on it), node 0 first.
-Nodes = list[tuple[str, list[int]]]
-
-
-def with_ports(
-    fleet: Fleet, replicas: list[tuple[Role, int, Nodes]], base_port: int = 8000
-) -> Placement:
-    """Slots with addresses and port blocks for replicas already given hosts and GPUs (by
-    the fleet's placement): block 0 is the router's, then one block per slot in order."""
-    hosts = {host.name: host for host in fleet.hosts}
-    slots: list[Slot] = []
-    for role, index, nodes in replicas:
-        for node, (host, ids) in enumerate(nodes):
-            slots.append(
-                Slot(
-                    role=role,
-                    replica=index,
-                    node=node,
-                    nodes=len(nodes),
-                    host=host,
-                    address=host_address(fleet, hosts[host]),
-                    gpu_indices=ids,
-                    port=base_port + PORT_BLOCK * (len(slots) + 1),
-                )
-            )
-    if not slots:
-        raise PlacementError(f"nothing to place on {fleet.name}")
-    if slots[-1].port + PORT_BLOCK > 65536:
-        raise PlacementError(f"base port {base_port} leaves too few ports for {len(slots)} slots")
-    gateway = next((h for h in fleet.hosts if h.gpus == 0), None)
-    router_host = gateway or hosts[slots[0].host]
-    router = RouterSlot(
-        host=router_host.name, address=host_address(fleet, router_host), port=base_port
-    )
-    return Placement(fleet=fleet.name, slots=slots, router=router)

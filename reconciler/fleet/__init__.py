@@ -1,1 +1,1 @@
-"""Fleets: transports (local processes, SSH), the host agent, GPU inventory, placement."""
+"""Fleets: drivers (local processes, SSH), the host agent, GPU inventory, placement."""

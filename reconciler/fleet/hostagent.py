@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from reconciler.errors import DenvError
-from reconciler.fleet.observed import HostObservation, UnitRecord
+from reconciler.fleet.model.observed import HostObservation, UnitRecord
 from reconciler.fleet.transport import Transport
 
 _MISSING = 97  # the wrapper's exit code when the agent is not cached on the host yet
@@ -80,6 +80,10 @@ class AgentClient:
     def probe(self, simulated: dict[str, Any] | None = None) -> HostObservation:
         args = ("--simulated", json.dumps(simulated)) if simulated is not None else ()
         return HostObservation.model_validate(self.call("probe", *args))
+
+    def prepare(self, payload: Any, wait: float) -> Any:
+        """Start or follow the host's prepare job; its state after up to `wait` seconds."""
+        return self.call("prepare", "--wait", f"{wait:g}", payload=payload, timeout=60)
 
     def units(self) -> list[UnitRecord]:
         return [UnitRecord.model_validate(u) for u in self.call("units")["units"]]

@@ -23,8 +23,7 @@ from typing import Any
 
 from reconciler.engines.runtime import Need, venv_name
 from reconciler.errors import DenvError
-from reconciler.fleet.hostagent import AgentClient
-from reconciler.fleet.observed import Observed
+from reconciler.fleet.model.observed import Observed
 from reconciler.fleet.threads import run_all
 from reconciler.spec.fleet import Fleet
 
@@ -87,8 +86,13 @@ def prepare_payload(
     return {"id": f"prepare-{digest}", **payload}
 
 
+# One host's prepare job as its fleet's driver reaches it: (payload, wait) -> the job's state.
+Ask = Callable[[Mapping[str, Any], float], Any]
+
+
 def follow(
-    agent: AgentClient,
+    host: str,
+    ask: Ask,
     payload: Mapping[str, Any],
     progress: Callable[[JobState], None],
     timeout: float,
@@ -98,23 +102,19 @@ def follow(
     when `stopping` says stop first: the job goes on on its host."""
     deadline = time.monotonic() + timeout
     while not stopping():
-        state = JobState.model_validate(
-            agent.call("prepare", "--wait", f"{POLL_WAIT:g}", payload=payload, timeout=60)
-        )
+        state = JobState.model_validate(ask(payload, POLL_WAIT))
         progress(state)
         if state.state == "done":
             return state
         if state.state == "failed":
-            raise PrepareFailed(f"{agent.transport.host}: prepare failed: {state.error}")
+            raise PrepareFailed(f"{host}: prepare failed: {state.error}")
         if time.monotonic() > deadline:
-            raise PrepareFailed(
-                f"{agent.transport.host}: prepare still {state.step} after {timeout:g}s"
-            )
+            raise PrepareFailed(f"{host}: prepare still {state.step} after {timeout:g}s")
     return None
 
 
 def prepare_hosts(
-    agents: Mapping[str, AgentClient],
+    asks: Mapping[str, tuple[str, Ask]],
     payloads: Mapping[str, Mapping[str, Any]],
     parallel: int,
     progress: Callable[[str, JobState], None] = lambda host, state: None,
@@ -134,7 +134,8 @@ def prepare_hosts(
 
     def one(host: str) -> None:
         try:
-            found = follow(agents[host], payloads[host], lambda s: progress(host, s), timeout, stop)
+            name, ask = asks[host]
+            found = follow(name, ask, payloads[host], lambda s: progress(host, s), timeout, stop)
         except DenvError as exc:
             errors[host] = str(exc)
             return

@@ -30,7 +30,8 @@ from tenacity import (
     wait_random_exponential,
 )
 
-from reconciler.fleet.transport import Cause, Completed, HostUnreachable
+from reconciler.fleet.model.observed import Cause
+from reconciler.fleet.transport import Completed, HostUnreachable
 from reconciler.spec.fleet import Host, SshSettings, reserved_name
 
 CONNECT_ERRORS = (

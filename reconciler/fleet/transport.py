@@ -6,34 +6,12 @@ The SSH transport (fleet/ssh.py) implements the same protocol; callers never kno
 from __future__ import annotations
 
 import subprocess
-import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from enum import StrEnum
 from typing import Protocol
 
 from reconciler.errors import DenvError
-from reconciler.spec.fleet import Fleet
-
-
-class Cause(StrEnum):
-    """Why a host was not reached: one word or two, shown beside the host's name."""
-
-    REFUSED = "refused"  # nothing listens on the port
-    TIMED_OUT = "timed out"  # no TCP connection, SSH banner or handshake within the timeout
-    NO_ROUTE = "no route"  # the network says the address cannot be reached
-    UNKNOWN_NAME = "unknown name"  # the name does not resolve
-    AUTH_FAILED = "auth failed"  # the host refused the user and key
-    HOST_KEY_CHANGED = "host key changed"  # known_hosts has another key for it
-    HOST_KEY_UNKNOWN = "host key unknown"  # known_hosts has no key for it
-    CLOSED = "closed"  # the host dropped the connection during the handshake
-    EXAMPLE_HOST = "example host"  # a name reserved for documentation: replace it
-    FAILED = "failed"  # anything else: the message says what
-
-    @property
-    def retryable(self) -> bool:
-        """Whether dialling again may help (a host restarting); a refused key never changes."""
-        return self in (Cause.REFUSED, Cause.TIMED_OUT, Cause.NO_ROUTE, Cause.CLOSED)
+from reconciler.fleet.model.observed import Cause
 
 
 class HostUnreachable(DenvError):
@@ -94,9 +72,3 @@ class LocalTransport:
 
     def close(self) -> None:
         return None
-
-
-def host_python(fleet: Fleet) -> str:
-    """The interpreter on a fleet's hosts: denv's own on this machine (a local fleet), else
-    the fleet's `python`."""
-    return sys.executable if fleet.transport == "local" else fleet.python

@@ -20,7 +20,7 @@
    better than the last one promoted becomes (or updates) the pull request.
 
 Every step writes the candidates file (state.py) at once, so `denv optimize candidates` shows
-the study as it goes. The caller hands in transports, the promote hook and the messages.
+the study as it goes. The caller hands in drivers, the promote hook and the messages.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from reconciler.errors import DenvError, ParityError
-from reconciler.fleet.observe import Transports
+from reconciler.fleet.drivers.registry import Drivers
 from reconciler.optimize.candidates import Row, Run, Status, StudyState, status_text
 from reconciler.optimize.capacity import AT_RECORDED_RATE, Ladder
 from reconciler.optimize.goal import higher_is_better, searches_capacity
@@ -88,7 +88,7 @@ class Setup:
 @dataclass
 class Effects:
     store: StateStore
-    transports: Transports
+    drivers: Drivers
     promote: Promote | None = None
     say: Say = lambda _message: None
     progress: Progress = lambda *_: None
@@ -122,13 +122,13 @@ class Loop:
             self.setup.repo,
             recipe,
             self.setup.fleet,
-            transports=self.fx.transports,
+            drivers=self.fx.drivers,
             weights=self.setup.weights,
             ready_timeout=self.setup.ready_timeout,
             say=self.fx.say,
         ) as endpoint:
             # ready by its probe; but an address another process held answers probes too
-            check_running(endpoint, self.setup.fleet, self.fx.transports)
+            check_running(endpoint, self.setup.fleet, self.fx.drivers)
             yield endpoint
 
     def ladder(self, start: float | None = None, near: bool = False) -> Ladder:
@@ -148,7 +148,7 @@ class Loop:
             self.setup.work,
             ladder,
             fleet=self.setup.fleet,
-            transports=self.fx.transports,
+            drivers=self.fx.drivers,
             progress=progress,
         )
 

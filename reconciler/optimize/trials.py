@@ -23,7 +23,7 @@ from reconciler.bench.metrics import LevelMetrics, level_metrics
 from reconciler.bench.records import RequestRecord
 from reconciler.bench.saturation import BEHIND
 from reconciler.errors import DenvError
-from reconciler.fleet.observe import Transports
+from reconciler.fleet.drivers.registry import Drivers
 from reconciler.optimize.candidates import Probe, Run
 from reconciler.optimize.capacity import Found, Ladder, search
 from reconciler.optimize.goal import goal_value, served
@@ -53,7 +53,7 @@ def deployed(
     recipe: Recipe,
     fleet: Fleet,
     *,
-    transports: Transports,
+    drivers: Drivers,
     weights: str,
     ready_timeout: float,
     say: Say,
@@ -63,7 +63,7 @@ def deployed(
         repo,
         recipe,
         fleet,
-        transports=transports,
+        drivers=drivers,
         trial=new_trial_id(dt.datetime.now(dt.UTC)),
         weights=weights,
         purpose="optimize",
@@ -142,7 +142,7 @@ def measure(
     speed: float,
     *,
     fleet: Fleet,
-    transports: Transports,
+    drivers: Drivers,
     progress: Progress = lambda *_: None,
     target: Target | None = None,
     check: bool = True,
@@ -157,7 +157,7 @@ def measure(
         why = str(exc) or type(exc).__name__
         raise DenvError(f"{endpoint.url}: cannot reach the trial: {why}") from exc
     if check:
-        check_running(endpoint, fleet, transports)
+        check_running(endpoint, fleet, drivers)
     level = level_metrics(records, Load(rate=work.rate(speed)), gpus=endpoint.gpus,
                           target=work.target)  # fmt: skip
     return run_of(level, work, endpoint.gpus, speed, stopped)
@@ -169,7 +169,7 @@ def capacity(
     ladder: Ladder,
     *,
     fleet: Fleet,
-    transports: Transports,
+    drivers: Drivers,
     progress: Callable[[float], Progress] = lambda _speed: lambda *_: None,
 ) -> Run:
     """The capacity search against a trial deployment: the run at the highest speed that
@@ -183,11 +183,11 @@ def capacity(
         raise DenvError(f"{endpoint.url}: cannot reach the trial: {why}") from exc
 
     def probe(speed: float) -> Run:
-        return measure(endpoint, work, speed, fleet=fleet, transports=transports,
+        return measure(endpoint, work, speed, fleet=fleet, drivers=drivers,
                        progress=progress(speed), target=target, check=False)  # fmt: skip
 
     found = search(probe, lambda run: run.miss is None, ladder)
-    check_running(endpoint, fleet, transports)  # an engine that died shows here, once
+    check_running(endpoint, fleet, drivers)  # an engine that died shows here, once
     return with_tried(found)
 
 

@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from reconciler.errors import NotFound, UsageError
-from reconciler.fleet.observe import Transports
+from reconciler.fleet.drivers.registry import Drivers
 from reconciler.reconcile import probes
 from reconciler.reconcile.snapshot import snapshot
 from reconciler.reconcile.source import GitSource
@@ -28,12 +28,12 @@ def is_url(text: str) -> bool:
     return "://" in text
 
 
-def stage_reference(source: GitSource, transports: Transports, name: str) -> Reference:
+def stage_reference(source: GitSource, drivers: Drivers, name: str) -> Reference:
     """RELEASE/STAGE: the endpoint of the stage's first fleet, which must be ready."""
     release, _, stage = name.partition("/")
     if not release or not stage:
         raise UsageError(f"--reference {name}: give a URL or RELEASE/STAGE (e.g. chat-8b/canary)")
-    snap = snapshot(source, transports)
+    snap = snapshot(source, drivers)
     found = [d for d in snap.desired.deployments if (d.release, d.stage) == (release, stage)]
     if not found:
         raise NotFound(f"{name}: no such stage running (see `denv status`)")
@@ -47,7 +47,7 @@ def stage_reference(source: GitSource, transports: Transports, name: str) -> Ref
 @contextlib.contextmanager
 def candidate_endpoint(
     source: GitSource | None,
-    transports: Transports,
+    drivers: Drivers,
     candidate: str,
     reference: Reference,
     fleet: str | None,
@@ -69,7 +69,7 @@ def candidate_endpoint(
         repo,
         recipe,
         repo.fleets[target],
-        transports=transports,
+        drivers=drivers,
         trial=new_trial_id(dt.datetime.now(dt.UTC)),
         weights=reference.weights,
         purpose="parity",

@@ -41,14 +41,13 @@ from pathlib import Path
 
 from reconciler.engines.units import Unit
 from reconciler.errors import DenvError
-from reconciler.fleet.hostagent import AgentClient
+from reconciler.fleet.drivers.base import FleetDriver
+from reconciler.fleet.drivers.registry import Drivers
 from reconciler.fleet.launching import launch_payload
-from reconciler.fleet.observe import FleetObservation, Transports
-from reconciler.fleet.observed import UnitRecord
-from reconciler.fleet.placement import declared_states, trial_gpus
+from reconciler.fleet.model.observed import FleetObservation, UnitRecord
+from reconciler.fleet.placement.gpus import declared_states, trial_gpus
 from reconciler.fleet.prepare import JobState, prepare_hosts, prepare_payload, weights_request
 from reconciler.fleet.threads import run_all
-from reconciler.fleet.transport import host_python
 from reconciler.reconcile import probes
 from reconciler.reconcile.desired import DesiredDeployment
 from reconciler.reconcile.plan import Action, ActionKind, Plan, Wave
@@ -100,13 +99,13 @@ class Applier:
     def __init__(
         self,
         repo: Repo,
-        transports: Transports,
+        drivers: Drivers,
         options: ApplyOptions = DEFAULTS,
         say: Callable[[str], None] = lambda message: None,
         stopping: Callable[[], bool] = lambda: False,
     ) -> None:
         self.repo = repo
-        self.transports = transports
+        self.drivers = drivers
         self.options = options
         self.say = say
         self.stopping = stopping  # SIGTERM: end every wait now, start no other action
@@ -114,19 +113,17 @@ class Applier:
         self.observations: Mapping[str, FleetObservation] = {}
         self.surging: set[str] = set()  # URLs of surge replicas the routers keep meanwhile
 
-    # --- agents --------------------------------------------------------------------------
+    # --- drivers -------------------------------------------------------------------------
 
-    def agent(self, fleet: str, host: str) -> AgentClient:
-        spec = self.repo.fleets[fleet]
-        where = next(h for h in spec.hosts if h.name == host)
-        return AgentClient(self.transports.get(spec, where), python=host_python(spec))
+    def driver(self, fleet: str) -> FleetDriver:
+        return self.drivers.get(self.repo.fleets[fleet])
 
     def _launch(self, action: Action) -> None:
         assert action.desired is not None
-        self.agent(action.fleet, action.host).launch(action.desired.payload())
+        self.driver(action.fleet).launch(action.host, action.desired.payload())
 
     def _stop(self, fleet: str, host: str, unit: str) -> None:
-        self.agent(fleet, host).stop(unit, grace=self.options.stop_grace)
+        self.driver(fleet).stop(host, unit, grace=self.options.stop_grace)
 
     def _relaunch(self, fleet: str, host: str, record: UnitRecord) -> None:
         """Start a unit again exactly as it ran (a failed replace goes back to it)."""
@@ -140,7 +137,7 @@ class Applier:
             "labels": dict(record.labels),
             "restart": record.restart,
         }
-        self.agent(fleet, host).launch(payload)
+        self.driver(fleet).launch(host, payload)
 
     def _guard(self, what: str, step: Callable[[], object]) -> bool:
         try:
@@ -198,13 +195,13 @@ class Applier:
                 wanted.setdefault((action.fleet, action.host, unit.weights), []).append(action)
         if not wanted:
             return set()
-        agents, payloads = {}, {}
+        asks, payloads = {}, {}
         for (fleet, host, weights), actions in sorted(wanted.items(), key=str):
             key = f"{host} {weights or ''}".strip()
             needs = [a.desired.need for a in actions if a.desired and a.desired.need]
             spec = self.repo.fleets[fleet]
             payloads[key] = prepare_payload(needs, weights_request(spec, weights), host)
-            agents[key] = self.agent(fleet, host)
+            asks[key] = (host, functools.partial(self.driver(fleet).prepare, host))
         parallel = min(self.repo.fleets[f].weights.parallel for f, _, _ in wanted)
         shown: dict[str, str] = {}
 
@@ -214,7 +211,7 @@ class Applier:
                 shown[key] = state.step
                 self.say(f"prepare {key}: {line}")
 
-        done, errors = prepare_hosts(agents, payloads, parallel, progress, stopping=self.stopping)
+        done, errors = prepare_hosts(asks, payloads, parallel, progress, stopping=self.stopping)
         blocked: set[tuple[str, str, str]] = set()
         for (_, host, weights), actions in wanted.items():
             key = f"{host} {weights or ''}".strip()
@@ -283,11 +280,12 @@ class Applier:
     def _wait_unit(self, fleet: str, host: str, unit_id: str, unit: Unit) -> bool:
         """Ready within the timeout; False at once when the process exits meanwhile, or
         when SIGTERM comes."""
-        agent = self.agent(fleet, host)
+        driver = self.driver(fleet)
 
         def exited_or_stopping() -> bool:  # a supervised unit (a router) between two starts
             return self.stopping() or any(  # has exited too
-                r.id == unit_id and (not r.alive or r.exit_code is not None) for r in agent.units()
+                r.id == unit_id and (not r.alive or r.exit_code is not None)
+                for r in driver.units(host)
             )
 
         return probes.wait_until(
@@ -384,8 +382,8 @@ class Applier:
         self._guard(surge_id, lambda: self._stop(action.fleet, action.host, surge_id))  # left over
         payload = {**launch_payload(surge, surge_id), "labels": dict(action.desired.labels)}
         self.say(f"+ surge {surge_id} on {action.host} (GPUs {surge.gpu_indices})")
-        agent = self.agent(action.fleet, action.host)
-        if not self._guard(surge_id, lambda: agent.launch(payload)):
+        driver = self.driver(action.fleet)
+        if not self._guard(surge_id, lambda: driver.launch(action.host, payload)):
             return None
         if not self._wait_unit(action.fleet, action.host, surge_id, surge):
             self._guard(surge_id, lambda: self._stop(action.fleet, action.host, surge_id))

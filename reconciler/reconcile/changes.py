@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from typing import Any, Literal
 
 from reconciler.engines.units import Unit
-from reconciler.fleet.observed import UnitRecord
+from reconciler.fleet.model.observed import UnitRecord
 from reconciler.spec.base import Spec
 
 _NUMBER = re.compile(r"^-\d")

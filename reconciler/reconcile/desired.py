@@ -1,7 +1,7 @@
 """Pure logic: the desired state — every unit that should run, where, and exactly what.
 
 Each (release, stage, fleet) at the revision its stage runs becomes a Deployment, placed on
-its fleet (reconciler.reconcile.placing) and turned into the engine's units, each with a
+its fleet (reconciler.fleet.placement.placer) and turned into the engine's units, each with a
 stable id, its labels and the digest the agent compares. What one deployment cannot get
 (GPUs, ports, a loadable revision) is reported for that deployment alone; the others are
 still planned, and what it runs now is left as it runs. Fleets come from the head revision
@@ -20,16 +20,14 @@ from reconciler.engines.runtime import HostRuntime
 from reconciler.engines.units import EngineContext, Unit
 from reconciler.errors import DenvError
 from reconciler.fleet.launching import HostedUnit, unit_digest
-from reconciler.fleet.observe import FleetObservation
-from reconciler.fleet.observed import UnitRecord
-from reconciler.fleet.transport import host_python
-from reconciler.reconcile.hostrun import fleet_home, host_runtimes, runnable, weights_dir
-from reconciler.reconcile.labels import DeploymentKey, unit_id, unit_labels
-from reconciler.reconcile.placing import FleetPlacer
+from reconciler.fleet.model.labels import DeploymentKey, unit_id, unit_labels
+from reconciler.fleet.model.observed import FleetObservation, UnitRecord
+from reconciler.fleet.model.rules import RulesOf
+from reconciler.fleet.placement.placer import FleetPlacer
+from reconciler.reconcile.hostrun import host_runtimes, runnable, weights_dir
 from reconciler.reconcile.revisions import Pending, StageRevision, Stages
 from reconciler.spec.base import Spec
 from reconciler.spec.checks import domain_size
-from reconciler.spec.fleet import Fleet
 from reconciler.spec.repo import Repo
 
 DEFAULT_BASE_PORT = 8000
@@ -117,12 +115,13 @@ def desired_units(
     stages: Stages,
     repo_at: Callable[[str], Repo],
     observations: Mapping[str, FleetObservation],
-    python: Callable[[Fleet], str] = host_python,
+    rules: RulesOf,
     base_port: int = DEFAULT_BASE_PORT,
 ) -> Desired:
     """Every unit the running stages want, placed. `repo_at(commit)` loads a revision (it
-    raises DenvError when the revision cannot be used); fleets without an observation are
-    planned on their hosts as declared. `python(fleet)` is the interpreter units run with."""
+        raises DenvError when the revision cannot be used); fleets without an observation are
+        planned on their hosts as declared. `rules(fleet)` says what the fleet's kind decides:
+    addresses, the agent's home, the interpreter units run with."""
     head = repo_at(stages.head)
     wanted, errors = _resolve(stages, repo_at)
     protected = {(d.release, d.stage, d.fleet) for d, _, _ in wanted}
@@ -145,16 +144,17 @@ def desired_units(
             continue
         observation = observations.get(name)
         size = domain_size(head, name) or 1
-        placer = FleetPlacer(fleet, size, observation, keeps, base_port)
-        runtimes = host_runtimes(fleet, hardware, observation)
-        home = fleet_home(fleet, observation)
+        kind = rules(fleet)
+        placer = FleetPlacer(fleet, size, observation, keeps, base_port, kind)
+        home = kind.home(observation)
+        runtimes = host_runtimes(fleet, hardware, observation, home)
         sizes: set[int] = set()
         for deployment, stage, repo in items:
             context = EngineContext(
                 hardware=hardware,
                 model=repo.models.get(deployment.recipe.model),
-                python=python(fleet),
-                engine_python=python(fleet),
+                python=kind.python,
+                engine_python=kind.python,
                 base_port=base_port,
                 # real engines load the weights the prepare step cached on the host
                 model_path=None if fleet.simulated else weights_dir(home, deployment.weights),

@@ -1,8 +1,8 @@
 """Pure logic: how each host of a fleet runs its units — the runtime (container, venv, or the
 simulator) from the fleet file and what the agent reported, and where the weights sit.
 
-The agent's home is read from one probe; the hosts of a fleet are expected to run the agent
-as the same user (the same home), so a deployment's weights path is the same on every host.
+The agent's home (the fleet's kind says it: FleetRules.home) is the same on every host of a
+fleet, so a deployment's weights path is the same on every host.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import Literal
 
 from reconciler.engines.runtime import HostRuntime, Runnable, choose_runtime, in_runtime
 from reconciler.engines.units import Unit
-from reconciler.fleet.observe import FleetObservation
+from reconciler.fleet.model.observed import FleetObservation
 from reconciler.spec.catalog import Hardware
 from reconciler.spec.fleet import Fleet
 
@@ -22,21 +22,11 @@ def weights_dir(home: str, source: str) -> str:
     return f"{home}/weights/{hashlib.sha256(source.encode()).hexdigest()[:16]}"
 
 
-def fleet_home(fleet: Fleet, observation: FleetObservation | None) -> str:
-    """The agent's home on the fleet's hosts: as probed, else the SSH user's default."""
-    if observation is not None:
-        for seen in observation.hosts.values():
-            if seen.home:
-                return seen.home
-    user = fleet.ssh.user if fleet.ssh is not None else "root"
-    return "/root/.denv" if user == "root" else f"/home/{user}/.denv"
-
-
 def host_runtimes(
-    fleet: Fleet, hardware: Hardware, observation: FleetObservation | None
+    fleet: Fleet, hardware: Hardware, observation: FleetObservation | None, home: str
 ) -> dict[str, HostRuntime]:
-    """host -> its runtime (hosts not observed: as if they had no container engine)."""
-    home = fleet_home(fleet, observation)
+    """host -> its runtime (hosts not observed: as if they had no container engine, and the
+    fleet's `home`)."""
     vendor: Literal["nvidia", "amd"] = "amd" if hardware.vendor == "amd" else "nvidia"
     found: dict[str, HostRuntime] = {}
     for host in fleet.hosts:

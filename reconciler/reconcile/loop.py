@@ -21,9 +21,8 @@ from typing import Any
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from reconciler.errors import DenvError
-from reconciler.fleet.hostagent import AgentClient
-from reconciler.fleet.observe import Transports
-from reconciler.fleet.transport import host_python
+from reconciler.fleet.drivers.base import FleetDriver
+from reconciler.fleet.drivers.registry import Drivers
 from reconciler.reconcile.apply import Applier, ApplyOptions, ApplyReport
 from reconciler.reconcile.plan import ActionKind, Plan
 from reconciler.reconcile.reach import Streaks, dump, parse, track
@@ -115,9 +114,9 @@ class Reconciler:
         self.lease_ttl = lease_ttl
         self.say = say
         self.metrics = metrics or BotMetrics()
-        self.transports = Transports(warn=say)  # connections are kept across passes
+        self.drivers = Drivers(warn=say)  # connections are kept across passes
         # the leases' own connections: renewed from a thread while apply waits on readiness
-        self.lease_transports = Transports(warn=say)
+        self.lease_drivers = Drivers(warn=say)
         self.stop_requested = threading.Event()
         self._held: dict[str, float] = {}  # fleet -> when we last renewed
         self._repo: Repo | None = None  # the last head read: where the leases are
@@ -133,13 +132,11 @@ class Reconciler:
         """Give the leases back (the next bot need not wait for them to expire) and hang up."""
         if self._repo is not None:
             self.release(self._repo)
-        self.transports.close()
-        self.lease_transports.close()
+        self.drivers.close()
+        self.lease_drivers.close()
 
-    def _lease_agent(self, repo: Repo, fleet: str) -> AgentClient:
-        spec = repo.fleets[fleet]
-        where = self.lease_transports.get(spec, spec.hosts[0])
-        return AgentClient(where, python=host_python(spec))
+    def _lease_driver(self, repo: Repo, fleet: str) -> FleetDriver:
+        return self.lease_drivers.get(repo.fleets[fleet])
 
     def _take(self, repo: Repo, fleets: list[str], note: Any = None) -> dict[str, str]:
         """Take or renew every fleet's lease; the fleets whose lease host did not answer (their
@@ -147,16 +144,16 @@ class Reconciler:
         unreachable: dict[str, str] = {}
         for fleet in fleets:
             try:
-                agent = self._lease_agent(repo, fleet)
-                answer = agent.lease(LEASE, self.holder, self.lease_ttl, note=note)
+                driver = self._lease_driver(repo, fleet)
+                answer = driver.lease(LEASE, self.holder, self.lease_ttl, note=note)
                 if answer.get("note") and not self._checked:  # what the last bot found
                     self._checked = dict(answer["note"].get("checks") or {})
                 if answer.get("note") and self._reach is None:
                     noted = answer["note"]
                     self._noted.append((noted.get("at") or 0, parse(noted.get("unreachable"))))
                 if not answer["held"] and self._dead_here(answer["holder"] or ""):
-                    agent.lease(LEASE, answer["holder"], 0, release=True)  # a killed bot of ours
-                    answer = agent.lease(LEASE, self.holder, self.lease_ttl, note=note)
+                    driver.lease(LEASE, answer["holder"], 0, release=True)  # a killed bot of ours
+                    answer = driver.lease(LEASE, self.holder, self.lease_ttl, note=note)
             except DenvError as exc:
                 unreachable[fleet] = f"fleet {fleet}: no lease, nothing done: {exc}"
                 self._held.pop(fleet, None)
@@ -194,7 +191,7 @@ class Reconciler:
     def release(self, repo: Repo) -> None:
         for fleet in sorted(self._held):
             with contextlib.suppress(DenvError):  # else it expires by itself
-                self._lease_agent(repo, fleet).lease(LEASE, self.holder, 0, release=True)
+                self._lease_driver(repo, fleet).lease(LEASE, self.holder, 0, release=True)
         self._held.clear()
 
     def _adjusted(self, stages: Stages) -> Stages:
@@ -202,19 +199,19 @@ class Reconciler:
 
     def run_pass(self, rev: str | None = None) -> PassResult:
         started = time.monotonic()
-        snap = snapshot(self.source, self.transports, rev, adjust=self._adjusted)
+        snap = snapshot(self.source, self.drivers, rev, adjust=self._adjusted)
         fleets = planned_fleets(snap)
         self._repo = snap.repo
         fresh = [f for f in fleets if f not in self._held]
         unreachable = self._take(snap.repo, fleets)
         if set(fresh) - set(unreachable):
             # what runs, now that it is ours (and what the last bot kept, read with the lease)
-            snap = snapshot(self.source, self.transports, rev, adjust=self._adjusted)
+            snap = snapshot(self.source, self.drivers, rev, adjust=self._adjusted)
         actions = tuple(a for a in snap.plan.actions if a.fleet not in unreachable)
         deployments = [d for d in snap.desired.deployments if d.fleet not in unreachable]
         applier = Applier(
             snap.repo,
-            self.transports,
+            self.drivers,
             self.options,
             say=self.say,
             stopping=self.stop_requested.is_set,

@@ -20,10 +20,10 @@ from enum import IntEnum, StrEnum
 
 from pydantic import computed_field
 
-from reconciler.fleet.observed import UnitRecord
+from reconciler.fleet.model.labels import DeploymentKey, record_key
+from reconciler.fleet.model.observed import UnitRecord
 from reconciler.reconcile.changes import Change, unit_changes
 from reconciler.reconcile.desired import DeploymentError, Desired, DesiredUnit
-from reconciler.reconcile.labels import DeploymentKey, record_key
 from reconciler.reconcile.revisions import Pending
 from reconciler.spec.base import Spec
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from reconciler.fleet.observe import FleetObservation, Transports, observe
-from reconciler.fleet.transport import Cause, host_python
+from reconciler.fleet.drivers.registry import Drivers
+from reconciler.fleet.model.observed import Cause, FleetObservation
 from reconciler.reconcile.desired import Desired, desired_units, fleets_of, observed_units
 from reconciler.reconcile.plan import Plan, plan
 from reconciler.reconcile.revisions import Stages
@@ -33,7 +33,7 @@ class Snapshot:
 
 def snapshot(
     source: GitSource,
-    transports: Transports,
+    drivers: Drivers,
     rev: str | None = None,
     status: Callable[[str], None] = lambda message: None,
     adjust: Callable[[Stages], Stages] | None = None,
@@ -56,8 +56,8 @@ def snapshot(
         fleet = loaded.fleets[name]
         status(f"observing fleet {name} ({len(fleet.hosts)} hosts)")
         hardware = loaded.resolve_hardware(fleet.hardware)
-        observations[name] = observe(fleet, transports, hardware, host_python(fleet))
-    desired = desired_units(stages, source.repo_at, observations, python=host_python)
+        observations[name] = drivers.get(fleet).observe(hardware)
+    desired = desired_units(stages, source.repo_at, observations, rules=drivers.get)
     return Snapshot(
         head=head,
         repo=loaded,

@@ -8,9 +8,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from reconciler.errors import DenvError
-from reconciler.fleet.hostagent import AgentClient
-from reconciler.fleet.observe import Transports
-from reconciler.fleet.transport import host_python
+from reconciler.fleet.drivers.registry import Drivers
 from reconciler.reconcile.loop import LEASE
 from reconciler.spec.repo import Repo
 
@@ -22,7 +20,7 @@ def release_fleets(repo: Repo, release: str | None = None) -> list[str]:
 
 
 def bot_checks(
-    repo: Repo, fleets: Iterable[str], transports: Transports
+    repo: Repo, fleets: Iterable[str], drivers: Drivers
 ) -> tuple[dict[str, Any] | None, str]:
     """(the checks of the first fleet whose note has the rollout's state, or None and why)."""
     why = "no fleet of the release answered"
@@ -30,9 +28,9 @@ def bot_checks(
         spec = repo.fleets.get(name)
         if spec is None or not spec.hosts:
             continue
-        agent = AgentClient(transports.get(spec, spec.hosts[0]), python=host_python(spec))
+        driver = drivers.get(spec)
         try:
-            note = agent.lease(LEASE, "status", 0, peek=True).get("note")
+            note = driver.lease(LEASE, "status", 0, peek=True).get("note")
         except DenvError as exc:
             why = f"fleet {name}: {exc}"
             continue

@@ -25,8 +25,9 @@ from types import FrameType
 
 from reconciler.engines.units import EngineContext
 from reconciler.errors import DenvError, NotFound, UsageError
-from reconciler.fleet.hostagent import AgentClient
-from reconciler.fleet.observe import FleetObservation, Transports, observe
+from reconciler.fleet.drivers.base import FleetDriver
+from reconciler.fleet.drivers.registry import Drivers
+from reconciler.fleet.model.observed import FleetObservation
 from reconciler.fleet.prepare import (
     JobState,
     PrepareFailed,
@@ -34,7 +35,6 @@ from reconciler.fleet.prepare import (
     prepare_payload,
     weights_request,
 )
-from reconciler.fleet.transport import host_python
 from reconciler.reconcile import probes
 from reconciler.spec.base import Spec
 from reconciler.spec.checks import domain_size
@@ -87,20 +87,15 @@ def new_trial_id(now: dt.datetime) -> str:
     return f"{now:%Y%m%dt%H%M%S}-{secrets.token_hex(2)}"
 
 
-def _agent(fleet: Fleet, transports: Transports, host: str) -> AgentClient:
-    spec = next(h for h in fleet.hosts if h.name == host)
-    return AgentClient(transports.get(fleet, spec), python=host_python(fleet))
-
-
-def _not_running(agent: AgentClient, unit_id: str, host: str) -> str | None:
+def _not_running(driver: FleetDriver, unit_id: str, host: str) -> str | None:
     """Why a unit is not running — its exit code and last log lines — or None when it runs."""
-    record = next((r for r in agent.units() if r.id == unit_id), None)
+    record = next((r for r in driver.units(host) if r.id == unit_id), None)
     if record is not None and record.alive:
         return None
     if record is None:
         return f"{unit_id} on {host} is gone"
     try:
-        tail: list[str] = agent.logs(unit_id, tail=5)["lines"]
+        tail: list[str] = driver.logs(host, unit_id, tail=5)["lines"]
     except DenvError:
         tail = []
     shown = [line if len(line) <= 200 else line[:200] + "…" for line in tail]
@@ -111,13 +106,14 @@ def _not_running(agent: AgentClient, unit_id: str, host: str) -> str | None:
 class _Trial:
     """The units of one planned trial, started and stopped through the hosts' agents."""
 
-    def __init__(self, plan: TrialPlan, fleet: Fleet, transports: Transports) -> None:
+    def __init__(self, plan: TrialPlan, fleet: Fleet, drivers: Drivers) -> None:
         self.plan = plan
         self.fleet = fleet
-        self.transports = transports
+        self.drivers = drivers
 
-    def agent(self, host: str) -> AgentClient:
-        return _agent(self.fleet, self.transports, host)
+    @property
+    def driver(self) -> FleetDriver:
+        return self.drivers.get(self.fleet)
 
     def prepare(self, say: Say) -> None:
         """Runtimes and weights ready on every host first (as a release's apply does);
@@ -126,13 +122,13 @@ class _Trial:
         for unit in self.plan.units:
             if unit.need is not None or unit.weights is not None:
                 wanted.setdefault((unit.host, unit.weights), []).append(unit)
-        agents, payloads = {}, {}
+        asks, payloads = {}, {}
         for (host, weights), units in sorted(wanted.items(), key=str):
             key = f"{host} {weights or ''}".strip()
             needs = [u.need for u in units if u.need is not None]
             request = weights_request(self.fleet, weights)
             payloads[key] = prepare_payload(needs, request, host)
-            agents[key] = self.agent(host)
+            asks[key] = (host, functools.partial(self.driver.prepare, host))
         if not payloads:
             return
         shown: dict[str, str] = {}
@@ -143,7 +139,7 @@ class _Trial:
                 done, total = state.bytes_done / 1e9, state.bytes_total / 1e9
                 say(f"prepare {key}: {state.step} {done:.1f}/{total:.1f} GB")
 
-        _, errors = prepare_hosts(agents, payloads, self.fleet.weights.parallel, progress)
+        _, errors = prepare_hosts(asks, payloads, self.fleet.weights.parallel, progress)
         if errors:
             raise PrepareFailed("; ".join(f"{key}: {why}" for key, why in sorted(errors.items())))
 
@@ -152,12 +148,12 @@ class _Trial:
         or is not ready in time."""
         for unit in units:
             say(f"+ start {unit.id} on {unit.host} (GPUs {_gpus(unit)})")
-            self.agent(unit.host).launch(unit.payload())
+            self.driver.launch(unit.host, unit.payload())
         for unit in units:
             why: list[str] = []
 
             def stopped(unit: TrialUnit = unit, why: list[str] = why) -> bool:
-                found = _not_running(self.agent(unit.host), unit.id, unit.host)
+                found = _not_running(self.driver, unit.id, unit.host)
                 why.extend([found] if found else [])
                 return found is not None
 
@@ -171,32 +167,32 @@ class _Trial:
         """Stop every unit of the trial, router first; what could not be stopped, and why.
         Units never launched are asked too: the agent answers 'no such unit'."""
         units = [(u.id, u.host) for u in self.plan.units]
-        left = stop_units(self.fleet, self.transports, units, grace)
+        left = stop_units(self.fleet, self.drivers, units, grace)
         say(f"- stopped trial {self.plan.trial} ({len(units) - len(left)} units)")
         return left
 
 
 def stop_units(
-    fleet: Fleet, transports: Transports, units: Iterable[tuple[str, str]], grace: float
+    fleet: Fleet, drivers: Drivers, units: Iterable[tuple[str, str]], grace: float
 ) -> list[str]:
     """Stop a trial's units — (id, host) pairs, router last — router first, so no request
     reaches an engine that is going; what could not be stopped, and why."""
     left = []
     for unit_id, host in reversed(list(units)):
         try:
-            _agent(fleet, transports, host).stop(unit_id, grace=grace)
+            drivers.get(fleet).stop(host, unit_id, grace=grace)
         except DenvError as exc:
             left.append(f"{unit_id} on {host}: {exc}")
     return left
 
 
-def stop_trial(fleet: Fleet, transports: Transports, trial: FoundTrial, grace: float) -> list[str]:
+def stop_trial(fleet: Fleet, drivers: Drivers, trial: FoundTrial, grace: float) -> list[str]:
     """Stop every unit of a trial the agents report, in the teardown's order; what is left."""
-    return stop_units(fleet, transports, [(u.id, u.host) for u in trial.units], grace)
+    return stop_units(fleet, drivers, [(u.id, u.host) for u in trial.units], grace)
 
 
 def reclaim_abandoned(
-    fleet: Fleet, transports: Transports, observation: FleetObservation, grace: float, say: Say
+    fleet: Fleet, drivers: Drivers, observation: FleetObservation, grace: float, say: Say
 ) -> list[FoundTrial]:
     """Stop the trials whose owning process on this machine is gone (killed with SIGKILL,
     or its machine restarted), so their GPUs are free again; the ones stopped. A trial
@@ -205,7 +201,7 @@ def reclaim_abandoned(
         t for t in found_trials(observation, owner_state) if t.state == TrialState.ABANDONED
     ]
     for trial in abandoned:
-        left = stop_trial(fleet, transports, trial, grace)
+        left = stop_trial(fleet, drivers, trial, grace)
         say(
             f"- reclaimed abandoned trial {trial.trial} ({trial.purpose or 'purpose unknown'}; "
             f"its owner {trial.owner} is gone): GPUs freed: {trial.gpus_text()}"
@@ -263,7 +259,7 @@ def trial_deployment(
     recipe: Recipe,
     fleet: Fleet,
     *,
-    transports: Transports,
+    drivers: Drivers,
     trial: str,
     weights: str | None = None,
     purpose: str = "bench",
@@ -283,7 +279,8 @@ def trial_deployment(
             f"{fleet.hardware} (a simulated fleet runs any recipe)"
         )
     arch = repo.models.get(recipe.model)
-    python = host_python(fleet)
+    driver = drivers.get(fleet)
+    python = driver.python
     weights = weights or default_weights(repo, recipe)
     if not fleet.simulated and weights.startswith("hf://") and weights_commit(weights) is None:
         raise UsageError(
@@ -291,17 +288,19 @@ def trial_deployment(
             "(--weights), as a release pins them"
         )
     deployment = trial_spec(recipe, fleet.name, trial, weights)
-    observation = observe(fleet, transports, hardware, python)
-    if reclaim_abandoned(fleet, transports, observation, stop_grace, say):
-        observation = observe(fleet, transports, hardware, python)  # their GPUs are free now
+    observation = driver.observe(hardware)
+    if reclaim_abandoned(fleet, drivers, observation, stop_grace, say):
+        observation = driver.observe(hardware)  # their GPUs are free now
     for host, why in sorted(observation.errors.items()):
         say(f"warning: {host} did not answer; its trial GPUs are left out: {why}")
     if not observation.hosts:
         raise DenvError(f"no host of fleet {fleet.name} answered")
     context = EngineContext(hardware=hardware, model=arch, python=python, engine_python=python)
     size = domain_size(repo, fleet.name) or 1
-    plan = plan_trial(deployment, fleet, observation, context, size, purpose, this_process())
-    running = _Trial(plan, fleet, transports)
+    plan = plan_trial(
+        deployment, fleet, observation, context, size, purpose, this_process(), rules=driver
+    )
+    running = _Trial(plan, fleet, drivers)
     started = time.monotonic()
     failed = True
     try:
@@ -335,15 +334,15 @@ def trial_deployment(
             raise KeyboardInterrupt  # Ctrl-C came while tearing down: still an interrupt
 
 
-def check_running(endpoint: TrialEndpoint, fleet: Fleet, transports: Transports) -> None:
+def check_running(endpoint: TrialEndpoint, fleet: Fleet, drivers: Drivers) -> None:
     """UnitExited when a unit of the trial no longer runs (an engine that crashed in the
     middle of a sweep): figures taken since then are not the recipe's."""
     by_host: dict[str, list[str]] = {}
     for unit_id, host in endpoint.units.items():
         by_host.setdefault(host, []).append(unit_id)
     for host, ids in by_host.items():
-        agent = _agent(fleet, transports, host)
+        driver = drivers.get(fleet)
         for unit_id in ids:
-            why = _not_running(agent, unit_id, host)
+            why = _not_running(driver, unit_id, host)
             if why is not None:
                 raise UnitExited(why)

@@ -16,8 +16,7 @@ import socket
 from collections.abc import Callable, Iterable
 from enum import StrEnum
 
-from reconciler.fleet.observe import FleetObservation
-from reconciler.fleet.observed import UnitRecord
+from reconciler.fleet.model.observed import FleetObservation, UnitRecord
 from reconciler.spec.base import Spec
 
 OWNER_LABEL = "owner"

@@ -4,7 +4,7 @@
 Its units are named `trial-<id>.<unit>`, so they never collide with a release's
 (`<release>.<stage>.<fleet>.<unit>`), and carry labels without `release`, `stage` and `fleet`,
 so the reconciler never counts them as its own and never touches them
-(reconciler.reconcile.labels), and an `owner` label naming the process that tears them down
+(reconciler.fleet.model.labels), and an `owner` label naming the process that tears them down
 (reconciler.trials.owner). They take only trial GPUs that no unit holds, and a block of
 ports no unit on those hosts uses. They run as a release's units would: in the host's runtime
 (container or venv; the simulator on a simulated fleet), loading the weights that the prepare
@@ -22,11 +22,12 @@ from reconciler.engines.placement import PORT_BLOCK
 from reconciler.engines.runtime import HostRuntime
 from reconciler.engines.units import EngineContext, Unit
 from reconciler.fleet.launching import HostedUnit
-from reconciler.fleet.observe import FleetObservation
-from reconciler.fleet.placement import place_on_trial_gpus
-from reconciler.reconcile.hostrun import fleet_home, host_runtimes, runnable, weights_dir
-from reconciler.reconcile.placing import host_states
-from reconciler.reconcile.ports import PortBook
+from reconciler.fleet.model.observed import FleetObservation
+from reconciler.fleet.model.rules import FleetRules
+from reconciler.fleet.placement.gpus import place_on_trial_gpus
+from reconciler.fleet.placement.placer import host_states
+from reconciler.fleet.placement.ports import PortBook
+from reconciler.reconcile.hostrun import host_runtimes, runnable, weights_dir
 from reconciler.spec.base import Spec
 from reconciler.spec.fleet import Fleet
 from reconciler.spec.recipe import Recipe
@@ -135,16 +136,19 @@ def plan_trial(
     domain_size: int,
     purpose: str,
     owner: str | None = None,
+    *,
+    rules: FleetRules,
 ) -> TrialPlan:
     """Every unit of the trial, placed on free trial GPUs of the observed hosts, on ports no
-    unit there holds, labelled with its `owner` (the deploying process's label).
+    unit there holds, labelled with its `owner` (the deploying process's label); `rules`
+    are the fleet's kind's (addresses, the agent's home).
     PlacementError or EngineError when it cannot run."""
     trial = deployment.stage
     # Every unit the agents report holds its GPUs, a release's even when it has exited (the
     # reconciler restarts it in place); only exited units of no release free theirs.
     states = host_states(fleet, observation, keeps=lambda _key: True)
     placement = place_on_trial_gpus(
-        deployment, fleet, states, domain_size, TRIAL_BASE_PORT, trial_prefix(trial)
+        deployment, fleet, states, domain_size, rules, TRIAL_BASE_PORT, trial_prefix(trial)
     )
     ports = PortBook()
     for host, seen in observation.hosts.items():
@@ -155,7 +159,7 @@ def plan_trial(
             host, seen.listening, (r.port for r in seen.units if r.port is not None)
         )
     placement = ports.choose(placement, ("trial", trial), None, trial_base_port(trial))
-    home = fleet_home(fleet, observation)
+    home = rules.home(observation)
     context = context.model_copy(
         update={
             "base_port": placement.router.port,
@@ -164,7 +168,7 @@ def plan_trial(
         }
     )
     units = launch_units(deployment, fleet, placement, context)
-    runtimes = host_runtimes(fleet, context.hardware, observation)
+    runtimes = host_runtimes(fleet, context.hardware, observation, home)
     return TrialPlan(
         trial=trial,
         engine=engine_name(deployment, fleet),

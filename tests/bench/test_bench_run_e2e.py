@@ -21,7 +21,7 @@ import pytest
 from reconciler.bench.results import read_result
 from reconciler.bench.traffic import read_trace, trace_digest
 from reconciler.fleet.hostagent import AgentClient
-from reconciler.fleet.observed import UnitRecord
+from reconciler.fleet.model.observed import UnitRecord
 from reconciler.fleet.ssh import SshTransport
 from reconciler.spec.fleet import Host
 from tests.fleet.conftest import ssh_lab, ssh_settings, wait_for

@@ -9,6 +9,7 @@ import pytest
 
 from reconciler.catalog.deployments import Deployment
 from reconciler.engines.units import EngineContext, Unit
+from reconciler.fleet.drivers.registry import rules_of
 from reconciler.fleet.render import render
 from reconciler.spec.catalog import Hardware
 from reconciler.spec.fleet import Fleet
@@ -98,4 +99,4 @@ def units_of(
     hardware = repo.resolve_hardware(target.hardware)
     assert isinstance(hardware, Hardware)
     ctx = EngineContext(hardware=hardware, model=repo.models.get(spec.model), **context)
-    return render(deployment(spec, target.name), target, domain_size, ctx)
+    return render(deployment(spec, target.name), target, domain_size, ctx, rules_of(target))

@@ -195,8 +195,9 @@ def test_bad_unit_id_is_refused(agent: AgentClient) -> None:
 
 
 def test_one_round_trip_per_host_per_observation(denv_home: Path) -> None:
-    from reconciler.fleet.observe import Transports, observe
-    from reconciler.fleet.transport import Completed, LocalTransport
+    from reconciler.fleet.drivers.local import LocalDriver
+    from reconciler.fleet.drivers.registry import Drivers
+    from reconciler.fleet.transport import Completed, LocalTransport, Transport
     from reconciler.spec.fleet import Fleet, Host
 
     calls: list[str] = []
@@ -206,8 +207,12 @@ def test_one_round_trip_per_host_per_observation(denv_home: Path) -> None:
             calls.append(self.host)
             return super().run(argv, stdin, timeout)
 
+    class CountingDriver(LocalDriver):
+        def dial(self, host: Host) -> Transport:
+            return Counting(host.name, env=self.env)
+
     env = {**os.environ, "DENV_HOME": str(denv_home)}
-    transports = Transports(dial=lambda _fleet, host: Counting(host.name, env=env))
+    drivers = Drivers(local_env=env, kinds={"local": CountingDriver})
     fleet = Fleet(
         name="f",
         provider="p",
@@ -216,9 +221,9 @@ def test_one_round_trip_per_host_per_observation(denv_home: Path) -> None:
         simulated=True,
         hosts=[Host(name=f"h{i}", gpus=8) for i in range(3)],
     )
-    observe(fleet, transports, None, sys.executable)  # the first pass also installs the agent
+    drivers.get(fleet).observe(None)  # the first pass also installs the agent
     calls.clear()
-    seen = observe(fleet, transports, None, sys.executable)
+    seen = drivers.get(fleet).observe(None)
     assert sorted(calls) == ["h0", "h1", "h2"]
     assert sorted(seen.hosts) == ["h0", "h1", "h2"] and not seen.errors
 

@@ -9,14 +9,15 @@ import pytest
 
 from reconciler.engines.placement import PORT_BLOCK, Placement
 from reconciler.errors import PlacementError
-from reconciler.fleet.placement import declared_states, place_deployment
+from reconciler.fleet.drivers.registry import rules_of
+from reconciler.fleet.placement.gpus import declared_states, place_deployment
 from reconciler.spec.fleet import Fleet
 from tests.engines.conftest import deployment, fleet, recipe
 
 
 def place(topology: dict[str, Any], target: Fleet, domain_size: int = 8) -> Placement:
     spec = deployment(recipe(topology=topology))
-    return place_deployment(spec, target, declared_states(target), domain_size)
+    return place_deployment(spec, target, declared_states(target), domain_size, rules_of(target))
 
 
 def layout(placement: Placement) -> list[tuple[str, int, int, str, list[int], int]]:
@@ -111,6 +112,8 @@ def test_addresses_and_router_host() -> None:
 def test_ports_come_in_blocks_from_the_base_port() -> None:
     target = fleet(hosts=2)
     spec = deployment(recipe(topology={"mode": "aggregated", "replicas": 3, "gpus": 1}))
-    found = place_deployment(spec, target, declared_states(target), 8, base_port=20000)
+    found = place_deployment(
+        spec, target, declared_states(target), 8, rules_of(target), base_port=20000
+    )
     assert found.router.port == 20000
     assert [s.port for s in found.slots] == [20000 + PORT_BLOCK * i for i in (1, 2, 3)]

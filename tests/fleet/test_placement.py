@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from reconciler.fleet.placement import Demand, HostState, Slot, place
+from reconciler.fleet.placement.gpus import Demand, HostState, Slot, place
 from reconciler.spec.fleet import Fleet, Host
 
 

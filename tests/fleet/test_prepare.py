@@ -48,7 +48,11 @@ def test_stopping_ends_the_follow_and_asks_no_other_host(agent: AgentClient) -> 
         return ("a", "paused at pip") in seen
 
     done, errors = prepare_hosts(
-        {"a": agent, "b": agent}, payloads, parallel=1, progress=progress, stopping=stopping
+        {"a": ("a", agent.prepare), "b": ("b", agent.prepare)},
+        payloads,
+        parallel=1,
+        progress=progress,
+        stopping=stopping,
     )
     assert (done, errors) == ({}, {})  # neither done nor failed: not followed to the end
     assert {host for host, _ in seen} == {"a"}  # b was never asked: no job started for it
@@ -73,7 +77,7 @@ def test_an_interrupted_caller_is_not_held_by_the_jobs_it_follows(agent: AgentCl
             os.kill(os.getpid(), signal.SIGINT)
 
     with pytest.raises(KeyboardInterrupt):
-        prepare_hosts({"a": agent}, payloads, parallel=1, progress=progress)
+        prepare_hosts({"a": ("a", agent.prepare)}, payloads, parallel=1, progress=progress)
     assert interrupted == ["a"]
     # the poll under way, and one begun before the caller's stop was seen; not one more
     assert len(polls_after) <= 2

@@ -85,11 +85,13 @@ def test_venv_is_built_once_and_runs_a_unit(
     runnable = in_runtime(web_unit(free_port()), "rel.canary.web", "1.16.0", runtime)
     assert runnable.need == SIX
     seen: list[JobState] = []
-    first = follow(agent, prepare_payload([SIX], None, "n0"), seen.append, timeout=300)
+    first = follow(
+        "n0", agent.prepare, prepare_payload([SIX], None, "n0"), seen.append, timeout=300
+    )
     assert first.state == "done" and [r["name"] for r in first.ready] == ["six-1.16.0"]
     python = f"{home}/engines/six-1.16.0/bin/python"
     assert run_on(agent, python, "-c", "import six; print(six.__version__)") == "1.16.0"
-    again = follow(agent, prepare_payload([SIX], None, "n0"), seen.append, timeout=30)
+    again = follow("n0", agent.prepare, prepare_payload([SIX], None, "n0"), seen.append, timeout=30)
     assert again.id == first.id and again.state == "done"  # the finished job answers
     unit = runnable.unit
     assert unit.argv[0] == python
@@ -127,7 +129,7 @@ def test_an_interrupted_build_is_never_used_and_is_rebuilt(
     assert builds and not (home / "engines" / "six-1.16.0").exists()
     assert agent.runtimes()["runtimes"] == []  # nothing half-built is offered
     done, errors = prepare_hosts(
-        {"n0": agent}, {"n0": prepare_payload([SIX], None, "n0")}, 1, timeout=300
+        {"n0": ("n0", agent.prepare)}, {"n0": prepare_payload([SIX], None, "n0")}, 1, timeout=300
     )
     assert errors == {} and done["n0"].state == "done"
     assert not [p for p in (home / "engines").iterdir() if p.name.startswith(".build-")]
@@ -139,7 +141,7 @@ def test_prune_keeps_what_units_use(host: tuple[AgentClient, Path]) -> None:
     agent, home = host
     newer = Need(kind="venv", name="six-1.17.0", packages=("six==1.17.0",))
     payload = prepare_payload([SIX, newer], None, "n0")
-    _, errors = prepare_hosts({"n0": agent}, {"n0": payload}, 1, timeout=300)
+    _, errors = prepare_hosts({"n0": ("n0", agent.prepare)}, {"n0": payload}, 1, timeout=300)
     assert errors == {}, errors
     runtime = HostRuntime(kind="venv", home=str(home))
     unit = in_runtime(web_unit(free_port()), "rel.canary.web", "1.17.0", runtime).unit

@@ -8,6 +8,7 @@ import urllib.request
 
 from reconciler.catalog.deployments import deployments
 from reconciler.engines.units import EngineContext
+from reconciler.fleet.drivers.registry import rules_of
 from reconciler.fleet.hostagent import AgentClient
 from reconciler.fleet.launching import launch_payload
 from reconciler.fleet.render import render
@@ -49,7 +50,7 @@ def test_simulator_units_over_ssh(ssh_lab: SshLab) -> None:
         python=sys.executable,
         base_port=21000,
     )
-    units = [u for u in render(chat, lab, 8, context) if u.role != "router"]
+    units = [u for u in render(chat, lab, 8, context, rules_of(lab)) if u.role != "router"]
     assert [u.engine for u in units] == ["sim", "sim"]
 
     def agent() -> AgentClient:

@@ -8,8 +8,9 @@ import time
 import pytest
 
 from reconciler.fleet.hostagent import AgentClient
+from reconciler.fleet.model.observed import Cause
 from reconciler.fleet.ssh import SshTransport
-from reconciler.fleet.transport import Cause, HostUnreachable
+from reconciler.fleet.transport import HostUnreachable
 from reconciler.spec.fleet import Host
 from tests.fleet.conftest import SilentListener, ssh_settings, wait_for
 from tests.fleet.sshd import SshLab, keygen

@@ -9,8 +9,8 @@ import paramiko
 import pytest
 from paramiko.ssh_exception import NoValidConnectionsError, SSHException
 
+from reconciler.fleet.model.observed import Cause
 from reconciler.fleet.ssh import cause_of
-from reconciler.fleet.transport import Cause
 
 
 class _Key:

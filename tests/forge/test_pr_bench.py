@@ -22,8 +22,8 @@ from reconciler.bench.pr_subjects import bench_subjects
 from reconciler.bench.results import read_result
 from reconciler.bench.trial_sweep import Load
 from reconciler.cli.pr_bench import BenchOptions, _Runner
+from reconciler.fleet.drivers.registry import Drivers
 from reconciler.fleet.hostagent import AgentClient
-from reconciler.fleet.observe import Transports
 from reconciler.fleet.transport import LocalTransport
 from reconciler.forge.handled import Handled, pending, read_handled, render_commands
 from reconciler.forge.local import LocalForge
@@ -134,7 +134,7 @@ def test_sweeps_started_in_one_second_are_stamped_apart(base: Repo) -> None:
     one recipe id: a side swept within the second of the one before is stamped a second on."""
     times = iter([AT.replace(microsecond=900), AT.replace(microsecond=999_999), AT])
     options, load = BenchOptions(), Load(traffic=[], levels=[1.0])
-    runner = _Runner(base, options, load, Transports(), lambda: next(times), lambda _: None)
+    runner = _Runner(base, options, load, Drivers(), lambda: next(times), lambda _: None)
     assert [runner.start() for _ in range(3)] == [AT + timedelta(seconds=s) for s in (0, 1, 2)]
 
 

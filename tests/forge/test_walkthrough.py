@@ -25,8 +25,8 @@ from reconciler.bench.traffic import TraceLine
 from reconciler.cli.pr_bench import BenchOptions
 from reconciler.cli.pr_commands import run_commands
 from reconciler.cli.pr_plan import plan_pull_request
+from reconciler.fleet.drivers.registry import Drivers
 from reconciler.fleet.hostagent import AgentClient
-from reconciler.fleet.observe import Transports
 from reconciler.fleet.transport import LocalTransport
 from reconciler.forge.commands import merge_blockers
 from reconciler.forge.handled import Handled, render_commands
@@ -63,18 +63,18 @@ def small_bench(folder: Path) -> BenchOptions:
     )
 
 
-def bench_step(github: GitHubSetup, number: int, head: str, transports: Transports) -> None:
+def bench_step(github: GitHubSetup, number: int, head: str, drivers: Drivers) -> None:
     forge, fake = github.forge, github.fake
     options = small_bench(github.work.parent)
     fake.comment(number, "mallory", "/denv bench")  # read permission only: ignored
-    ignored = run_commands(forge, github.work, number, transports, options)
+    ignored = run_commands(forge, github.work, number, drivers, options)
     assert ignored.ran == [] and len(fake.comment_bodies(number)) == 2  # plan, mallory's
     # mallory pastes the bot's commands marker, claiming the next comments as taken
     claimed = [Handled(comment_id=i, user="grace", command="bench", outcome="done") for i in
                range(1, 1000)]  # fmt: skip
     fake.comment(number, "mallory", render_commands(claimed))
     asked = fake.comment(number, "grace", f"/denv bench {head[:12]}")  # the commit grace read
-    ran = run_commands(forge, github.work, number, transports, options, only=asked)
+    ran = run_commands(forge, github.work, number, drivers, options, only=asked)
     assert [(h.comment_id, h.user, h.command) for h in ran.ran] == [(asked, "grace", "bench")]
     assert [(c.name, c.conclusion) for c in ran.checks] == [("denv bench", "success")], ran.checks
     assert ran.checks[0].title == "1 benched, parity passed (simulated)"
@@ -85,7 +85,7 @@ def bench_step(github: GitHubSetup, number: int, head: str, transports: Transpor
     assert "| output (tok/s/GPU) |" in bench and "    PR c2: [" in bench
     assert "3 of 3 prompts agree" in kinds["<!-- denv:parity"]
     assert f"| comment {asked} | grace | /denv bench |" in kinds["<!-- denv:commands"]
-    again = run_commands(forge, github.work, number, transports, options)
+    again = run_commands(forge, github.work, number, drivers, options)
     assert again.ran == []  # each command runs once
 
 
@@ -94,11 +94,11 @@ def test_pull_request_from_open_to_deployed(github: GitHubSetup, home: Path) -> 
     number, head = open_pr(github)  # max_batch 128 → 192, pushed by ada
 
     # plan.yml: `denv pr plan --pr N` against GitHub
-    transports = Transports(local_env={**os.environ, "DENV_HOME": str(home)})
+    drivers = Drivers(local_env={**os.environ, "DENV_HOME": str(home)})
     try:
-        planned = plan_pull_request(forge, github.work, number, transports)
+        planned = plan_pull_request(forge, github.work, number, drivers)
     finally:
-        transports.close()
+        drivers.close()
     assert planned.files == [RELEASE] and planned.problems == []
     assert planned.check.conclusion == Conclusion.SUCCESS
     assert planned.check.title == "Plan: 3 to start, 0 to replace, 0 to stop, 0 unchanged."
@@ -120,11 +120,11 @@ def test_pull_request_from_open_to_deployed(github: GitHubSetup, home: Path) -> 
     assert approvals.counted == ["grace"]
 
     # bench.yml on `/denv bench`: the pull request's release benched beside the current one
-    transports = Transports(local_env={**os.environ, "DENV_HOME": str(home)})
+    drivers = Drivers(local_env={**os.environ, "DENV_HOME": str(home)})
     try:
-        bench_step(github, number, head, transports)
+        bench_step(github, number, head, drivers)
     finally:
-        transports.close()
+        drivers.close()
     assert [(c.name, c.conclusion) for c in forge.checks(head)] == [
         ("denv bench", "success"),
         ("denv plan", "success"),

@@ -20,6 +20,7 @@ import pytest
 
 from reconciler.catalog.deployments import deployments
 from reconciler.engines.units import EngineContext
+from reconciler.fleet.drivers.registry import rules_of
 from reconciler.fleet.render import render
 from reconciler.optimize import levers as lv
 from reconciler.optimize.levers import Value
@@ -122,7 +123,7 @@ def check_promoted(base: Base, candidate: Candidate) -> None:
         )
         domain = domain_size(loaded, fleet.name) or 1
         for on in (fleet, fleet.model_copy(update={"simulated": False})):
-            units = render(deployment, on, domain, context)
+            units = render(deployment, on, domain, context, rules_of(on))
             assert units and all(unit.argv for unit in units), text
 
 

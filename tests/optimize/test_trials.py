@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import pytest
 
 from reconciler.catalog.latency import parse_latency_target
-from reconciler.fleet.observe import Transports
+from reconciler.fleet.drivers.registry import Drivers
 from reconciler.optimize.capacity import Ladder
 from reconciler.optimize.trials import capacity, measure
 from reconciler.optimize.workload import Workload
@@ -55,7 +55,7 @@ def work(requests: int, target: str | None, run_s: float = 1.0) -> Workload:
 def test_a_whole_run_gives_goodput_per_gpu_at_its_rate(sim: Sim) -> None:
     seen: list[tuple[int, int]] = []
     run = measure(
-        endpoint(sim), work(48, "p99<60s"), 2.0, fleet=FLEET, transports=Transports(),
+        endpoint(sim), work(48, "p99<60s"), 2.0, fleet=FLEET, drivers=Drivers(),
         progress=lambda done, total: seen.append((done, total)),
     )  # fmt: skip
     assert not run.stopped_early and run.miss is None
@@ -67,7 +67,7 @@ def test_a_whole_run_gives_goodput_per_gpu_at_its_rate(sim: Sim) -> None:
 
 
 def test_a_run_that_clearly_misses_stops_early(sim: Sim) -> None:
-    run = measure(endpoint(sim), work(400, "p99<1ms"), 8.0, fleet=FLEET, transports=Transports())
+    run = measure(endpoint(sim), work(400, "p99<1ms"), 8.0, fleet=FLEET, drivers=Drivers())
     assert run.stopped_early and run.miss is not None and "TTFT p99" in run.miss
     assert (run.metrics.requests or 0) < 100  # far from the 400 it would send
 
@@ -78,7 +78,7 @@ def test_the_capacity_search_finds_the_edge_of_what_holds(sim: Sim) -> None:
     on time); the search stops between the two."""
     found = capacity(
         endpoint(sim), work(24, "p99<500ms", run_s=1.0), Ladder(max_runs=8),
-        fleet=FLEET, transports=Transports(),
+        fleet=FLEET, drivers=Drivers(),
     )  # fmt: skip
     assert found.miss is None and found.speed is not None and found.tried
     held = [p.speed for p in found.tried if p.miss is None]
@@ -96,5 +96,5 @@ def test_a_short_run_over_a_sparse_stretch_is_not_the_client_falling_behind(sim:
                          hash_ids=[100 + i]) for i in range(1, 25)]  # fmt: skip
     bursty = Workload(lines=sparse + dense, goal="throughput", requests=24, run_s=1.0)
     assert bursty.rate(4.0) > 14  # the traffic's mean, four times over
-    run = measure(endpoint(sim), bursty, 4.0, fleet=FLEET, transports=Transports())
+    run = measure(endpoint(sim), bursty, 4.0, fleet=FLEET, drivers=Drivers())
     assert run.miss is None, run.miss

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from reconciler.errors import UsageError
-from reconciler.fleet.observe import Transports
+from reconciler.fleet.drivers.registry import Drivers
 from reconciler.optimize.candidates import Row, Run, Status, StudyState
 from reconciler.optimize.capacity import Ladder
 from reconciler.optimize.runner import Effects, Loop, Setup
@@ -91,7 +91,7 @@ def test_the_loop_verifies_a_winner_and_keeps_fp8_out(denv_repo: Path, edit: Edi
         promoted.append(row.id)
         return 7
 
-    effects = Effects(store=store, transports=Transports(), promote=promote, clock=lambda: AT)
+    effects = Effects(store=store, drivers=Drivers(), promote=promote, clock=lambda: AT)
     loop = ScriptedLoop(setup, effects, state)
     final = loop.run()
 
@@ -168,7 +168,7 @@ def test_starting_a_finished_study_again(denv_repo: Path, edit: Edit) -> None:
             promoted.append(row.id)
             return 9
 
-        effects = Effects(store=store, transports=Transports(), promote=promote, clock=lambda: AT)
+        effects = Effects(store=store, drivers=Drivers(), promote=promote, clock=lambda: AT)
         loop = ScriptedLoop(setup, effects, state)
         final = loop.run().model_copy(update={"state": "finished"})
         store.save(final)  # as `denv optimize start` leaves a study that ran to its end

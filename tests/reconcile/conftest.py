@@ -10,8 +10,14 @@ from pathlib import Path
 import pygit2
 import pytest
 
-from reconciler.fleet.observe import FleetObservation
-from reconciler.fleet.observed import Gpu, GpuProcess, HostObservation, UnitRecord
+from reconciler.fleet.drivers.registry import rules_of
+from reconciler.fleet.model.observed import (
+    FleetObservation,
+    Gpu,
+    GpuProcess,
+    HostObservation,
+    UnitRecord,
+)
 from reconciler.reconcile.desired import Desired, desired_units
 from reconciler.reconcile.plan import Plan, plan
 from reconciler.reconcile.source import GitSource
@@ -71,7 +77,7 @@ def desired_of(repo: GitRepo, observations: dict[str, FleetObservation] | None =
     source = repo.source()
     head = source.resolve()
     stages = source.stages(head)
-    return desired_units(stages, source.repo_at, observations or {})
+    return desired_units(stages, source.repo_at, observations or {}, rules=rules_of)
 
 
 def applied(desired: Desired, alive: bool = True) -> list[tuple[str, UnitRecord]]:

@@ -12,9 +12,9 @@ import pytest
 
 from reconciler.engines.runtime import Need
 from reconciler.engines.units import Probe, Unit
+from reconciler.fleet.drivers.registry import Drivers
 from reconciler.fleet.hostagent import AgentClient
 from reconciler.fleet.launching import unit_digest
-from reconciler.fleet.observe import Transports
 from reconciler.fleet.transport import LocalTransport
 from reconciler.reconcile.apply import Applier, ApplyOptions
 from reconciler.reconcile.desired import Desired, DesiredDeployment, DesiredUnit
@@ -75,12 +75,12 @@ def desired(home: Path, port: int, version: str) -> Desired:
 def apply(repo: Repo, home: Path, wanted: Desired) -> list[str]:
     agent = AgentClient(LocalTransport(env={**os.environ, "DENV_HOME": str(home)}))
     observed = {"local": {"localhost": tuple(agent.units())}}
-    transports = Transports(local_env={**os.environ, "DENV_HOME": str(home)})
+    drivers = Drivers(local_env={**os.environ, "DENV_HOME": str(home)})
     try:
-        applier = Applier(repo, transports, ApplyOptions(ready_timeout=30, drain_grace=1))
+        applier = Applier(repo, drivers, ApplyOptions(ready_timeout=30, drain_grace=1))
         report = applier.apply(plan(wanted, observed), wanted.deployments)
     finally:
-        transports.close()
+        drivers.close()
     return report.errors
 
 

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from reconciler.engines.units import Unit
-from reconciler.fleet.observed import UnitRecord
+from reconciler.fleet.model.observed import UnitRecord
 from reconciler.reconcile.changes import COMMAND, argv_changes, split_argv, unit_changes
 
 

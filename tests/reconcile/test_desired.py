@@ -6,9 +6,11 @@ from __future__ import annotations
 import sys
 
 from reconciler.engines.placement import PORT_BLOCK
+from reconciler.fleet.drivers.registry import rules_of
 from reconciler.fleet.launching import unit_digest
-from reconciler.fleet.observed import UnitRecord
+from reconciler.fleet.model.observed import FleetObservation, UnitRecord
 from reconciler.reconcile.desired import Desired, DesiredDeployment, fleets_of
+from reconciler.spec.fleet import Fleet, Host
 from reconciler.spec.loader import open_repo
 from tests.reconcile.conftest import GitRepo, add_release, applied, desired_of, observation
 
@@ -182,7 +184,19 @@ def test_units_run_with_the_interpreter_given_for_their_fleet(git_repo: GitRepo)
     source = git_repo.source()
     head = source.resolve()
     stages = source.stages(head)
-    desired = desired_units(stages, source.repo_at, {}, python=lambda fleet: sys.executable)
+
+    class Here:  # the fleet's own rules, with this interpreter
+        def __init__(self, fleet: Fleet) -> None:
+            self.kind = rules_of(fleet)
+            self.python = sys.executable
+
+        def address(self, host: Host) -> str:
+            return self.kind.address(host)
+
+        def home(self, observation: FleetObservation | None) -> str:
+            return self.kind.home(observation)
+
+    desired = desired_units(stages, source.repo_at, {}, rules=Here)
     assert all(u.unit.argv[0] == sys.executable for d in desired.deployments for u in d.units)
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import random
 
-from reconciler.fleet.observed import UnitRecord
+from reconciler.fleet.model.observed import UnitRecord
 from reconciler.reconcile.desired import Desired
 from reconciler.reconcile.plan import ActionKind, Plan, Wave, plan
 from tests.reconcile.conftest import (

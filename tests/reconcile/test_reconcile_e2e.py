@@ -20,7 +20,7 @@ import openai
 import pytest
 
 from reconciler.fleet.hostagent import AgentClient
-from reconciler.fleet.observed import UnitRecord
+from reconciler.fleet.model.observed import UnitRecord
 from reconciler.fleet.ssh import SshTransport
 from reconciler.spec.fleet import Host
 from tests.fleet.conftest import ssh_lab, ssh_settings, wait_for

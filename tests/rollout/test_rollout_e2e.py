@@ -24,7 +24,7 @@ import pygit2
 import pytest
 from pygit2.enums import CheckoutStrategy
 
-from reconciler.fleet.observed import UnitRecord
+from reconciler.fleet.model.observed import UnitRecord
 from reconciler.forge.local import LocalForge
 from reconciler.forge.models import PrState
 from tests.conftest import DENV_DIRS, ROOT

@@ -10,8 +10,7 @@ import sys
 
 import pytest
 
-from reconciler.fleet.observe import FleetObservation
-from reconciler.fleet.observed import HostObservation, UnitRecord
+from reconciler.fleet.model.observed import FleetObservation, HostObservation, UnitRecord
 from reconciler.trials.owner import (
     Owner,
     OwnerState,

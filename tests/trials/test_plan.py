@@ -8,10 +8,10 @@ import pytest
 
 from reconciler.engines.units import EngineContext
 from reconciler.errors import PlacementError
-from reconciler.fleet.observe import FleetObservation
-from reconciler.fleet.observed import Gpu, HostObservation, UnitRecord
+from reconciler.fleet.drivers.registry import rules_of
+from reconciler.fleet.model.labels import record_key
+from reconciler.fleet.model.observed import FleetObservation, Gpu, HostObservation, UnitRecord
 from reconciler.reconcile.hostrun import weights_dir
-from reconciler.reconcile.labels import record_key
 from reconciler.spec.fleet import Fleet
 from reconciler.spec.loader import open_repo
 from reconciler.spec.recipe import Recipe
@@ -64,7 +64,7 @@ def plan(
     assert hardware is not None
     context = EngineContext(hardware=hardware, model=repo.models["llama-3.1-8b"])
     deployment = trial_spec(spec, target.name, "t1", "hf://org/model")
-    return plan_trial(deployment, target, observation, context, 8, "bench")
+    return plan_trial(deployment, target, observation, context, 8, "bench", rules=rules_of(target))
 
 
 def test_a_trial_takes_free_trial_gpus_and_free_ports_only(repo: Repo) -> None:

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from reconciler.fleet.hostagent import AgentClient
-from reconciler.fleet.observed import UnitRecord
+from reconciler.fleet.model.observed import UnitRecord
 from reconciler.fleet.transport import LocalTransport
 from tests.fleet.conftest import wait_for
 from tests.reconcile.conftest import GitRepo, git_repo

@@ -5,7 +5,7 @@ reconciler's (a bench run, an optimizer trial) and is never touched."""
 from __future__ import annotations
 
 from reconciler.engines.units import Unit
-from reconciler.fleet.observed import UnitRecord
+from reconciler.fleet.model.observed import UnitRecord
 
 DeploymentKey = tuple[str, str, str]  # release, stage, fleet
 

@@ -21,8 +21,9 @@ from dataclasses import dataclass, field
 
 from reconciler.catalog.deployments import Deployment
 from reconciler.engines.placement import Placement as EnginePlacement
-from reconciler.engines.placement import with_ports
 from reconciler.errors import PlacementError
+from reconciler.fleet.model.rules import FleetRules
+from reconciler.fleet.placement.slots import with_ports
 from reconciler.spec.fit import domains
 from reconciler.spec.fleet import Fleet
 
@@ -95,6 +96,7 @@ def place_deployment(
     fleet: Fleet,
     hosts: Mapping[str, HostState],
     domain_size: int,
+    rules: FleetRules,
     base_port: int = 8000,
     unit_prefix: str = "",
 ) -> EnginePlacement:
@@ -126,6 +128,7 @@ def place_deployment(
             (role, index, [(slot.host, list(slot.gpus)) for slot in placed.slots[demand.key]])
             for (role, index, _), demand in zip(replicas, demands, strict=True)
         ],
+        rules,
         base_port,
     )
 
@@ -135,6 +138,7 @@ def place_on_trial_gpus(
     fleet: Fleet,
     hosts: Mapping[str, HostState],
     domain_size: int,
+    rules: FleetRules,
     base_port: int,
     unit_prefix: str,
 ) -> EnginePlacement:
@@ -173,6 +177,7 @@ def place_on_trial_gpus(
             fleet.model_copy(update={"trial_gpus": 0}),
             only,
             domain_size,
+            rules,
             base_port,
             unit_prefix,
         )

@@ -14,12 +14,20 @@ from collections.abc import Callable
 
 from reconciler.catalog.deployments import Deployment
 from reconciler.engines.launch import launch_units
-from reconciler.engines.placement import Nodes, Placement, with_ports
+from reconciler.engines.placement import Placement
 from reconciler.engines.units import EngineContext, Unit
-from reconciler.fleet.observe import FleetObservation
-from reconciler.fleet.placement import Demand, HostState, declared_states, place, place_deployment
-from reconciler.reconcile.labels import DeploymentKey, fleet_key, unit_id
-from reconciler.reconcile.ports import PortBook
+from reconciler.fleet.model.labels import DeploymentKey, fleet_key, unit_id
+from reconciler.fleet.model.observed import FleetObservation
+from reconciler.fleet.model.rules import FleetRules
+from reconciler.fleet.placement.gpus import (
+    Demand,
+    HostState,
+    declared_states,
+    place,
+    place_deployment,
+)
+from reconciler.fleet.placement.ports import PortBook
+from reconciler.fleet.placement.slots import Nodes, with_ports
 from reconciler.spec.fleet import Fleet
 from reconciler.spec.recipe import Role
 
@@ -62,8 +70,10 @@ class FleetPlacer:
         observation: FleetObservation | None,
         keeps: Keeps,
         base_port: int,
+        rules: FleetRules,
     ) -> None:
         self.fleet = fleet
+        self.rules = rules
         self.domain_size = domain_size
         self.base_port = base_port
         self.states = host_states(fleet, observation, keeps)
@@ -97,6 +107,7 @@ class FleetPlacer:
             self.fleet,
             self.states,
             self.domain_size,
+            self.rules,
             self.base_port,
             unit_prefix=unit_id(*key, ""),
         )
@@ -117,7 +128,7 @@ class FleetPlacer:
                 if found is None or len(found[1]) != pool.gpus:
                     return None
                 replicas.append((role, index, [(found[0], list(found[1]))]))
-        return with_ports(self.fleet, replicas, self.base_port)
+        return with_ports(self.fleet, replicas, self.rules, self.base_port)
 
     def _hold(self, units: list[Unit], prefix: str) -> None:
         # Keyed apart from the records' ids: a running unit being replaced on other GPUs

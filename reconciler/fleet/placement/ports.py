@@ -1,7 +1,7 @@
 """Pure logic: port blocks on hosts, so that deployments sharing a host never share a port.
 
 A deployment's placement lays its ports out from one base port (the router's block, then one
-block per slot: reconciler.engines.placement). Here each deployment gets the base it already
+block per slot: reconciler.fleet.placement.slots). Here each deployment gets the base it already
 runs at when that is still free, else the lowest base whose blocks are free on every host
 they land on. Ports of processes the plan will stop first are free; every other unit's are not.
 """

@@ -1,0 +1,149 @@
+"""Adapter: the part of a driver shared by fleets whose hosts run denv's agent — one transport
+per host (opened on first use, kept across passes: SSH connections are costly), every verb
+one agent call, and observing as one call per host, hosts in parallel with a limit, with a
+clear per-host error for a host that cannot be reached while the others carry on: one line
+that starts with the host's name, and its cause. A kind of fleet says how to dial a host
+and its own rules (address, home, python)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from reconciler.errors import DenvError
+from reconciler.fleet.hostagent import AgentClient
+from reconciler.fleet.model.observed import Cause, FleetObservation, HostObservation, UnitRecord
+from reconciler.fleet.transport import HostUnreachable, Transport
+from reconciler.spec.catalog import Hardware
+from reconciler.spec.fleet import Fleet, Host
+
+MAX_PARALLEL_HOSTS = 32
+
+
+def simulated_gpus(fleet: Fleet, host: Host, hardware: Hardware | None) -> dict[str, object]:
+    """What the agent reports for a host of simulated GPUs."""
+    name = hardware.name if hardware else fleet.hardware
+    return {
+        "count": host.gpus,
+        "name": f"{name} (simulated)",
+        "host": host.name,
+        "memory_gb": hardware.memory_gb if hardware else 0,
+        "domain": host.domain,
+    }
+
+
+class AgentDriver:
+    """A fleet whose hosts run the agent; subclasses dial and give the kind's rules."""
+
+    def __init__(
+        self,
+        fleet: Fleet,
+        warn: Callable[[str], None] = lambda _m: None,
+        env: Mapping[str, str] | None = None,
+    ) -> None:
+        self.fleet = fleet
+        self.warn = warn
+        self.env = env
+        self._open: dict[str, Transport] = {}
+
+    # --- the kind's part -----------------------------------------------------------------
+
+    def dial(self, host: Host) -> Transport:
+        """A transport to `host`; it connects on its first command."""
+        raise NotImplementedError
+
+    @property
+    def python(self) -> str:
+        return self.fleet.python
+
+    def address(self, host: Host) -> str:
+        return host.address if host.address is not None else host.name
+
+    def default_home(self) -> str:
+        raise NotImplementedError
+
+    def home(self, observation: FleetObservation | None) -> str:
+        """The agent's home on the fleet's hosts: as probed, else the kind's default."""
+        if observation is not None:
+            for seen in observation.hosts.values():
+                if seen.home:
+                    return seen.home
+        return self.default_home()
+
+    # --- agents --------------------------------------------------------------------------
+
+    def agent(self, host: str) -> AgentClient:
+        if host not in self._open:
+            spec = next((h for h in self.fleet.hosts if h.name == host), None)
+            if spec is None:
+                raise DenvError(f"fleet {self.fleet.name} has no host {host}")
+            self._open[host] = self.dial(spec)
+        return AgentClient(self._open[host], python=self.python)
+
+    def observe(self, hardware: Hardware | None) -> FleetObservation:
+        """Probe every host of the fleet: GPUs and units, one round trip per host."""
+        fleet = self.fleet
+        found = FleetObservation(fleet.name)
+        for host in fleet.hosts:  # made here, not in the pool's threads; they connect later
+            if host.name not in self._open:
+                self._open[host.name] = self.dial(host)
+
+        def probe(host: Host) -> tuple[str, HostObservation | DenvError]:
+            try:
+                declared = simulated_gpus(fleet, host, hardware) if fleet.simulated else None
+                return host.name, self.agent(host.name).probe(declared)
+            except DenvError as exc:
+                return host.name, exc
+
+        workers = min(MAX_PARALLEL_HOSTS, max(1, len(fleet.hosts)))
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            for name, outcome in pool.map(probe, fleet.hosts):
+                if isinstance(outcome, DenvError):
+                    message = str(outcome)
+                    found.errors[name] = (
+                        message if message.startswith(name) else f"{name}: {message}"
+                    )
+                    found.causes[name] = (
+                        outcome.cause if isinstance(outcome, HostUnreachable) else Cause.FAILED
+                    )
+                else:
+                    found.hosts[name] = outcome
+        return found
+
+    def prepare(self, host: str, payload: Mapping[str, Any], wait: float) -> Any:
+        return self.agent(host).prepare(payload, wait)
+
+    def launch(self, host: str, unit: Mapping[str, Any]) -> UnitRecord:
+        return self.agent(host).launch(dict(unit))
+
+    def stop(self, host: str, unit_id: str, grace: float = 10.0) -> dict[str, Any]:
+        return self.agent(host).stop(unit_id, grace=grace)
+
+    def units(self, host: str) -> list[UnitRecord]:
+        return self.agent(host).units()
+
+    def logs(self, host: str, unit_id: str, tail: int = 100) -> dict[str, Any]:
+        return self.agent(host).logs(unit_id, tail)
+
+    def runtimes(self, host: str) -> dict[str, Any]:
+        return self.agent(host).runtimes()
+
+    def lease(
+        self,
+        name: str,
+        holder: str,
+        ttl: float,
+        release: bool = False,
+        note: Any = None,
+        peek: bool = False,
+    ) -> dict[str, Any]:
+        """Kept by the agent of the fleet's first host."""
+        return self.agent(self.fleet.hosts[0].name).lease(
+            name, holder, ttl, release=release, note=note, peek=peek
+        )
+
+    def close(self) -> None:
+        for transport in self._open.values():
+            transport.close()
+        self._open.clear()

@@ -1,0 +1,104 @@
+"""Models: what a fleet's driver observes — GPUs and denv's units on each host (as the host
+agent reports them), and the hosts that did not answer, each with its cause."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from pydantic import BaseModel, ConfigDict
+
+
+class Cause(StrEnum):
+    """Why a host was not reached: one word or two, shown beside the host's name."""
+
+    REFUSED = "refused"  # nothing listens on the port
+    TIMED_OUT = "timed out"  # no TCP connection, SSH banner or handshake within the timeout
+    NO_ROUTE = "no route"  # the network says the address cannot be reached
+    UNKNOWN_NAME = "unknown name"  # the name does not resolve
+    AUTH_FAILED = "auth failed"  # the host refused the user and key
+    HOST_KEY_CHANGED = "host key changed"  # known_hosts has another key for it
+    HOST_KEY_UNKNOWN = "host key unknown"  # known_hosts has no key for it
+    CLOSED = "closed"  # the host dropped the connection during the handshake
+    EXAMPLE_HOST = "example host"  # a name reserved for documentation: replace it
+    FAILED = "failed"  # anything else: the message says what
+
+    @property
+    def retryable(self) -> bool:
+        """Whether dialling again may help (a host restarting); a refused key never changes."""
+        return self in (Cause.REFUSED, Cause.TIMED_OUT, Cause.NO_ROUTE, Cause.CLOSED)
+
+
+class Observed(BaseModel):
+    """Agent answers: tolerant of keys a newer agent adds, frozen once read."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+
+class GpuProcess(Observed):
+    pid: int
+    used_mib: int | None = None
+
+
+class Gpu(Observed):
+    index: int
+    uuid: str | None = None
+    name: str | None = None
+    memory_total_mib: int | None = None
+    memory_used_mib: int | None = None
+    processes: tuple[GpuProcess, ...] = ()
+    domain: str | None = None  # NVLink domain (fabric cluster/clique) where the driver says
+
+
+class UnitRecord(Observed):
+    id: str
+    digest: str
+    argv: tuple[str, ...] = ()
+    port: int | None = None
+    gpus: tuple[int, ...] = ()
+    pid: int | None = None
+    start_time: int | None = None
+    started_at: float | None = None
+    restart: bool = False  # its supervisor starts it again when it exits (a router)
+    restarts: int = 0
+    exit_code: int | None = None
+    exited_at: float | None = None
+    log: str | None = None
+    log_error: str | None = None
+    alive: bool = False
+    env: dict[str, str] = {}
+    labels: dict[str, str] = {}  # what the reconciler launched it as: release, stage, fleet, …
+
+
+class HostObservation(Observed):
+    host: str
+    source: str  # nvml, amdsmi, nvidia-smi, amd-smi, simulated or none
+    driver: str | None = None
+    runtime: str | None = None
+    gpus: tuple[Gpu, ...] = ()
+    units: tuple[UnitRecord, ...] = ()
+    tried: tuple[str, ...] = ()
+    home: str | None = None  # the agent's state folder (DENV_HOME) on the host
+    container_engine: str | None = None  # docker or podman when on PATH
+    listening: tuple[int, ...] = ()  # TCP ports some process listens on (denv's units too)
+
+
+@dataclass
+class FleetObservation:
+    fleet: str
+    hosts: dict[str, HostObservation] = field(default_factory=dict)
+    errors: dict[str, str] = field(default_factory=dict)  # host -> why it was not observed
+    causes: dict[str, Cause] = field(default_factory=dict)  # host -> the cause, in a word
+
+    def unreached(self) -> str:
+        """The hosts that did not answer, each with its cause: `n0 (timed out), n1 (refused)`."""
+        return ", ".join(
+            f"{host} ({self.causes.get(host, Cause.FAILED)})" for host in sorted(self.errors)
+        )
+
+    def free_gpus(self, host: str, trial: set[int] | None = None) -> list[int]:
+        """GPU indices that no unit and no foreign process uses (trial GPUs left out)."""
+        seen = self.hosts[host]
+        taken = {index for unit in seen.units if unit.alive for index in unit.gpus}
+        busy = {gpu.index for gpu in seen.gpus if gpu.processes}
+        return [gpu.index for gpu in seen.gpus if gpu.index not in taken | busy | (trial or set())]

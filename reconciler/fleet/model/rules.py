@@ -1,0 +1,29 @@
+"""Models: what pure code needs to know of a kind of fleet — the address of a host, the
+agent's home, the interpreter units run with. Each driver answers for its own kind
+(reconciler.fleet.drivers); pure code is handed the answer, never the driver's module."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Protocol
+
+from reconciler.fleet.model.observed import FleetObservation
+from reconciler.spec.fleet import Fleet, Host
+
+
+class FleetRules(Protocol):
+    @property
+    def python(self) -> str:
+        """The interpreter on the fleet's hosts."""
+        ...
+
+    def address(self, host: Host) -> str:
+        """Where other hosts and the bot reach `host`'s units."""
+        ...
+
+    def home(self, observation: FleetObservation | None) -> str:
+        """The agent's home on the fleet's hosts: as probed, else the kind's default."""
+        ...
+
+
+RulesOf = Callable[[Fleet], FleetRules]  # the rules of each fleet, by its kind
