@@ -24,13 +24,14 @@ from reconciler.catalog.deployable import (
 )
 from reconciler.cli.bench import _lookup
 from reconciler.cli.common import JsonOption, RepoOption, console, load, print_json
-from reconciler.cli.pr_plan import plan_pull_request
+from reconciler.cli.plan import cache_dir
 from reconciler.cli.progress import ProgressSink
 from reconciler.errors import DenvError, NotFound, SpecError, UsageError
 from reconciler.fleet.observe import Transports
 from reconciler.forge.config import bot_identity, open_forge
 from reconciler.forge.localgit import commit_files, has_commit
 from reconciler.forge.protocol import BotChange, BotFiles
+from reconciler.pr.plan import plan_pull_request
 from reconciler.spec.base import SLUG
 from reconciler.spec.checks import check_repo, domain_size
 from reconciler.spec.fit import fit
@@ -191,7 +192,9 @@ def _propose(root: Path, draft: ReleaseDraft, text: str) -> dict[str, object]:
         shown.phase(f"planning #{pr.number}")
         transports = Transports(warn=lambda m: shown.say(f"warning: {m}"))
         try:
-            planned = plan_pull_request(forge, root, pr.number, transports, shown.phase)
+            planned = plan_pull_request(
+                forge, root, pr.number, transports, shown.phase, cache=cache_dir()
+            )
         finally:
             transports.close()
     return planned.as_json()

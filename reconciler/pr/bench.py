@@ -25,7 +25,6 @@ from reconciler.bench.sweep import Progress as SweepProgress
 from reconciler.bench.traffic import TraceLine, generate
 from reconciler.bench.trial import TrialEndpoint, new_trial_id, trial_deployment
 from reconciler.bench.trial_sweep import Load, fleet_price, sweep_trial
-from reconciler.cli.pr_plan import open_head, pull_request_source, trusted_note
 from reconciler.errors import DenvError, NotFound
 from reconciler.fleet.observe import Transports
 from reconciler.forge.localgit import changed_paths
@@ -39,6 +38,7 @@ from reconciler.parity.runner import run_parity
 from reconciler.parity.suite import Suite, parse_suite
 from reconciler.parity.suite_files import SUITES_DIR, load_suite
 from reconciler.parity.verdict import Verdict
+from reconciler.pr.plan import open_head, pull_request_source, trusted_note
 from reconciler.reconcile.source import GitSource, InvalidRevision
 from reconciler.spec.policy import ParityPolicy
 from reconciler.spec.repo import Repo
@@ -375,12 +375,14 @@ def bench_pull_request(
     clock: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.UTC),
     progress: SweepProgress = lambda *_: None,
     expect_head: str | None = None,
+    *,
+    cache: Path,
 ) -> PrBench:
     """Bench and parity for every release or recipe the head of pull request `number`
     changes (only while the head is `expect_head`, when given); comment the results and the
     verdicts, set the `denv bench` check."""
     pr = open_head(forge, root, number, "benched", expect_head)
-    source = pull_request_source(root, pr)
+    source = pull_request_source(root, pr, cache)
     try:
         head = source.repo_at(pr.head_sha)
     except InvalidRevision as exc:

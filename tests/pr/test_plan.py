@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from reconciler.cli.pr_plan import _check
 from reconciler.forge.local import LocalForge
+from reconciler.pr.plan import _check
 from reconciler.reconcile.plan import FleetUsage, Plan
 from tests.forge.conftest import TOKEN, GitHubSetup
 from tests.forge.gitrepo import commit_file, git
