@@ -7,7 +7,6 @@ chart are partials built here. (The templates are the package's own files, read 
 from __future__ import annotations
 
 import re
-from collections import Counter
 from collections.abc import Sequence
 from datetime import UTC
 from functools import cache
@@ -23,6 +22,8 @@ from reconciler.forge.views import (
     MetricDelta,
     ParetoPoint,
     ParityView,
+    PlanFleet,
+    PlanGroup,
     PlanView,
     PromotionView,
     RollbackView,
@@ -73,26 +74,68 @@ def short(sha: str) -> str:
 # -- plan ------------------------------------------------------------------------------------
 
 
+PLAN_LINES_PER_GROUP = 50  # a PR comment stays readable (and under GitHub's size limit)
+
+
+def text(plain: str) -> str:
+    """Plain text inside markdown: characters that would start markup are escaped."""
+    for char in "\\`*_[]<>|":
+        plain = plain.replace(char, "\\" + char)
+    return plain
+
+
+def _indented(plain: str) -> str:
+    """A list item's text, its continuation lines indented under its first."""
+    return text(plain).replace("\n", "\n  ")
+
+
 def _plan_summary(view: PlanView) -> str:
     if view.problems:
         listing = "\n".join(view.problems)
         return f"**Invalid files: nothing will be applied.**\n\n```\n{listing}\n```"
-    if view.unplaceable:
-        listing = "\n".join(f"- {cell(u)}" for u in view.unplaceable)
-        return f"**Cannot be placed: nothing will be applied.**\n\n{listing}"
-    if not view.actions:
-        return "No changes: the fleets already run what this pull request asks for."
-    counts = Counter(a.kind for a in view.actions)
-    by_kind = ", ".join(f"{n} {kind}" for kind, n in counts.items())
-    noun = "action" if len(view.actions) == 1 else "actions"
-    return f"**{len(view.actions)} {noun}**: {by_kind}."
+    return view.summary
+
+
+def _plan_group(group: PlanGroup) -> str:
+    lines = [f"**{group.title}**", ""]
+    if group.error is not None:
+        lines.append(f"Left as it runs: {text(group.error)}")
+    if group.lines:
+        lines += ["```diff", *group.lines[:PLAN_LINES_PER_GROUP], "```"]
+        if (more := len(group.lines) - PLAN_LINES_PER_GROUP) > 0:
+            lines.append(f"… and {more} more lines: run `denv plan` to see them all.")
+    if group.kept:
+        lines.append(f"{group.kept} unit{'s' * (group.kept != 1)} unchanged.")
+    if group.endpoint:
+        lines.append(f"Endpoint: `{group.endpoint}`")
+    return "\n".join(lines)
+
+
+def _plan_fleets(fleets: Sequence[PlanFleet]) -> str:
+    if not fleets:
+        return ""
+    rows = [
+        (
+            f.fleet,
+            str(f.before),
+            str(f.after),
+            "…" if f.gpus is None else str(f.gpus),
+            "…" if f.trial_gpus is None else str(f.trial_gpus),
+        )
+        for f in fleets
+    ]
+    headers = ("fleet", "GPUs in use before", "after", "of", "kept for trials")
+    return table(headers, rows, right=(1, 2, 3, 4))
 
 
 def _plan_details(view: PlanView) -> str:
-    if view.problems or view.unplaceable or not view.actions:
+    if view.problems:
         return ""
-    rows = [(str(a.wave), a.kind, a.target, a.reason) for a in view.actions]
-    return table(("wave", "action", "target", "why"), rows, right=(0,))
+    parts = [_plan_group(g) for g in view.groups]
+    parts.append("\n".join(f"- {_indented(note)}" for note in view.notes))
+    parts.append(_plan_fleets(view.fleets))
+    parts.append("\n".join(f"- {text(why)}" for why in view.unreachable))
+    return "\n\n".join(p for p in parts if p)
 
 
 def _files(paths: Sequence[str]) -> str:
@@ -106,7 +149,8 @@ def render_plan(view: PlanView) -> str:
     return _fill(
         "plan",
         head=short(view.head_sha),
-        base=view.base,
+        against=f" against `{view.base}`" if view.base else "",
+        note=f"> {view.note}" if view.note else "",
         summary=_plan_summary(view),
         details=_plan_details(view),
         files=_files(view.files),

@@ -22,7 +22,7 @@ from reconciler.forge.protocol import Forge
 from reconciler.forge.render import render_plan
 from reconciler.forge.views import PlanView
 from reconciler.reconcile.plan import Plan
-from reconciler.reconcile.render import render_markdown, summary
+from reconciler.reconcile.render import plan_view, summary
 from reconciler.reconcile.snapshot import snapshot
 from reconciler.reconcile.source import GitSource, InvalidRevision
 from reconciler.spec.policy import Gates
@@ -170,17 +170,15 @@ def plan_pull_request(
     if not problems:
         plan = snapshot(source, transports, pr.head_sha, status).plan
     unplaceable = _unplaceable(plan) if plan is not None else []
+    note = trusted_note(files, pr.base_branch)
     if plan is None:
-        body = render_plan(
-            PlanView(head_sha=pr.head_sha, base=pr.base_branch, files=files, problems=problems)
+        view = PlanView(
+            head_sha=pr.head_sha, base=pr.base_branch, files=files, problems=problems, note=note
         )
     else:
-        body = render_markdown(plan)
-    if (note := trusted_note(files, pr.base_branch)) is not None:
-        head, _, rest = body.partition("\n")  # the marker line stays first
-        body = f"{head}\n> {note}\n\n{rest}"
+        view = plan_view(plan, pr.base_branch, files, note)
     status(f"commenting on #{number}")
-    ids = forge.upsert_comment(number, "plan", body)
+    ids = forge.upsert_comment(number, "plan", render_plan(view))
     check = _check(problems, unplaceable, plan)
     forge.set_check(pr.head_sha, check)
     return PrPlan(pr, files, problems, unplaceable, plan, check, ids)

@@ -106,7 +106,7 @@ def test_pull_request_from_open_to_deployed(github: GitHubSetup, home: Path) -> 
     assert planned.check.conclusion == Conclusion.SUCCESS
     assert planned.check.title == "Plan: 3 to start, 0 to replace, 0 to stop, 0 unchanged."
     [body] = fake.comment_bodies(number)
-    assert body.startswith(f"<!-- denv:plan -->\n### denv plan at `{head[:12]}`")
+    assert body.startswith(f"<!-- denv:plan -->\n### denv plan for `{head[:12]}` against `main`")
     assert "+ chat-8b.canary.local.aggregated-1  localhost  GPUs 1 " in body
     assert [(c.name, c.conclusion) for c in forge.checks(head)] == [("denv plan", "success")]
 
