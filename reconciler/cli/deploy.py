@@ -31,6 +31,8 @@ from reconciler.fleet.observe import Transports
 from reconciler.forge.config import bot_identity, open_forge
 from reconciler.forge.localgit import commit_files, has_commit
 from reconciler.forge.protocol import BotChange, BotFiles
+from reconciler.forge.render import render_deploy
+from reconciler.forge.views import DeployView
 from reconciler.pr.plan import plan_pull_request
 from reconciler.spec.base import SLUG
 from reconciler.spec.checks import check_repo, domain_size
@@ -178,11 +180,14 @@ def _propose(root: Path, draft: ReleaseDraft, text: str) -> dict[str, object]:
     change = BotChange(
         branch=f"deploy/{draft.name}",
         title=f"Deploy {draft.name}: {draft.recipe} on {draft.fleet}",
-        body=(
-            f"Deploys **{draft.name}** from {draft.origin}: recipe `{draft.recipe}` on fleet "
-            f"`{draft.fleet}`, weights `{draft.weights}` (catalog/models.yaml).\n\n"
-            "Opened by `denv deploy`. The plan is the first comment; once this is approved "
-            "and merged, the reconciler starts it."
+        body=render_deploy(
+            DeployView(
+                release=draft.name,
+                origin=draft.origin,
+                recipe=draft.recipe,
+                fleet=draft.fleet,
+                weights=draft.weights,
+            )
         ),
         message=f"deploy {draft.name}: {draft.recipe} on {draft.fleet}",
         edit=add,

@@ -13,12 +13,14 @@ from functools import cache
 from importlib.resources import files
 from string import Template
 
+from reconciler.forge.markers import marker, strip_marker
 from reconciler.forge.views import (
     AlarmRow,
     BenchFigure,
     BenchRow,
     BenchView,
     CandidateView,
+    DeployView,
     MetricDelta,
     ParetoPoint,
     ParityView,
@@ -37,7 +39,8 @@ def _template(name: str) -> Template:
     return Template(files("reconciler.forge.templates").joinpath(f"{name}.md").read_text())
 
 
-def _fill(name: str, **values: str) -> str:
+def fill(name: str, **values: str) -> str:
+    """Template `name` filled in, with the footer; blank runs and line-end spaces dropped."""
     text = _template(name).substitute(footer=_template("footer").template.strip(), **values)
     text = re.sub(r"[ \t]+\n", "\n", text)
     return re.sub(r"\n{3,}", "\n\n", text).strip("\n") + "\n"
@@ -146,7 +149,7 @@ def _files(paths: Sequence[str]) -> str:
 
 
 def render_plan(view: PlanView) -> str:
-    return _fill(
+    return fill(
         "plan",
         head=short(view.head_sha),
         against=f" against `{view.base}`" if view.base else "",
@@ -154,6 +157,17 @@ def render_plan(view: PlanView) -> str:
         summary=_plan_summary(view),
         details=_plan_details(view),
         files=_files(view.files),
+    )
+
+
+def render_deploy(view: DeployView) -> str:
+    return fill(
+        "deploy",
+        release=view.release,
+        origin=view.origin,
+        recipe=view.recipe,
+        fleet=view.fleet,
+        weights=view.weights,
     )
 
 
@@ -226,7 +240,7 @@ def pareto_chart(points: Sequence[ParetoPoint]) -> str:
 
 def render_bench(view: BenchView) -> str:
     simulated = any(r.simulated for r in view.rows)
-    return _fill(
+    return fill(
         "bench",
         head=short(view.head_sha),
         current=f"`{view.current}`",
@@ -249,7 +263,7 @@ def render_parity(view: ParityView) -> str:
         rows = [(str(m.prompt), str(m.position), m.detail) for m in view.mismatches]
         mismatches = table(("prompt", "token", "difference"), rows, right=(0, 1)) + "\n"
     agreed = view.prompts - view.mismatched
-    return _fill(
+    return fill(
         "parity",
         verdict="pass" if view.passed else "FAIL: this candidate does not ship",
         candidate=view.candidate,
@@ -259,6 +273,17 @@ def render_parity(view: ParityView) -> str:
         counts=f"{agreed} of {view.prompts} prompts agree; {view.mismatched} differ.",
         mismatches=mismatches,
     )
+
+
+def render_parities(views: Sequence[ParityView]) -> str:
+    """Several verdicts (a pull request's releases) as one parity comment: each rendered from
+    the template, all under the first's marker and above the last's footer."""
+    bodies = [render_parity(view) for view in views]
+    if len(bodies) == 1:
+        return bodies[0]
+    parts = [strip_marker(b, "parity").rstrip("\n") for b in bodies]
+    parts = [p.rsplit("\n", 1)[0].rstrip() for p in parts[:-1]] + parts[-1:]
+    return marker("parity") + "\n" + "\n\n---\n\n".join(parts) + "\n"
 
 
 def _counted(count: int, noun: str) -> str:
@@ -284,7 +309,7 @@ def render_candidate(view: CandidateView) -> str:
             "Each is measured at its capacity: the highest rate of the stage's traffic (its "
             f"own arrival pattern, time-scaled) that holds the latency target{held}.\n"
         )
-    return _fill(
+    return fill(
         "candidate",
         release=view.release,
         target=view.target,
@@ -306,7 +331,7 @@ def render_candidate(view: CandidateView) -> str:
 
 
 def render_rollback(view: RollbackView) -> str:
-    return _fill(
+    return fill(
         "rollback",
         release=view.release,
         stage=view.stage,
@@ -361,7 +386,7 @@ def _bench_figures(rows: Sequence[BenchFigure], none: str) -> str:
 
 def render_promotion(view: PromotionView) -> str:
     stamp = "%Y-%m-%d %H:%M:%S UTC"
-    return _fill(
+    return fill(
         "promotion",
         release=view.release,
         revision=short(view.revision),

@@ -42,6 +42,16 @@ class PlanView(Record):
     unreachable: list[str] = []  # hosts not reached, each with its cause
 
 
+class DeployView(Record):
+    """A new release that `denv deploy` proposes: its pull request's description."""
+
+    release: str
+    origin: str  # e.g. "result ix-…" or "recipe llama-3.1-8b/vllm@1"
+    recipe: str
+    fleet: str
+    weights: str
+
+
 class MetricDelta(Record):
     name: str  # e.g. "TTFT p99"
     unit: str  # e.g. "s", "tok/s/GPU", "$/M"

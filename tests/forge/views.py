@@ -10,6 +10,7 @@ from reconciler.forge.views import (
     BenchRow,
     BenchView,
     CandidateView,
+    DeployView,
     LeverChange,
     MetricDelta,
     ParetoPoint,
@@ -59,6 +60,14 @@ PLAN_INVALID = PlanView(
     head_sha=HEAD,
     files=["releases/chat-8b/denv.yaml"],
     problems=["releases/chat-8b/denv.yaml:8:15: max_batch: Input should be greater than 0"],
+)
+
+DEPLOY = DeployView(
+    release="chat-8b",
+    origin="result ix-2026-01-05T10-00-00-chat-8b",
+    recipe="llama-3.1-8b/vllm@1",
+    fleet="local",
+    weights="llama-3.1-8b-instruct",
 )
 
 PLAN_NOTHING = PlanView(head_sha=HEAD, summary="No changes: 2 units up to date.")
