@@ -136,7 +136,8 @@ def approve(
 ) -> None:
     """Approve the pull request's current head commit, signed with your SSH key."""
     forge = _forge(repo, user)
-    gates = base_gates(find_root(repo), forge.pull_request(number), cache_dir())  # invalid: stop
+    # an invalid base stops here
+    gates = base_gates(find_root(repo), forge.pull_request(number), cache_dir())
     key = key or forge.signing_key()
     if key is None:
         raise ForgeError(

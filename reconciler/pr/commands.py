@@ -1,5 +1,5 @@
 """Composition: `/denv plan` and `/denv bench` comment commands run once each. The forge says
-which comments are commands from users who may give them (write permission; commands.py
+which comments are commands from users who may give them (write permission; forge/commands.py
 parses them); the bot's commands comment (forge/handled.py) says which have run. New ones
 are claimed in that comment before they run, so a second CI run started meanwhile, or one
 that dies halfway, never runs them again; then plan or bench runs (each once, however many
