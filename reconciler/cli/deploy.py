@@ -24,13 +24,16 @@ from reconciler.catalog.deployable import (
 )
 from reconciler.cli.bench import _lookup
 from reconciler.cli.common import JsonOption, RepoOption, console, load, print_json
-from reconciler.cli.pr_plan import plan_pull_request
+from reconciler.cli.plan import cache_dir
 from reconciler.cli.progress import ProgressSink
 from reconciler.errors import DenvError, NotFound, SpecError, UsageError
 from reconciler.fleet.drivers.registry import Drivers
 from reconciler.forge.config import bot_identity, open_forge
 from reconciler.forge.localgit import commit_files, has_commit
 from reconciler.forge.protocol import BotChange, BotFiles
+from reconciler.forge.render import render_deploy
+from reconciler.forge.views import DeployView
+from reconciler.pr.plan import plan_pull_request
 from reconciler.spec.base import SLUG
 from reconciler.spec.checks import check_repo, domain_size
 from reconciler.spec.fit import fit
@@ -177,11 +180,14 @@ def _propose(root: Path, draft: ReleaseDraft, text: str) -> dict[str, object]:
     change = BotChange(
         branch=f"deploy/{draft.name}",
         title=f"Deploy {draft.name}: {draft.recipe} on {draft.fleet}",
-        body=(
-            f"Deploys **{draft.name}** from {draft.origin}: recipe `{draft.recipe}` on fleet "
-            f"`{draft.fleet}`, weights `{draft.weights}` (catalog/models.yaml).\n\n"
-            "Opened by `denv deploy`. The plan is the first comment; once this is approved "
-            "and merged, the reconciler starts it."
+        body=render_deploy(
+            DeployView(
+                release=draft.name,
+                origin=draft.origin,
+                recipe=draft.recipe,
+                fleet=draft.fleet,
+                weights=draft.weights,
+            )
         ),
         message=f"deploy {draft.name}: {draft.recipe} on {draft.fleet}",
         edit=add,
@@ -191,7 +197,9 @@ def _propose(root: Path, draft: ReleaseDraft, text: str) -> dict[str, object]:
         shown.phase(f"planning #{pr.number}")
         drivers = Drivers(warn=lambda m: shown.say(f"warning: {m}"))
         try:
-            planned = plan_pull_request(forge, root, pr.number, drivers, shown.phase)
+            planned = plan_pull_request(
+                forge, root, pr.number, drivers, shown.phase, cache=cache_dir()
+            )
         finally:
             drivers.close()
     return planned.as_json()

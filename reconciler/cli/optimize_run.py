@@ -14,7 +14,7 @@ from rich.console import Console
 
 from reconciler.bench.traffic_stats import trace_stats
 from reconciler.cli.common import load
-from reconciler.cli.pr_plan import plan_pull_request
+from reconciler.cli.plan import cache_dir
 from reconciler.cli.progress import ProgressSink
 from reconciler.errors import DenvError
 from reconciler.fleet.drivers.registry import Drivers
@@ -25,6 +25,7 @@ from reconciler.optimize.runner import Effects, Loop, Promote, StudyStopped
 from reconciler.optimize.start import StartOptions, resolve, traffic_lines
 from reconciler.optimize.state import StateStore, state_home
 from reconciler.optimize.watch import catalog_marks, remeasure_reasons
+from reconciler.pr.plan import plan_pull_request
 from reconciler.spec.repo import Repo
 
 messages = Console(stderr=True)
@@ -51,7 +52,7 @@ def promoter(root: Path, repo: Repo, drivers: Drivers) -> Promote:
     def promote(state: StudyState, row: Row) -> int:
         forge = open_forge(root, os.environ)
         number = promote_row(forge, repo, state, row, "main")
-        plan_pull_request(forge, root, number, drivers, lambda _m: None)
+        plan_pull_request(forge, root, number, drivers, lambda _m: None, cache=cache_dir())
         return number
 
     return promote

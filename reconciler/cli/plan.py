@@ -13,7 +13,8 @@ from rich.text import Text
 
 from reconciler.cli.common import JsonOption, cache_root, console, print_json
 from reconciler.fleet.drivers.registry import Drivers
-from reconciler.reconcile.render import render_markdown, render_text
+from reconciler.forge.render import render_plan
+from reconciler.reconcile.render import plan_view, render_text
 from reconciler.reconcile.snapshot import snapshot
 from reconciler.reconcile.source import GitSource
 
@@ -69,7 +70,7 @@ def plan(
     if as_json:
         print_json(result)
     elif markdown:
-        typer.echo(render_markdown(result), nl=False)
+        typer.echo(render_plan(plan_view(result)), nl=False)
     elif console.is_terminal:
         for line in render_text(result).splitlines():
             style = STYLES.get(line.strip()[:1], "bold" if " — GPUs " in line else "")

@@ -17,7 +17,7 @@ from rich.table import Table
 
 from reconciler.cli import pr_runs
 from reconciler.cli.common import JsonOption, RepoOption, console, print_json
-from reconciler.cli.pr_plan import base_gates, plan_pull_request
+from reconciler.cli.plan import cache_dir
 from reconciler.errors import ForgeError
 from reconciler.fleet.drivers.registry import Drivers
 from reconciler.forge.commands import merge_blockers
@@ -25,6 +25,7 @@ from reconciler.forge.config import bot_identity, open_forge
 from reconciler.forge.local import LocalForge
 from reconciler.forge.markers import read_marker
 from reconciler.forge.models import Approvals, MergeStatus, PrState, PullRequest
+from reconciler.pr.plan import base_gates, plan_pull_request
 from reconciler.spec.sources import find_root
 
 app = typer.Typer(
@@ -44,7 +45,7 @@ def _forge(repo: Path, user: str | None = None) -> LocalForge:
 
 
 def _approvals(repo: Path, forge: LocalForge, number: int) -> tuple[Approvals, int]:
-    gates = base_gates(find_root(repo), forge.pull_request(number))
+    gates = base_gates(find_root(repo), forge.pull_request(number), cache_dir())
     return forge.approvals(number, gates.approvers), gates.default_approvals
 
 
@@ -135,7 +136,8 @@ def approve(
 ) -> None:
     """Approve the pull request's current head commit, signed with your SSH key."""
     forge = _forge(repo, user)
-    gates = base_gates(find_root(repo), forge.pull_request(number))  # an invalid base stops here
+    # an invalid base stops here
+    gates = base_gates(find_root(repo), forge.pull_request(number), cache_dir())
     key = key or forge.signing_key()
     if key is None:
         raise ForgeError(
@@ -222,7 +224,9 @@ def plan_pr(
     drivers = Drivers(warn=lambda m: print(f"warning: {m}", file=sys.stderr))
     try:
         with Console(stderr=True).status(f"planning #{number}") as shown:
-            result = plan_pull_request(forge, root, number, drivers, shown.update)
+            result = plan_pull_request(
+                forge, root, number, drivers, shown.update, cache=cache_dir()
+            )
     finally:
         drivers.close()
     if as_json:

@@ -13,13 +13,14 @@ import typer
 from reconciler.bench.run_info import sweep_levels
 from reconciler.bench.traffic import read_trace
 from reconciler.cli.common import JsonOption, RepoOption, console, print_json, seconds
-from reconciler.cli.pr_bench import BenchOptions, bench_pull_request
-from reconciler.cli.pr_commands import run_commands
-from reconciler.cli.pr_plan import approved_by as check_approval
+from reconciler.cli.plan import cache_dir
 from reconciler.cli.progress import ProgressSink
 from reconciler.fleet.drivers.registry import Drivers
 from reconciler.forge.config import open_forge
 from reconciler.forge.protocol import Forge
+from reconciler.pr.bench import BenchOptions, bench_pull_request
+from reconciler.pr.commands import run_commands
+from reconciler.pr.plan import approved_by as check_approval
 from reconciler.spec.sources import find_root
 
 DEFAULT_LEVELS = "1,8,32"
@@ -125,11 +126,18 @@ def bench(
     options = _options(traffic, workload, concurrency, rate, requests, suite, ready_timeout, out)
     root, forge = _open(repo, forge_kind)
     if approved_by is not None:
-        check_approval(forge, root, forge.pull_request(number), approved_by)
+        check_approval(forge, root, forge.pull_request(number), approved_by, cache_dir())
     result = _running(
         f"benching #{number}",
         lambda drivers, shown: bench_pull_request(
-            forge, root, number, drivers, options, shown.phase, progress=shown.update
+            forge,
+            root,
+            number,
+            drivers,
+            options,
+            shown.phase,
+            progress=shown.update,
+            cache=cache_dir(),
         ),
     )
     if as_json:
@@ -177,7 +185,7 @@ def commands(
     result = _running(
         f"reading commands on #{number}",
         lambda drivers, shown: run_commands(
-            forge, root, number, drivers, options, comment_id, shown.phase
+            forge, root, number, drivers, options, comment_id, shown.phase, cache=cache_dir()
         ),
     )
     if as_json:

@@ -8,15 +8,12 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Sequence
-from functools import cache
-from importlib.resources import files
-from string import Template
 
 from pydantic import TypeAdapter, ValidationError
 
 from reconciler.forge.markers import read_marker
 from reconciler.forge.models import Comment, CommentCommand, Record
-from reconciler.forge.render import table
+from reconciler.forge.render import fill, table
 
 KIND = "commands"
 _STATE = re.compile(r"^<!-- denv-handled (?P<state>\[.*\]) -->$", re.MULTILINE)
@@ -61,18 +58,9 @@ def pending(
     ]
 
 
-@cache
-def _template() -> Template:
-    return Template(files("reconciler.forge.templates").joinpath(f"{KIND}.md").read_text())
-
-
-def _footer() -> str:
-    return files("reconciler.forge.templates").joinpath("footer.md").read_text().strip()
-
-
 def render_commands(handled: Sequence[Handled]) -> str:
     rows = [(f"comment {h.comment_id}", h.user, f"/denv {h.command}", h.outcome) for h in handled]
     listing = table(("comment", "by", "command", "outcome"), rows) if rows else "None yet."
     # the hidden list must not end its HTML comment early: no '>' inside it
     state = json.dumps([h.model_dump() for h in handled], ensure_ascii=True).replace(">", "\\u003e")
-    return _template().substitute(listing=listing, state=state, footer=_footer())
+    return fill(KIND, listing=listing, state=state)

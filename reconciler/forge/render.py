@@ -7,22 +7,25 @@ chart are partials built here. (The templates are the package's own files, read 
 from __future__ import annotations
 
 import re
-from collections import Counter
 from collections.abc import Sequence
 from datetime import UTC
 from functools import cache
 from importlib.resources import files
 from string import Template
 
+from reconciler.forge.markers import marker, strip_marker
 from reconciler.forge.views import (
     AlarmRow,
     BenchFigure,
     BenchRow,
     BenchView,
     CandidateView,
+    DeployView,
     MetricDelta,
     ParetoPoint,
     ParityView,
+    PlanFleet,
+    PlanGroup,
     PlanView,
     PromotionView,
     RollbackView,
@@ -36,7 +39,8 @@ def _template(name: str) -> Template:
     return Template(files("reconciler.forge.templates").joinpath(f"{name}.md").read_text())
 
 
-def _fill(name: str, **values: str) -> str:
+def fill(name: str, **values: str) -> str:
+    """Template `name` filled in, with the footer; blank runs and line-end spaces dropped."""
     text = _template(name).substitute(footer=_template("footer").template.strip(), **values)
     text = re.sub(r"[ \t]+\n", "\n", text)
     return re.sub(r"\n{3,}", "\n\n", text).strip("\n") + "\n"
@@ -73,26 +77,68 @@ def short(sha: str) -> str:
 # -- plan ------------------------------------------------------------------------------------
 
 
+PLAN_LINES_PER_GROUP = 50  # a PR comment stays readable (and under GitHub's size limit)
+
+
+def text(plain: str) -> str:
+    """Plain text inside markdown: characters that would start markup are escaped."""
+    for char in "\\`*_[]<>|":
+        plain = plain.replace(char, "\\" + char)
+    return plain
+
+
+def _indented(plain: str) -> str:
+    """A list item's text, its continuation lines indented under its first."""
+    return text(plain).replace("\n", "\n  ")
+
+
 def _plan_summary(view: PlanView) -> str:
     if view.problems:
         listing = "\n".join(view.problems)
         return f"**Invalid files: nothing will be applied.**\n\n```\n{listing}\n```"
-    if view.unplaceable:
-        listing = "\n".join(f"- {cell(u)}" for u in view.unplaceable)
-        return f"**Cannot be placed: nothing will be applied.**\n\n{listing}"
-    if not view.actions:
-        return "No changes: the fleets already run what this pull request asks for."
-    counts = Counter(a.kind for a in view.actions)
-    by_kind = ", ".join(f"{n} {kind}" for kind, n in counts.items())
-    noun = "action" if len(view.actions) == 1 else "actions"
-    return f"**{len(view.actions)} {noun}**: {by_kind}."
+    return view.summary
+
+
+def _plan_group(group: PlanGroup) -> str:
+    lines = [f"**{group.title}**", ""]
+    if group.error is not None:
+        lines.append(f"Left as it runs: {text(group.error)}")
+    if group.lines:
+        lines += ["```diff", *group.lines[:PLAN_LINES_PER_GROUP], "```"]
+        if (more := len(group.lines) - PLAN_LINES_PER_GROUP) > 0:
+            lines.append(f"… and {more} more lines: run `denv plan` to see them all.")
+    if group.kept:
+        lines.append(f"{group.kept} unit{'s' * (group.kept != 1)} unchanged.")
+    if group.endpoint:
+        lines.append(f"Endpoint: `{group.endpoint}`")
+    return "\n".join(lines)
+
+
+def _plan_fleets(fleets: Sequence[PlanFleet]) -> str:
+    if not fleets:
+        return ""
+    rows = [
+        (
+            f.fleet,
+            str(f.before),
+            str(f.after),
+            "…" if f.gpus is None else str(f.gpus),
+            "…" if f.trial_gpus is None else str(f.trial_gpus),
+        )
+        for f in fleets
+    ]
+    headers = ("fleet", "GPUs in use before", "after", "of", "kept for trials")
+    return table(headers, rows, right=(1, 2, 3, 4))
 
 
 def _plan_details(view: PlanView) -> str:
-    if view.problems or view.unplaceable or not view.actions:
+    if view.problems:
         return ""
-    rows = [(str(a.wave), a.kind, a.target, a.reason) for a in view.actions]
-    return table(("wave", "action", "target", "why"), rows, right=(0,))
+    parts = [_plan_group(g) for g in view.groups]
+    parts.append("\n".join(f"- {_indented(note)}" for note in view.notes))
+    parts.append(_plan_fleets(view.fleets))
+    parts.append("\n".join(f"- {text(why)}" for why in view.unreachable))
+    return "\n\n".join(p for p in parts if p)
 
 
 def _files(paths: Sequence[str]) -> str:
@@ -103,13 +149,25 @@ def _files(paths: Sequence[str]) -> str:
 
 
 def render_plan(view: PlanView) -> str:
-    return _fill(
+    return fill(
         "plan",
         head=short(view.head_sha),
-        base=view.base,
+        against=f" against `{view.base}`" if view.base else "",
+        note=f"> {view.note}" if view.note else "",
         summary=_plan_summary(view),
         details=_plan_details(view),
         files=_files(view.files),
+    )
+
+
+def render_deploy(view: DeployView) -> str:
+    return fill(
+        "deploy",
+        release=view.release,
+        origin=view.origin,
+        recipe=view.recipe,
+        fleet=view.fleet,
+        weights=view.weights,
     )
 
 
@@ -182,7 +240,7 @@ def pareto_chart(points: Sequence[ParetoPoint]) -> str:
 
 def render_bench(view: BenchView) -> str:
     simulated = any(r.simulated for r in view.rows)
-    return _fill(
+    return fill(
         "bench",
         head=short(view.head_sha),
         current=f"`{view.current}`",
@@ -205,7 +263,7 @@ def render_parity(view: ParityView) -> str:
         rows = [(str(m.prompt), str(m.position), m.detail) for m in view.mismatches]
         mismatches = table(("prompt", "token", "difference"), rows, right=(0, 1)) + "\n"
     agreed = view.prompts - view.mismatched
-    return _fill(
+    return fill(
         "parity",
         verdict="pass" if view.passed else "FAIL: this candidate does not ship",
         candidate=view.candidate,
@@ -215,6 +273,17 @@ def render_parity(view: ParityView) -> str:
         counts=f"{agreed} of {view.prompts} prompts agree; {view.mismatched} differ.",
         mismatches=mismatches,
     )
+
+
+def render_parities(views: Sequence[ParityView]) -> str:
+    """Several verdicts (a pull request's releases) as one parity comment: each rendered from
+    the template, all under the first's marker and above the last's footer."""
+    bodies = [render_parity(view) for view in views]
+    if len(bodies) == 1:
+        return bodies[0]
+    parts = [strip_marker(b, "parity").rstrip("\n") for b in bodies]
+    parts = [p.rsplit("\n", 1)[0].rstrip() for p in parts[:-1]] + parts[-1:]
+    return marker("parity") + "\n" + "\n\n---\n\n".join(parts) + "\n"
 
 
 def _counted(count: int, noun: str) -> str:
@@ -240,7 +309,7 @@ def render_candidate(view: CandidateView) -> str:
             "Each is measured at its capacity: the highest rate of the stage's traffic (its "
             f"own arrival pattern, time-scaled) that holds the latency target{held}.\n"
         )
-    return _fill(
+    return fill(
         "candidate",
         release=view.release,
         target=view.target,
@@ -262,7 +331,7 @@ def render_candidate(view: CandidateView) -> str:
 
 
 def render_rollback(view: RollbackView) -> str:
-    return _fill(
+    return fill(
         "rollback",
         release=view.release,
         stage=view.stage,
@@ -317,7 +386,7 @@ def _bench_figures(rows: Sequence[BenchFigure], none: str) -> str:
 
 def render_promotion(view: PromotionView) -> str:
     stamp = "%Y-%m-%d %H:%M:%S UTC"
-    return _fill(
+    return fill(
         "promotion",
         release=view.release,
         revision=short(view.revision),

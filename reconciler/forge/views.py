@@ -11,20 +11,45 @@ from datetime import datetime
 from reconciler.forge.models import Record
 
 
-class PlanAction(Record):
-    wave: int
-    kind: str  # start, stop, replace, …
-    target: str  # e.g. chat-8b/canary on local, replica 2
-    reason: str
+class PlanGroup(Record):
+    """One release, stage and fleet of a plan, as the reconciler would change it."""
+
+    title: str  # release / stage / fleet — revision — GPUs before → after
+    error: str | None = None  # why it was not planned: it is left as it runs
+    lines: list[str] = []  # the diff: a line an action (+ start, ! replace, - stop), then changes
+    kept: int = 0  # units that stay as they are
+    endpoint: str | None = None
+
+
+class PlanFleet(Record):
+    fleet: str
+    before: int  # GPUs in use now
+    after: int  # GPUs in use once the plan is applied
+    gpus: int | None = None  # the fleet's, when known
+    trial_gpus: int | None = None  # kept for trials
 
 
 class PlanView(Record):
     head_sha: str
-    base: str = "main"
+    base: str | None = "main"  # None: a plan of a revision, not of a pull request
     files: list[str] = []  # the denv files the pull request changes
     problems: list[str] = []  # path:line:col: message — nothing is applied while any
-    unplaceable: list[str] = []  # topologies that do not fit their fleet
-    actions: list[PlanAction] = []
+    note: str | None = None  # what the pull request changes that the bot does not take from it
+    summary: str = ""  # the plan's counts in a line
+    groups: list[PlanGroup] = []
+    notes: list[str] = []  # stages that run nothing: not deployed yet, or not planned
+    fleets: list[PlanFleet] = []
+    unreachable: list[str] = []  # hosts not reached, each with its cause
+
+
+class DeployView(Record):
+    """A new release that `denv deploy` proposes: its pull request's description."""
+
+    release: str
+    origin: str  # e.g. "result ix-…" or "recipe llama-3.1-8b/vllm@1"
+    recipe: str
+    fleet: str
+    weights: str
 
 
 class MetricDelta(Record):

@@ -1,17 +1,16 @@
-"""Pure logic: a plan as text — like `terraform plan`, for the terminal — and as markdown for a
-pull-request comment. `+` start, `~` replace (with what changes), `-` stop; grouped by release,
-stage and fleet, each with its GPUs before and after. Units that stay as they are are counted,
-not listed."""
+"""Pure logic: a plan as text — like `terraform plan`, for the terminal — and as the view of its
+pull-request comment (forge/templates/plan.md renders it). `+` start, `~` replace (with what
+changes), `-` stop; grouped by release, stage and fleet, each with its GPUs before and after.
+Units that stay as they are are counted, not listed."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+from reconciler.forge.views import PlanFleet, PlanGroup, PlanView
 from reconciler.reconcile.plan import Action, ActionKind, FleetUsage, Group, Plan
 
 SYMBOLS = {ActionKind.START: "+", ActionKind.REPLACE: "~", ActionKind.STOP: "-"}
-MARKER = "<!-- denv:plan -->"  # finds the comment again to update it
-MARKDOWN_ACTIONS_PER_GROUP = 50  # a PR comment stays readable (and under GitHub's size limit)
 
 
 def indices(gpus: Sequence[int]) -> str:
@@ -152,45 +151,38 @@ def render_text(plan: Plan) -> str:
 MARKDOWN_SYMBOLS = {ActionKind.START: "+", ActionKind.REPLACE: "!", ActionKind.STOP: "-"}
 
 
-def render_markdown(plan: Plan) -> str:
-    lines = [MARKER, f"### denv plan at `{_short(plan.head)}`", "", summary(plan)]
+def plan_view(
+    plan: Plan, base: str | None = None, files: Sequence[str] = (), note: str | None = None
+) -> PlanView:
+    """The plan as a pull request's plan comment shows it (forge/templates/plan.md): of pull
+    request `base` ← `plan.head` changing `files`, or with no base of a revision alone."""
     actions = _by_group(plan)
+    groups = []
     for group in plan.groups:
         mine = actions.get((group.release, group.stage, group.fleet), [])
-        lines += ["", f"**{group_title(group)}**", ""]
-        if group.error is not None:
-            lines.append(f"Left as it runs: {_md(group.error)}")
-        shown = action_lines(mine, MARKDOWN_SYMBOLS)
-        if shown:
-            more = len(shown) - MARKDOWN_ACTIONS_PER_GROUP
-            shown = shown[:MARKDOWN_ACTIONS_PER_GROUP]
-            lines += ["```diff", *shown, "```"]
-            if more > 0:
-                lines.append(f"… and {more} more lines: run `denv plan` to see them all.")
-        kept = sum(1 for a in mine if a.kind == ActionKind.KEEP)
-        if kept:
-            lines.append(f"{_units(kept)} unchanged.")
-        if group.endpoint:
-            lines.append(f"Endpoint: `{group.endpoint}`")
-    if notes := _notes(plan):
-        lines += ["", *(f"- {_indented(_md(note), '  ')}" for note in notes)]
-    if plan.fleets:
-        lines += ["", "| fleet | GPUs in use before | after | of | kept for trials |"]
-        lines.append("|---|---|---|---|---|")
-        for usage in plan.fleets:
-            lines.append(
-                f"| {usage.fleet} | {usage.before} | {usage.after} | "
-                f"{'…' if usage.gpus is None else usage.gpus} | "
-                f"{'…' if usage.trial_gpus is None else usage.trial_gpus} |"
+        groups.append(
+            PlanGroup(
+                title=group_title(group),
+                error=group.error,
+                lines=action_lines(mine, MARKDOWN_SYMBOLS),
+                kept=sum(1 for a in mine if a.kind == ActionKind.KEEP),
+                endpoint=group.endpoint or None,
             )
-        missed = [why for usage in plan.fleets for _, why in sorted(usage.unreachable.items())]
-        if missed:
-            lines += ["", *(f"- {_md(why)}" for why in missed)]
-    return "\n".join(lines) + "\n"
-
-
-def _md(text: str) -> str:
-    """Plain text inside markdown: characters that would start markup are escaped."""
-    for char in "\\`*_[]<>|":
-        text = text.replace(char, "\\" + char)
-    return text
+        )
+    fleets = [
+        PlanFleet(
+            fleet=u.fleet, before=u.before, after=u.after, gpus=u.gpus, trial_gpus=u.trial_gpus
+        )
+        for u in plan.fleets
+    ]
+    return PlanView(
+        head_sha=plan.head,
+        base=base,
+        files=list(files),
+        note=note,
+        summary=summary(plan),
+        groups=groups,
+        notes=_notes(plan),
+        fleets=fleets,
+        unreachable=[why for u in plan.fleets for _, why in sorted(u.unreachable.items())],
+    )

@@ -78,7 +78,7 @@ def test_a_fresh_deploy_as_text_json_and_markdown(git_repo: GitRepo, tmp_path: P
     assert argv[0] == sys.executable  # a local fleet runs units with denv's interpreter
 
     markdown = denv("--repo", str(git_repo.path), "--markdown", home=home, cache=git_repo.cache)
-    assert markdown.stdout.startswith("<!-- denv:plan -->\n### denv plan at `")
+    assert markdown.stdout.startswith("<!-- denv:plan -->\n### denv plan for `")
     assert "```diff\n+ chat-8b.canary.local.aggregated-0" in markdown.stdout
 
 

@@ -88,7 +88,7 @@ def test_a_recipe_becomes_a_pull_request_with_its_plan(repo: Path) -> None:
     comments = LocalForge(repo).comments(1)
     assert [c.author for c in comments] == ["denv-bot"]
     body = comments[0].body
-    assert body.startswith("<!-- denv:plan -->\n### denv plan at ")
+    assert body.startswith("<!-- denv:plan -->\n### denv plan for ")
     assert "+ chat-small.canary.local.aggregated-0  localhost  GPUs 2 " in body
 
     again = ok(denv(repo, *args, "--name", "chat-small", "--json"))  # safe to repeat

@@ -25,6 +25,7 @@ CASES = [
     ("candidate", render.render_candidate, views.CANDIDATE),
     ("rollback", render.render_rollback, views.ROLLBACK),
     ("promotion", render.render_promotion, views.PROMOTION),
+    ("deploy", render.render_deploy, views.DEPLOY),
 ]
 
 
@@ -61,3 +62,13 @@ def test_change_column(current: float | None, candidate: float, higher: bool, sh
 
 def test_cells_keep_tables_intact() -> None:
     assert render.cell("a | b\nc") == "a \\| b c"
+
+
+def test_several_verdicts_are_one_parity_comment() -> None:
+    """A pull request changing two releases: one marker, the verdicts apart, one footer."""
+    one = render.render_parity(views.PARITY_PASS)
+    both = render.render_parities([views.PARITY_PASS, views.PARITY_FAIL])
+    assert render.render_parities([views.PARITY_PASS]) == one
+    assert both.count("<!-- denv:parity") == 1 and read_marker(both) == ("parity", 1)
+    assert both.count("Posted by denv") == 1 and both.endswith(one.splitlines()[-1] + "\n")
+    assert "\n\n---\n\n### Parity: FAIL" in both

@@ -22,15 +22,15 @@ import openai
 import pytest
 
 from reconciler.bench.traffic import TraceLine
-from reconciler.cli.pr_bench import BenchOptions
-from reconciler.cli.pr_commands import run_commands
-from reconciler.cli.pr_plan import plan_pull_request
 from reconciler.fleet.drivers.registry import Drivers
 from reconciler.fleet.hostagent import AgentClient
 from reconciler.fleet.transport import LocalTransport
 from reconciler.forge.commands import merge_blockers
 from reconciler.forge.handled import Handled, render_commands
 from reconciler.forge.models import Conclusion, MergeStatus, PrState
+from reconciler.pr.bench import BenchOptions
+from reconciler.pr.commands import run_commands
+from reconciler.pr.plan import plan_pull_request
 from reconciler.spec.loader import open_repo
 from tests.conftest import ROOT
 from tests.forge.conftest import GitHubSetup
@@ -66,15 +66,16 @@ def small_bench(folder: Path) -> BenchOptions:
 def bench_step(github: GitHubSetup, number: int, head: str, drivers: Drivers) -> None:
     forge, fake = github.forge, github.fake
     options = small_bench(github.work.parent)
+    cache = github.work.parent / "cache"
     fake.comment(number, "mallory", "/denv bench")  # read permission only: ignored
-    ignored = run_commands(forge, github.work, number, drivers, options)
+    ignored = run_commands(forge, github.work, number, drivers, options, cache=cache)
     assert ignored.ran == [] and len(fake.comment_bodies(number)) == 2  # plan, mallory's
     # mallory pastes the bot's commands marker, claiming the next comments as taken
     claimed = [Handled(comment_id=i, user="grace", command="bench", outcome="done") for i in
                range(1, 1000)]  # fmt: skip
     fake.comment(number, "mallory", render_commands(claimed))
     asked = fake.comment(number, "grace", f"/denv bench {head[:12]}")  # the commit grace read
-    ran = run_commands(forge, github.work, number, drivers, options, only=asked)
+    ran = run_commands(forge, github.work, number, drivers, options, only=asked, cache=cache)
     assert [(h.comment_id, h.user, h.command) for h in ran.ran] == [(asked, "grace", "bench")]
     assert [(c.name, c.conclusion) for c in ran.checks] == [("denv bench", "success")], ran.checks
     assert ran.checks[0].title == "1 benched, parity passed (simulated)"
@@ -85,7 +86,7 @@ def bench_step(github: GitHubSetup, number: int, head: str, drivers: Drivers) ->
     assert "| output (tok/s/GPU) |" in bench and "    PR c2: [" in bench
     assert "3 of 3 prompts agree" in kinds["<!-- denv:parity"]
     assert f"| comment {asked} | grace | /denv bench |" in kinds["<!-- denv:commands"]
-    again = run_commands(forge, github.work, number, drivers, options)
+    again = run_commands(forge, github.work, number, drivers, options, cache=cache)
     assert again.ran == []  # each command runs once
 
 
@@ -96,14 +97,16 @@ def test_pull_request_from_open_to_deployed(github: GitHubSetup, home: Path) -> 
     # plan.yml: `denv pr plan --pr N` against GitHub
     drivers = Drivers(local_env={**os.environ, "DENV_HOME": str(home)})
     try:
-        planned = plan_pull_request(forge, github.work, number, drivers)
+        planned = plan_pull_request(
+            forge, github.work, number, drivers, cache=github.work.parent / "cache"
+        )
     finally:
         drivers.close()
     assert planned.files == [RELEASE] and planned.problems == []
     assert planned.check.conclusion == Conclusion.SUCCESS
     assert planned.check.title == "Plan: 3 to start, 0 to replace, 0 to stop, 0 unchanged."
     [body] = fake.comment_bodies(number)
-    assert body.startswith(f"<!-- denv:plan -->\n### denv plan at `{head[:12]}`")
+    assert body.startswith(f"<!-- denv:plan -->\n### denv plan for `{head[:12]}` against `main`")
     assert "+ chat-8b.canary.local.aggregated-1  localhost  GPUs 1 " in body
     assert [(c.name, c.conclusion) for c in forge.checks(head)] == [("denv plan", "success")]
 

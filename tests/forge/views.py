@@ -10,12 +10,14 @@ from reconciler.forge.views import (
     BenchRow,
     BenchView,
     CandidateView,
+    DeployView,
     LeverChange,
     MetricDelta,
     ParetoPoint,
     ParityMismatch,
     ParityView,
-    PlanAction,
+    PlanFleet,
+    PlanGroup,
     PlanView,
     PromotionView,
     RollbackView,
@@ -25,27 +27,33 @@ HEAD = "3f2a1b0c9d1e8f7a6b5c4d3e2f1a0b9c8d7e6f5a"
 
 PLAN = PlanView(
     head_sha=HEAD,
-    files=["releases/chat-8b/denv.yaml"],
-    actions=[
-        PlanAction(
-            wave=1,
-            kind="start",
-            target="chat-8b/canary on local, replica 3",
-            reason="replicas 2 → 3",
+    files=["releases/chat-8b/denv.yaml", "fleets/local.yaml"],
+    note="This pull request changes `fleets/local.yaml`: fleets and policies are read from "
+    "`main`, so they take effect once merged; this run used the base branch's.",
+    summary="Plan: 1 to start, 2 to replace, 0 to stop, 1 unchanged.",
+    groups=[
+        PlanGroup(
+            title="chat-8b / canary / local — revision 111111111111 → 3f2a1b0c9d1e — GPUs 2 → 3",
+            lines=[
+                "+ chat-8b.canary.local.aggregated-2  localhost  GPUs 2      port 8096   new",
+                "! chat-8b.canary.local.aggregated-0  localhost  GPUs 0      port 8032   "
+                "spec changed, surge",
+                "      --max-num-seqs: 128 → 192",
+                "! chat-8b.canary.local.router        localhost  no GPUs     port 8000   "
+                "spec changed, in place",
+                "      --worker-urls: a b → a b c",
+            ],
+            kept=1,
+            endpoint="http://127.0.0.1:8000",
         ),
-        PlanAction(
-            wave=2,
-            kind="replace",
-            target="chat-8b/canary on local, replica 1",
-            reason="max_batch 128 → 192",
-        ),
-        PlanAction(
-            wave=2,
-            kind="replace",
-            target="chat-8b/canary on local, replica 2",
-            reason="max_batch 128 → 192",
+        PlanGroup(
+            title="chat-8b / prod / local — not planned — GPUs 2 → 2",
+            error="replica 2 needs 1 GPUs in one domain; the most free in one domain of local is 0",
         ),
     ],
+    notes=["chat-8b / eu: not deployed yet: no pin in releases/chat-8b/promotions.yaml"],
+    fleets=[PlanFleet(fleet="local", before=4, after=5, gpus=8, trial_gpus=2)],
+    unreachable=["gpu-2: connection refused"],
 )
 
 PLAN_INVALID = PlanView(
@@ -54,7 +62,15 @@ PLAN_INVALID = PlanView(
     problems=["releases/chat-8b/denv.yaml:8:15: max_batch: Input should be greater than 0"],
 )
 
-PLAN_NOTHING = PlanView(head_sha=HEAD)
+DEPLOY = DeployView(
+    release="chat-8b",
+    origin="result ix-2026-01-05T10-00-00-chat-8b",
+    recipe="llama-3.1-8b/vllm@1",
+    fleet="local",
+    weights="llama-3.1-8b-instruct",
+)
+
+PLAN_NOTHING = PlanView(head_sha=HEAD, summary="No changes: 2 units up to date.")
 
 
 def _metrics(

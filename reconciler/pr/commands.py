@@ -1,5 +1,5 @@
 """Composition: `/denv plan` and `/denv bench` comment commands run once each. The forge says
-which comments are commands from users who may give them (write permission; commands.py
+which comments are commands from users who may give them (write permission; forge/commands.py
 parses them); the bot's commands comment (forge/handled.py) says which have run. New ones
 are claimed in that comment before they run, so a second CI run started meanwhile, or one
 that dies halfway, never runs them again; then plan or bench runs (each once, however many
@@ -16,14 +16,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from reconciler.cli.pr_bench import BenchOptions, bench_pull_request
-from reconciler.cli.pr_plan import plan_pull_request
 from reconciler.errors import DenvError
 from reconciler.fleet.drivers.registry import Drivers
 from reconciler.forge.commands import head_moved
 from reconciler.forge.handled import KIND, Handled, pending, read_handled, render_commands
 from reconciler.forge.models import CheckRun, CommandKind, CommentCommand
 from reconciler.forge.protocol import Forge
+from reconciler.pr.bench import BenchOptions, bench_pull_request
+from reconciler.pr.plan import plan_pull_request
 
 RUNNING = "running"
 
@@ -58,6 +58,8 @@ def run_commands(
     options: BenchOptions,
     only: int | None = None,
     status: Callable[[str], None] = lambda message: None,
+    *,
+    cache: Path,
 ) -> CommandsRun:
     """Run the commands on pull request `number` that have not run yet (with `only`, just
     that comment's), and record them in the bot's commands comment."""
@@ -74,10 +76,12 @@ def run_commands(
         status(f"/denv {kind} on #{number} at {head[:12]}")
         try:
             if kind == CommandKind.PLAN:
-                check = plan_pull_request(forge, root, number, drivers, status, head).check
+                check = plan_pull_request(
+                    forge, root, number, drivers, status, head, cache=cache
+                ).check
             else:
                 check = bench_pull_request(
-                    forge, root, number, drivers, options, status, expect_head=head
+                    forge, root, number, drivers, options, status, expect_head=head, cache=cache
                 ).check
         except DenvError as exc:
             outcomes[kind] = f"failed: {exc}"

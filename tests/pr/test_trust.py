@@ -17,7 +17,7 @@ from reconciler.forge.models import CheckRun, Conclusion
 from reconciler.spec.sources import is_trusted_path
 from tests.forge.gitrepo import git
 from tests.forge.sshkeys import new_key
-from tests.forge.test_pr_plan import RELEASE, branch, denv, planned
+from tests.pr.test_plan import RELEASE, branch, denv, planned
 
 FLEET = "fleets/local.yaml"
 

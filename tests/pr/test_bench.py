@@ -21,20 +21,20 @@ import pytest
 from reconciler.bench.pr_subjects import bench_subjects
 from reconciler.bench.results import read_result
 from reconciler.bench.trial_sweep import Load
-from reconciler.cli.pr_bench import BenchOptions, _Runner
 from reconciler.fleet.drivers.registry import Drivers
 from reconciler.fleet.hostagent import AgentClient
 from reconciler.fleet.transport import LocalTransport
 from reconciler.forge.handled import Handled, pending, read_handled, render_commands
 from reconciler.forge.local import LocalForge
 from reconciler.forge.models import CommandKind, Comment, CommentCommand
+from reconciler.pr.bench import BenchOptions, _Runner
 from reconciler.spec.loader import open_repo
 from reconciler.spec.repo import Repo
 from tests.conftest import DENV_DIRS, ROOT
 from tests.forge.gitrepo import commit_file, git
-from tests.forge.test_pr_plan import denv
+from tests.pr.test_plan import denv
 
-EXPECTED = Path(__file__).parent / "expected"
+EXPECTED = Path(__file__).parents[1] / "forge" / "expected"  # golden files of the templates
 RELEASE = "releases/chat-8b/denv.yaml"
 RECIPE = "llama-3.1-8b/vllm@1"
 

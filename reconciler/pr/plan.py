@@ -13,9 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from reconciler.cli.common import load
-from reconciler.cli.plan import cache_dir
-from reconciler.errors import DenvError, ForgeError
+from reconciler.errors import DenvError, ForgeError, SpecError
 from reconciler.fleet.drivers.registry import Drivers
 from reconciler.forge.localgit import changed_paths, has_commit
 from reconciler.forge.models import CheckRun, Conclusion, PrState, PullRequest
@@ -24,7 +22,7 @@ from reconciler.forge.protocol import Forge
 from reconciler.forge.render import render_plan
 from reconciler.forge.views import PlanView
 from reconciler.reconcile.plan import Plan
-from reconciler.reconcile.render import render_markdown, summary
+from reconciler.reconcile.render import plan_view, summary
 from reconciler.reconcile.snapshot import snapshot
 from reconciler.reconcile.source import GitSource, InvalidRevision
 from reconciler.spec.policy import Gates
@@ -108,23 +106,28 @@ def open_head(
     return pr
 
 
-def pull_request_source(root: Path, pr: PullRequest) -> GitSource:
+def pull_request_source(root: Path, pr: PullRequest, cache: Path) -> GitSource:
     """The pull request's revisions as the bot may act on them: its recipes, releases and
     parity suites; fleets and policies (where denv connects, what it runs, which secret it
-    sends, who may approve) from the tip of its base branch, never from the pull request."""
-    return GitSource(str(root), cache_dir(), trusted_base=base_tip(root, pr.base_branch))
+    sends, who may approve) from the tip of its base branch, never from the pull request.
+    `cache`: the folder of GitSource's caches (the CLI's cache_dir())."""
+    return GitSource(str(root), cache, trusted_base=base_tip(root, pr.base_branch))
 
 
-def base_gates(root: Path, pr: PullRequest) -> Gates:
+def base_gates(root: Path, pr: PullRequest, cache: Path) -> Gates:
     """The approval rules of the pull request's base branch, never of its work tree or head:
-    a pull request cannot lower the bar it must clear."""
-    return load(root, base_tip(root, pr.base_branch)).policies.gates
+    a pull request cannot lower the bar it must clear. SpecError when the base is invalid."""
+    tip = base_tip(root, pr.base_branch)
+    try:
+        return GitSource(str(root), cache, trusted_base=tip).repo_at(tip).policies.gates
+    except InvalidRevision as exc:
+        raise SpecError(exc.problems) from None
 
 
-def approved_by(forge: Forge, root: Path, pr: PullRequest, user: str) -> None:
+def approved_by(forge: Forge, root: Path, pr: PullRequest, user: str, cache: Path) -> None:
     """DenvError unless `user`'s approval of the head counts (write permission, or named by
     the base's approvers policy; not the author): a review by anyone else starts nothing."""
-    approvals = forge.approvals(pr.number, base_gates(root, pr).approvers)
+    approvals = forge.approvals(pr.number, base_gates(root, pr, cache).approvers)
     if user not in approvals.counted:
         why = next((i.reason for i in approvals.ignored if i.user == user), "no approval")
         raise ForgeError(f"#{pr.number}: {user}'s review does not count ({why}): nothing benched")
@@ -149,12 +152,14 @@ def plan_pull_request(
     drivers: Drivers,
     status: Callable[[str], None] = lambda message: None,
     expect_head: str | None = None,
+    *,
+    cache: Path,
 ) -> PrPlan:
     """Validate and plan the head of pull request `number` (only while it is `expect_head`,
     when given), comment the plan, set the check."""
     pr = open_head(forge, root, number, "planned", expect_head)
     files = changed_paths(root, pr.base_branch, pr.head_sha)
-    source = pull_request_source(root, pr)
+    source = pull_request_source(root, pr, cache)
     problems: list[str] = []
     plan: Plan | None = None
     status(f"validating {pr.head_sha[:12]}")
@@ -165,17 +170,15 @@ def plan_pull_request(
     if not problems:
         plan = snapshot(source, drivers, pr.head_sha, status).plan
     unplaceable = _unplaceable(plan) if plan is not None else []
+    note = trusted_note(files, pr.base_branch)
     if plan is None:
-        body = render_plan(
-            PlanView(head_sha=pr.head_sha, base=pr.base_branch, files=files, problems=problems)
+        view = PlanView(
+            head_sha=pr.head_sha, base=pr.base_branch, files=files, problems=problems, note=note
         )
     else:
-        body = render_markdown(plan)
-    if (note := trusted_note(files, pr.base_branch)) is not None:
-        head, _, rest = body.partition("\n")  # the marker line stays first
-        body = f"{head}\n> {note}\n\n{rest}"
+        view = plan_view(plan, pr.base_branch, files, note)
     status(f"commenting on #{number}")
-    ids = forge.upsert_comment(number, "plan", body)
+    ids = forge.upsert_comment(number, "plan", render_plan(view))
     check = _check(problems, unplaceable, plan)
     forge.set_check(pr.head_sha, check)
     return PrPlan(pr, files, problems, unplaceable, plan, check, ids)

@@ -24,20 +24,19 @@ from reconciler.bench.sweep import Mode
 from reconciler.bench.sweep import Progress as SweepProgress
 from reconciler.bench.traffic import TraceLine, generate
 from reconciler.bench.trial_sweep import Load, fleet_price, sweep_trial
-from reconciler.cli.pr_plan import open_head, pull_request_source, trusted_note
 from reconciler.errors import DenvError, NotFound
 from reconciler.fleet.drivers.registry import Drivers
 from reconciler.forge.localgit import changed_paths
-from reconciler.forge.markers import marker, strip_marker
 from reconciler.forge.models import CheckRun, Conclusion, PullRequest
 from reconciler.forge.prdiff import fork_point
 from reconciler.forge.protocol import Forge
-from reconciler.forge.render import render_bench, render_parity
+from reconciler.forge.render import render_bench, render_parities
 from reconciler.forge.views import BenchView, ParityMismatch, ParityView
 from reconciler.parity.runner import run_parity
 from reconciler.parity.suite import Suite, parse_suite
 from reconciler.parity.suite_files import SUITES_DIR, load_suite
 from reconciler.parity.verdict import Verdict
+from reconciler.pr.plan import open_head, pull_request_source, trusted_note
 from reconciler.reconcile.source import GitSource, InvalidRevision
 from reconciler.spec.policy import ParityPolicy
 from reconciler.spec.repo import Repo
@@ -278,16 +277,6 @@ def parity_view(run: SubjectRun, suite: Suite, base: str | None, head: str) -> P
     )
 
 
-def _joined(kind: str, bodies: list[str]) -> str:
-    """Several rendered comments of one kind as one: each without its marker, and all but the
-    last without the footer line."""
-    if len(bodies) == 1:
-        return bodies[0]
-    parts = [strip_marker(b, kind).rstrip("\n") for b in bodies]
-    parts = [p.rsplit("\n", 1)[0].rstrip() for p in parts[:-1]] + parts[-1:]
-    return marker(kind) + "\n" + "\n\n---\n\n".join(parts) + "\n"
-
-
 def bench_view(
     pr: PullRequest,
     base: str | None,
@@ -375,12 +364,14 @@ def bench_pull_request(
     clock: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.UTC),
     progress: SweepProgress = lambda *_: None,
     expect_head: str | None = None,
+    *,
+    cache: Path,
 ) -> PrBench:
     """Bench and parity for every release or recipe the head of pull request `number`
     changes (only while the head is `expect_head`, when given); comment the results and the
     verdicts, set the `denv bench` check."""
     pr = open_head(forge, root, number, "benched", expect_head)
-    source = pull_request_source(root, pr)
+    source = pull_request_source(root, pr, cache)
     try:
         head = source.repo_at(pr.head_sha)
     except InvalidRevision as exc:
@@ -399,8 +390,8 @@ def bench_pull_request(
     ids = forge.upsert_comment(number, "bench", view)
     verdicts = [r for r in runs if r.verdict is not None]
     if verdicts and not isinstance(parity, str):
-        bodies = [render_parity(parity_view(r, parity[0], base, pr.head_sha)) for r in verdicts]
-        ids += forge.upsert_comment(number, "parity", _joined("parity", bodies))
+        views = [parity_view(r, parity[0], base, pr.head_sha) for r in verdicts]
+        ids += forge.upsert_comment(number, "parity", render_parities(views))
     check = _check(runs)
     forge.set_check(pr.head_sha, check)
     return PrBench(pr, base, runs, check, ids, runner.written)

@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from reconciler.cli.pr_plan import _check
 from reconciler.forge.local import LocalForge
+from reconciler.pr.plan import _check
 from reconciler.reconcile.plan import FleetUsage, Plan
 from tests.forge.conftest import TOKEN, GitHubSetup
 from tests.forge.gitrepo import commit_file, git
@@ -87,7 +87,9 @@ def test_plan_then_fix_then_break_edits_one_comment(
     }
     forge = LocalForge(git_repo)
     [comment] = forge.comments(1)
-    assert comment.body.startswith(f"<!-- denv:plan -->\n### denv plan at `{head[:12]}`")
+    assert comment.body.startswith(
+        f"<!-- denv:plan -->\n### denv plan for `{head[:12]}` against `main`"
+    )
     assert "+ chat-8b.canary.local.aggregated-0  localhost  GPUs 0 " in comment.body
 
     # a later commit breaks the release: the same comment now lists the problem, the check fails
@@ -169,7 +171,7 @@ def test_on_github_through_the_fake(github: GitHubSetup) -> None:
         f"#{number} at {head[:12]}: check 'denv plan' success: Plan: 3 to start"
     )
     [body] = github.fake.comment_bodies(number)
-    assert body.startswith(f"<!-- denv:plan -->\n### denv plan at `{head[:12]}`")
+    assert body.startswith(f"<!-- denv:plan -->\n### denv plan for `{head[:12]}` against `main`")
     [check] = github.forge.checks(head)
     assert (check.name, check.conclusion) == ("denv plan", "success")
 

@@ -16,7 +16,7 @@ from reconciler.forge.models import CommandKind, Comment
 from tests.forge.conftest import GitHubSetup
 from tests.forge.gitrepo import commit_file, git
 from tests.forge.test_github import open_pr
-from tests.forge.test_pr_plan import RELEASE, denv
+from tests.pr.test_plan import RELEASE, denv
 
 OLD, NEW = "a" * 40, "b" * 40
 T0 = datetime(2025, 1, 1, tzinfo=UTC)
