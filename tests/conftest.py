@@ -59,14 +59,14 @@ def edit(denv_repo: Path) -> Edit:
 # `pytest -n 2 --dist loadfile --no-loadscope-reorder` they start first and the two workers
 # finish together (by default xdist orders files by their number of tests instead).
 LONGEST_FIRST = (
-    "tests/reconcile/test_reconcile_e2e.py",
-    "tests/rollout/test_rollout_e2e.py",
-    "tests/optimize/test_optimize_e2e.py",
+    "tests/e2e/test_reconcile.py",
+    "tests/e2e/test_rollout.py",
+    "tests/e2e/test_optimize.py",
     "tests/parity/test_targets.py",
-    "tests/reconcile/test_deploy_parity.py",
-    "tests/bench/test_bench_run_e2e.py",
-    "tests/trials/test_reclaim_e2e.py",
-    "tests/forge/test_walkthrough.py",
+    "tests/e2e/test_deploy_parity.py",
+    "tests/e2e/test_bench_run.py",
+    "tests/e2e/test_trial_reclaim.py",
+    "tests/e2e/test_pr_walkthrough.py",
     "tests/e2e/test_guides.py",
 )
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import json
 
+from tests.e2e.test_reconcile import Lab, fleet_file, lab
 from tests.fleet.conftest import ssh_lab
 from tests.reconcile.conftest import git_repo
-from tests.reconcile.test_reconcile_e2e import Lab, fleet_file, lab
 
 __all__ = ["git_repo", "lab", "ssh_lab"]  # fixtures
 

@@ -33,8 +33,10 @@ from reconciler.pr.commands import run_commands
 from reconciler.pr.plan import plan_pull_request
 from reconciler.spec.loader import open_repo
 from tests.conftest import ROOT
-from tests.forge.conftest import GitHubSetup
+from tests.forge.conftest import GitHubSetup, git_repo, github
 from tests.forge.test_github import RELEASE, open_pr
+
+__all__ = ["git_repo", "github"]  # the forge tests' fixtures, not the reconciler's (conftest)
 
 
 @pytest.fixture

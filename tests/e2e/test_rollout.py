@@ -28,13 +28,13 @@ from reconciler.fleet.model.observed import UnitRecord
 from reconciler.forge.local import LocalForge
 from reconciler.forge.models import PrState
 from tests.conftest import DENV_DIRS, ROOT
+from tests.e2e.test_reconcile import Lab, fleet_file
 from tests.fleet.conftest import wait_for
 from tests.fleet.sshd import SshLab, SshServer
 from tests.forge.fake_github import FakeGitHub
 from tests.forge.gitrepo import git
 from tests.forge.loopback import LoopbackServer
 from tests.reconcile.conftest import GitRepo
-from tests.reconcile.test_reconcile_e2e import Lab, fleet_file
 
 WEIGHTS = "hf://meta-llama/Llama-3.1-8B-Instruct@0e9e39f249a16976918f6564b8830bc894c89659"
 RELEASE = f"""\

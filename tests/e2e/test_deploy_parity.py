@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from tests.e2e.test_reconcile import RELEASE, Lab, lab
 from tests.fleet.conftest import ssh_lab
-from tests.reconcile.test_reconcile_e2e import RELEASE, Lab, lab
 
 __all__ = ["lab", "ssh_lab"]  # fixtures
 
