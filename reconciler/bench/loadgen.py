@@ -1,4 +1,5 @@
-"""Adapter: the load generator — asyncio + aiohttp against an OpenAI-compatible endpoint.
+"""Adapter: the load generator — asyncio and the endpoint client (adapters/endpoint.py)
+against an OpenAI-compatible endpoint.
 
 Every request streams (`stream_options.include_usage`), asks for exactly the trace line's
 output length (`max_tokens` with `ignore_eos`), and is recorded as a `RequestRecord`: when it
@@ -20,9 +21,9 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Literal
 
-import aiohttp
 from pydantic import Field, SecretStr, model_validator
 
+from reconciler.adapters.endpoint import Answer, ClientError, EndpointSession
 from reconciler.bench.prompts import PromptBuilder, PromptFormat
 from reconciler.bench.records import ErrorKind, RequestRecord
 from reconciler.bench.traffic import TraceLine
@@ -62,21 +63,18 @@ class Target(Spec):
 
 
 class Client:
-    """One aiohttp session against one target; `send` records one request."""
+    """One endpoint session against one target; `send` records one request."""
 
     def __init__(
-        self, session: aiohttp.ClientSession, target: Target, clock: Clock, started: float
+        self, session: EndpointSession, target: Target, clock: Clock, started: float
     ) -> None:
         self.session = session
         self.target = target
         self.clock = clock
         self.started = started
-        self.url = target.url.rstrip("/") + _PATHS[target.api]
+        self.path = _PATHS[target.api]
         self.prompts = PromptBuilder(target.prompt)
         self._model = json.dumps(target.model)
-        self._headers = {"Content-Type": "application/json"}
-        if target.api_key is not None:
-            self._headers["Authorization"] = f"Bearer {target.api_key.get_secret_value()}"
 
     def body(self, line: TraceLine, index: int) -> bytes:
         head = f'{{"model":{self._model},"max_tokens":{line.output_length},{_STREAMING},'
@@ -95,14 +93,15 @@ class Client:
         stream = _Stream()
         sent = self.now()
         try:
-            async with self.session.post(self.url, data=body, headers=self._headers) as answer:
+            async with self.session.post(self.path, data=body) as answer:
                 if answer.status != 200:
-                    stream.fail(ErrorKind.HTTP, await _message(answer), answer.status)
+                    message = await answer.message(DETAIL_CHARS * 4)
+                    stream.fail(ErrorKind.HTTP, message, answer.status)
                 else:
                     await self._read(answer, stream)
         except TimeoutError:
             stream.fail(ErrorKind.TIMEOUT, f"nothing arrived for {self.target.timeout_s:g} s")
-        except aiohttp.ClientError as exc:
+        except ClientError as exc:
             kind = ErrorKind.STREAM if stream.started else ErrorKind.CONNECT
             stream.fail(kind, f"{type(exc).__name__}: {exc}")
         return RequestRecord(
@@ -120,16 +119,10 @@ class Client:
             detail=stream.detail,
         )
 
-    async def _read(self, answer: aiohttp.ClientResponse, stream: _Stream) -> None:
+    async def _read(self, answer: Answer, stream: _Stream) -> None:
         stream.started = True
-        pending = b""
-        async for data in answer.content.iter_any():
-            at = self.now()
-            lines = (pending + data).split(b"\n")
-            pending = lines.pop()
-            for line in lines:
-                if line.startswith(b"data:"):
-                    stream.event(line[5:].strip(), at)
+        async for at, payload in answer.events(self.now):
+            stream.event(payload, at)
         if stream.error is None and not stream.done:
             stream.fail(ErrorKind.STREAM, "the stream ended before [DONE]")
         elif stream.error is None and not stream.chunks:
@@ -183,25 +176,11 @@ def _count(value: object, default: int | None) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else default
 
 
-async def _message(answer: aiohttp.ClientResponse) -> str:
-    """The error message of an error answer (OpenAI's `error.message`, or the body)."""
-    text = (await answer.text(errors="replace"))[: DETAIL_CHARS * 4]
-    try:
-        body = json.loads(text)
-    except ValueError:
-        return text.strip()
-    error = body.get("error") if isinstance(body, dict) else None
-    if isinstance(error, dict) and error.get("message"):
-        return str(error["message"])
-    return text.strip()
-
-
-def session(target: Target) -> aiohttp.ClientSession:
+def session(target: Target) -> EndpointSession:
     """Connections without a pool limit (open loop must never wait for one), kept alive."""
-    timeout = aiohttp.ClientTimeout(
-        total=None, sock_connect=target.timeout_s, sock_read=target.timeout_s
-    )
-    return aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0), timeout=timeout)
+    key = target.api_key.get_secret_value() if target.api_key is not None else None
+    timeout = target.timeout_s
+    return EndpointSession(target.url, api_key=key, limit=0, connect=timeout, read=timeout)
 
 
 async def closed_loop(
@@ -268,8 +247,6 @@ async def prompt_format(target: Target) -> PromptFormat:
     """`token_ids` if the endpoint takes a token-id prompt on /v1/completions, else `text`
     (sglang-router 0.3.2 answers 422: its prompt is text or a list of texts)."""
     body = {"model": target.model, "prompt": [1000], "max_tokens": 1}
-    async with session(target) as http:
-        url = target.url.rstrip("/") + _PATHS["completions"]
-        async with http.post(url, json=body) as answer:
-            await answer.read()
-            return "text" if answer.status == 422 else "token_ids"
+    async with session(target) as http, http.post(_PATHS["completions"], json_body=body) as answer:
+        await answer.drain()
+        return "text" if answer.status == 422 else "token_ids"

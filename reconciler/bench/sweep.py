@@ -14,8 +14,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Literal
 
-import aiohttp
-
+from reconciler.adapters.endpoint import UNREACHABLE
 from reconciler.bench.loadgen import Api, Clock, Target, closed_loop, open_loop, prompt_format
 from reconciler.bench.metrics import LevelMetrics, level_metrics
 from reconciler.bench.prompts import PromptFormat
@@ -171,6 +170,6 @@ def run_sweep(
 
     try:
         return asyncio.run(main())
-    except (aiohttp.ClientError, TimeoutError) as exc:
+    except UNREACHABLE as exc:
         why = str(exc) or type(exc).__name__
         raise DenvError(f"{endpoint_url}: cannot reach the endpoint: {why}") from exc

@@ -15,8 +15,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import NamedTuple
 
-import aiohttp
-
+from reconciler.adapters.endpoint import UNREACHABLE
 from reconciler.bench.loadgen import Target, prompt_format
 from reconciler.bench.metrics import LevelMetrics
 from reconciler.bench.prompts import PromptFormat
@@ -57,7 +56,7 @@ def _prompt_form(endpoint: TrialEndpoint) -> PromptFormat:
     """Token ids where the endpoint takes them, else text (sglang-router): asked once."""
     try:
         return asyncio.run(prompt_format(Target(url=endpoint.url, model=endpoint.model)))
-    except (aiohttp.ClientError, TimeoutError) as exc:
+    except UNREACHABLE as exc:
         why = str(exc) or type(exc).__name__
         raise DenvError(f"{endpoint.url}: cannot reach the trial's endpoint: {why}") from exc
 

@@ -31,7 +31,7 @@ def deployments(repo: Repo) -> list[Deployment]:
         body = release.release
         for stage in release.stages:
             for fleet in stage.fleets:
-                base = repo.recipes.get(stage.recipes.get(fleet, body.recipe))
+                base = repo.recipes.get(release.recipe_for(stage, fleet))
                 if base is None:
                     continue
                 try:

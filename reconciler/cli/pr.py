@@ -9,7 +9,6 @@ import sys
 from pathlib import Path
 from typing import Annotated
 
-import pygit2
 import typer
 from rich.console import Console
 from rich.markdown import Markdown
@@ -204,10 +203,10 @@ def open_pr(
 
 def _subject(forge: LocalForge, branch: str) -> str:
     """The first line of the branch's last commit message (the branch name if it has none)."""
-    ref = forge.repo.references.get(f"refs/heads/{branch}")
-    if ref is None:
+    tip = forge.repo.branch_tip(branch)
+    if tip is None:
         return branch
-    return str(ref.peel(pygit2.Commit).message).split("\n", 1)[0].strip() or branch
+    return forge.repo.revparse(tip).message.split("\n", 1)[0].strip() or branch
 
 
 @app.command("plan")

@@ -1,4 +1,4 @@
-"""Adapter: the bot's commits with pygit2, never touching a work tree.
+"""Adapter: the bot's commits with the git adapter, never touching a work tree.
 
 The bot edits files of the base branch in memory (YAML through the round-trip writer, so
 comments survive), writes one commit, and moves its branch. It never rewrites history:
@@ -13,9 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 
-import pygit2
-from pygit2.enums import FileMode, SortMode
-
+from reconciler.adapters.git import Author, CommitInfo, GitRepo, Snapshot
 from reconciler.errors import BotBranchTaken, ForgeError, SpecError
 from reconciler.forge.protocol import BotIdentity, Edit
 from reconciler.spec.yamlio import YamlDoc, parse_yaml
@@ -32,17 +30,13 @@ def _clean(path: str) -> str:
 class TreeFiles:
     """`BotFiles` over a commit's tree; what the edit changed, as bytes by path."""
 
-    repo: pygit2.Repository
-    tree: pygit2.Tree
+    commit: Snapshot
     docs: dict[str, YamlDoc] = field(default_factory=dict)
     written: dict[str, bytes] = field(default_factory=dict)
 
     def _blob(self, path: str) -> bytes | None:
-        try:
-            obj = self.tree[_clean(path)]
-        except KeyError:
-            return None
-        return bytes(obj.data) if isinstance(obj, pygit2.Blob) else None
+        found = self.commit.blob(_clean(path))
+        return None if found is None else found.data
 
     def exists(self, path: str) -> bool:
         return path in self.written or self._blob(path) is not None
@@ -73,66 +67,57 @@ class TreeFiles:
         return changed
 
 
-def edited_tree(repo: pygit2.Repository, base: pygit2.Commit, edit: Edit) -> pygit2.Oid:
+def edited_tree(repo: GitRepo, base: Snapshot, edit: Edit) -> str:
     """The base commit's tree with the edit applied."""
-    files = TreeFiles(repo, base.tree)
+    files = TreeFiles(base)
     edit(files)
-    index = pygit2.Index()
-    index.read_tree(base.tree)
-    for path, data in sorted(files.changes().items()):
-        index.add(pygit2.IndexEntry(path, repo.create_blob(data), FileMode.BLOB))
-    return index.write_tree(repo)
+    return repo.tree_with(base.id, files.changes())
 
 
-def foreign_commits(
-    repo: pygit2.Repository, tip: pygit2.Oid, base: pygit2.Oid, bot: BotIdentity
-) -> list[pygit2.Commit]:
+def foreign_commits(repo: GitRepo, tip: str, base: str, bot: BotIdentity) -> list[CommitInfo]:
     """Commits on the branch (not on the base) whose author is not the bot."""
-    walker = repo.walk(tip, SortMode.TOPOLOGICAL)
-    walker.hide(base)
-    return [c for c in walker if c.author.email.lower() != bot.email.lower()]
+    return [
+        c for c in repo.commits_between(tip, base) if c.author.email.lower() != bot.email.lower()
+    ]
 
 
-def refuse_foreign(
-    repo: pygit2.Repository, branch: str, tip: pygit2.Oid, base: pygit2.Oid, bot: BotIdentity
-) -> None:
+def refuse_foreign(repo: GitRepo, branch: str, tip: str, base: str, bot: BotIdentity) -> None:
     foreign = foreign_commits(repo, tip, base, bot)
     if foreign:
         who = ", ".join(sorted({f"{c.author.name} <{c.author.email}>" for c in foreign}))
         raise BotBranchTaken(
             f"branch '{branch}' has {len(foreign)} commit(s) not by the bot ({who}), e.g. "
-            f"{str(foreign[0].id)[:12]}; the bot never overwrites them: merge that work or "
+            f"{foreign[0].id[:12]}; the bot never overwrites them: merge that work or "
             "delete the branch, then run again"
         )
 
 
 def bot_commit(
-    repo: pygit2.Repository,
+    repo: GitRepo,
     branch: str,
-    base_tip: pygit2.Oid,
-    branch_tip: pygit2.Oid | None,
+    base_tip: str,
+    branch_tip: str | None,
     bot: BotIdentity,
     message: str,
     edit: Edit,
-) -> pygit2.Oid:
+) -> str:
     """The commit the branch should point to: `branch_tip` itself when nothing changed."""
-    base = repo[base_tip].peel(pygit2.Commit)
+    base = repo.revparse(base_tip)
     tree = edited_tree(repo, base, edit)
     if branch_tip is not None and (
         branch_tip == base_tip or repo.descendant_of(base_tip, branch_tip)
     ):
         branch_tip = None  # merged already: start again from the base (still a fast-forward)
     if branch_tip is None:
-        if tree == base.tree.id:
+        if tree == base.tree_id:
             raise ForgeError(f"nothing to propose: the edit leaves '{branch}' as the base is")
         parents = [base_tip]
     else:
         refuse_foreign(repo, branch, branch_tip, base_tip, bot)
-        current = repo[branch_tip].peel(pygit2.Commit)
+        current = repo.revparse(branch_tip)
         up_to_date = repo.descendant_of(branch_tip, base_tip)
-        if up_to_date and current.tree.id == tree:
+        if up_to_date and current.tree_id == tree:
             return branch_tip
         # a merge when the base moved keeps the PR's diff to the edit, without a force push
         parents = [branch_tip] if up_to_date else [branch_tip, base_tip]
-    signature = pygit2.Signature(bot.name, bot.email)
-    return repo.create_commit(None, signature, signature, message, tree, parents)
+    return repo.create_commit(tree, parents, Author(bot.name, bot.email), message)

@@ -55,10 +55,9 @@ def open_forge(root: Path, env: Mapping[str, str], user: str | None = None) -> F
 
 
 def open_github(root: Path, env: Mapping[str, str]) -> Forge:
-    # imported here: PyGithub is only loaded by commands that talk to GitHub
-    from github import Auth
-
-    from reconciler.forge.github import DEFAULT_API, GitHubForge, token_auth
+    # imported here: PyGithub (only forge/github.py imports it) is only loaded by commands
+    # that talk to GitHub
+    from reconciler.forge.github import DEFAULT_API, GitHubForge, app_auth, token_auth
     from reconciler.forge.gitremote import GitRemote
 
     repository = env.get("DENV_GITHUB_REPOSITORY") or env.get("GITHUB_REPOSITORY")
@@ -66,16 +65,13 @@ def open_github(root: Path, env: Mapping[str, str]) -> Forge:
         raise ForgeError("set GITHUB_REPOSITORY (owner/name) to use the GitHub forge")
     app_id, key = env.get("DENV_GITHUB_APP_ID"), _private_key(env)
     token = env.get("DENV_GITHUB_TOKEN") or env.get("GITHUB_TOKEN")
-    app: Auth.AppAuth | None = None
-    auth: Auth.Auth
     if app_id and key:
         installation = env.get("DENV_GITHUB_APP_INSTALLATION_ID", "")
         if not installation.isdigit():
             raise ForgeError("DENV_GITHUB_APP_INSTALLATION_ID must be the installation's number")
-        app = Auth.AppAuth(app_id, key)
-        auth = app.get_installation_auth(int(installation))
+        auth, app = app_auth(app_id, key, int(installation))
     elif token:
-        auth = token_auth(token)
+        auth, app = token_auth(token), None
     else:
         raise ForgeError(
             "no GitHub credentials: set DENV_GITHUB_TOKEN (or GITHUB_TOKEN), or "

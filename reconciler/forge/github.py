@@ -51,6 +51,12 @@ def token_auth(token: str) -> Auth.Auth:
     return Auth.Token(token)
 
 
+def app_auth(app_id: str, key: str, installation: int) -> tuple[Auth.Auth, Auth.AppAuth | None]:
+    """A GitHub App installation's auth, and the app's own (to read its login)."""
+    app = Auth.AppAuth(app_id, key)
+    return app.get_installation_auth(installation), app
+
+
 ACTIONS_BOT = "github-actions[bot]"  # who Actions' GITHUB_TOKEN writes as
 
 

@@ -1,4 +1,4 @@
-"""Adapter: the bot's branch on a remote (GitHub) with pygit2: fetch, then push.
+"""Adapter: the bot's branch on a remote (GitHub), through the git adapter: fetch, then push.
 
 The bot works in a local clone: it fetches the base and its branch into private refs
 (`refs/denv/remote/…`), writes its commit there (botgit.py), and pushes without force, so a
@@ -12,32 +12,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-import pygit2
-
+from reconciler.adapters.git import CredentialsRefused, GitFailure, GitRepo
 from reconciler.errors import ForgeError
 
 _PRIVATE = "refs/denv/remote"
-
-
-class _Callbacks(pygit2.RemoteCallbacks):
-    def __init__(self, token: Callable[[], str | None]) -> None:
-        super().__init__()
-        self._token = token
-        self._asked = 0
-        self.rejected: dict[str, str] = {}
-
-    def credentials(
-        self, url: str, username_from_url: str | None, allowed_types: object
-    ) -> pygit2.UserPass:
-        self._asked += 1
-        token = self._token()
-        if token is None or self._asked > 1:  # libgit2 asks again after a refusal: stop there
-            raise ForgeError("the git server refused the bot's credentials")
-        return pygit2.UserPass("x-access-token", token)
-
-    def push_update_reference(self, refname: str, message: str | None) -> None:
-        if message:
-            self.rejected[refname] = message
 
 
 @dataclass
@@ -49,39 +27,31 @@ class GitRemote:
     def __repr__(self) -> str:  # no token, whatever `token` closes over
         return f"GitRemote({self.clone}, {self.url})"
 
-    def _open(self) -> tuple[pygit2.Repository, pygit2.Remote]:
-        try:
-            repo = pygit2.Repository(str(self.clone))
-        except pygit2.GitError as exc:
-            raise ForgeError(f"{self.clone}: not a git repository ({exc})") from exc
-        return repo, repo.remotes.create_anonymous(self.url)
-
-    def fetch(self, *branches: str) -> tuple[pygit2.Repository, dict[str, pygit2.Oid]]:
+    def fetch(self, *branches: str) -> tuple[GitRepo, dict[str, str]]:
         """The clone and the remote tips of those of `branches` that exist there."""
-        repo, remote = self._open()
+        repo = GitRepo.open(self.clone, ForgeError)
         try:
-            heads = {h.name: h.oid for h in remote.list_heads(callbacks=_Callbacks(self.token))}
-            wanted = [b for b in branches if f"refs/heads/{b}" in heads]
+            heads = repo.remote_heads(self.url, self.token)
+            wanted = [b for b in branches if b in heads]
             if wanted:
                 specs = [f"+refs/heads/{b}:{_PRIVATE}/{b}" for b in wanted]
-                remote.fetch(specs, callbacks=_Callbacks(self.token))
-        except pygit2.GitError as exc:
+                repo.fetch(self.url, specs, self.token)
+        except CredentialsRefused as exc:
+            raise ForgeError(str(exc)) from exc
+        except GitFailure as exc:
             raise ForgeError(f"cannot fetch from {self.url}: {exc}") from exc
-        return repo, {b: heads[f"refs/heads/{b}"] for b in wanted}
+        return repo, {b: heads[b] for b in wanted}
 
-    def push(self, repo: pygit2.Repository, branch: str, commit: pygit2.Oid) -> None:
+    def push(self, repo: GitRepo, branch: str, commit: str) -> None:
         """Move the remote branch to `commit`, a descendant of its tip: never a force push."""
-        local = f"{_PRIVATE}/{branch}"
-        repo.references.create(local, commit, force=True)
-        callbacks = _Callbacks(self.token)
-        remote = repo.remotes.create_anonymous(self.url)
         try:
-            remote.push([f"{local}:refs/heads/{branch}"], callbacks=callbacks)
-        except pygit2.GitError as exc:
+            rejected = repo.push(self.url, f"{_PRIVATE}/{branch}", commit, branch, self.token)
+        except CredentialsRefused as exc:
+            raise ForgeError(str(exc)) from exc
+        except GitFailure as exc:
             raise ForgeError(
                 f"push of '{branch}' to {self.url} refused ({exc}); someone may have pushed "
                 "to it meanwhile: run again"
             ) from exc
-        if callbacks.rejected:
-            reasons = "; ".join(callbacks.rejected.values())
-            raise ForgeError(f"push of '{branch}' to {self.url} rejected: {reasons}")
+        if rejected:
+            raise ForgeError(f"push of '{branch}' to {self.url} rejected: {'; '.join(rejected)}")

@@ -2,7 +2,7 @@
 
 A pull request is a head branch and a base branch of the local git repository; its title,
 description, comments, reviews and the checks of its commits are kept beside them in
-`.git/denv-forge/` (localstore.py). Merging writes a merge commit with pygit2, as GitHub's
+`.git/denv-forge/` (localstore.py). Merging writes a merge commit (the git adapter), as GitHub's
 merge button does, and brings the work tree along when the base is checked out. Everyone
 who can write to this repository has write permission here, so an approval names its
 approver by an SSH signature, checked against the base branch's `policies/allowed_signers`
@@ -16,9 +16,7 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
-import pygit2
-from pygit2.enums import CheckoutStrategy
-
+from reconciler.adapters.git import Author, GitFailure, GitRepo
 from reconciler.errors import ForgeError, NotFound
 from reconciler.forge import sshsig
 from reconciler.forge.botgit import bot_commit
@@ -63,25 +61,19 @@ class LocalForge:
         bot: BotIdentity = DENV_BOT,
         clock: Callable[[], datetime] = utc_now,
     ) -> None:
-        try:
-            self.repo = pygit2.Repository(str(root))
-        except pygit2.GitError as exc:
-            raise ForgeError(f"{root}: not a git repository ({exc})") from exc
+        self.repo = GitRepo.open(root, ForgeError)
         self.root = root
-        self.store = LocalStore(Path(self.repo.path))
+        self.store = LocalStore(self.repo.git_dir)
         self.bot = bot
         self.clock = clock
         self.user = user or self._git_user()
 
     def _git_user(self) -> str:
-        try:
-            return str(self.repo.config["user.name"])
-        except KeyError:
-            return "local"
+        name = self.repo.config("user.name")
+        return "local" if name is None else name
 
-    def _tip(self, branch: str) -> pygit2.Oid | None:
-        ref = self.repo.references.get(f"refs/heads/{branch}")
-        return None if ref is None else ref.peel(pygit2.Commit).id
+    def _tip(self, branch: str) -> str | None:
+        return self.repo.branch_tip(branch)
 
     def _view(self, pr: LocalPr) -> PullRequest:
         tip = self._tip(pr.head_branch) if pr.state == PrState.OPEN else None
@@ -138,7 +130,7 @@ class LocalForge:
             self.repo, change.branch, base_tip, branch_tip, self.bot, change.message, change.edit
         )
         if new != branch_tip:
-            self.repo.references.create(f"refs/heads/{change.branch}", new, force=True)
+            self.repo.set_branch(change.branch, new)
         with self.store.locked():
             for number in self.store.numbers():
                 pr = self.store.load(number)
@@ -261,10 +253,7 @@ class LocalForge:
 
     def signing_key(self) -> Path | None:
         """git's `user.signingKey` (what `git commit -S` signs with when gpg.format is ssh)."""
-        try:
-            value = str(self.repo.config["user.signingkey"])
-        except KeyError:
-            return None
+        value = self.repo.config("user.signingkey")
         return Path(value).expanduser() if value else None
 
     def approvals(self, pr: int, approvers: Sequence[str] = ()) -> Approvals:
@@ -291,10 +280,10 @@ class LocalForge:
         tip = self._tip(base)
         if tip is None:
             raise NotFound(f"no branch '{base}' in {self.root}")
-        tree = self.repo[tip].peel(pygit2.Tree)
-        if ALLOWED_SIGNERS not in tree:
+        blob = self.repo.revparse(tip).blob(ALLOWED_SIGNERS)
+        if blob is None:
             return None
-        text = self.repo[tree[ALLOWED_SIGNERS].id].peel(pygit2.Blob).data.decode(errors="replace")
+        text = blob.data.decode(errors="replace")
         for line, problem in allowed_signers_problems(text)[:1]:
             raise ForgeError(f"{ALLOWED_SIGNERS}:{line} (on {base}): {problem}")
         return text
@@ -340,37 +329,27 @@ class LocalForge:
             self.store.save(record)
         return MergeOutcome(status=MergeStatus.MERGED, sha=str(merged))
 
-    def _merge_commit(
-        self, record: LocalPr, base: pygit2.Oid, head: pygit2.Oid
-    ) -> pygit2.Oid | MergeOutcome:
-        index = self.repo.merge_commits(base, head)
-        if index.conflicts is not None:
-            paths = sorted({e.path for trio in index.conflicts for e in trio if e is not None})
-            return _refused(f"conflicts with {record.base_branch} in {', '.join(paths)}")
-        tree = index.write_tree(self.repo)
-        signature = self._signature()
+    def _merge_commit(self, record: LocalPr, base: str, head: str) -> str | MergeOutcome:
+        tree = self.repo.merged_tree(base, head)
+        if isinstance(tree, list):
+            return _refused(f"conflicts with {record.base_branch} in {', '.join(tree)}")
         message = (
             f"Merge pull request #{record.number} from {record.head_branch}\n\n{record.title}\n"
         )
-        commit = self.repo.create_commit(None, signature, signature, message, tree, [base, head])
+        commit = self.repo.create_commit(tree, [base, head], self._author(), message)
         ref = f"refs/heads/{record.base_branch}"
         try:
-            if not self.repo.is_bare and self.repo.references["HEAD"].target == ref:
+            if self.repo.checked_out_branch() == ref:
                 # the base is checked out: bring its files along; refuses to clobber local edits
-                self.repo.checkout_tree(  # type: ignore[no-untyped-call]
-                    self.repo[commit], strategy=CheckoutStrategy.SAFE
-                )
-        except pygit2.GitError as exc:
+                self.repo.checkout(commit)
+        except GitFailure as exc:
             return _refused(f"the work tree has changes the merge would overwrite ({exc})")
-        self.repo.references[ref].set_target(commit, f"denv: merge pull request #{record.number}")
+        self.repo.move_ref(ref, commit, f"denv: merge pull request #{record.number}")
         return commit
 
-    def _signature(self) -> pygit2.Signature:
-        try:
-            email = str(self.repo.config["user.email"])
-        except KeyError:
-            email = f"{self.user}@localhost"
-        return pygit2.Signature(self.user, email)
+    def _author(self) -> Author:
+        email = self.repo.config("user.email")
+        return Author(self.user, f"{self.user}@localhost" if email is None else email)
 
 
 def _refused(reason: str) -> MergeOutcome:

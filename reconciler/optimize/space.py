@@ -159,7 +159,7 @@ class SearchSpace:
             raise NotFound(f"release {where} runs nowhere on fleet {fleet} (or does not load)")
         body = repo.releases[release].release
         stage_spec = next(s for s in repo.releases[release].stages if s.name == found[0].stage)
-        base = repo.recipes[stage_spec.recipes.get(fleet, body.recipe)]
+        base = repo.recipes[repo.releases[release].recipe_for(stage_spec, fleet)]
         spec = repo.fleets[fleet]
         hardware = repo.resolve_hardware(spec.hardware)
         if hardware is None:

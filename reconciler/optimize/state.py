@@ -21,8 +21,7 @@ import signal
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
-import pygit2
-
+from reconciler.adapters.git import GitRepo
 from reconciler.errors import DenvError, NotFound
 from reconciler.optimize.candidates import StudyState
 
@@ -36,8 +35,8 @@ def state_home(root: Path, env: Mapping[str, str]) -> Path:
     if chosen:
         return Path(chosen)
     try:
-        git_dir = Path(pygit2.Repository(str(root)).path)
-    except pygit2.GitError:
+        git_dir = GitRepo.open(root).git_dir
+    except DenvError:
         git_dir = root / ".git"  # not a repository: beside it, still out of the way
     return git_dir / "denv-optimize"
 

@@ -16,8 +16,7 @@ import contextlib
 import datetime as dt
 from collections.abc import Callable, Iterator
 
-import aiohttp
-
+from reconciler.adapters.endpoint import UNREACHABLE
 from reconciler.bench.loadgen import Target, open_loop, prompt_format
 from reconciler.bench.metrics import LevelMetrics, level_metrics
 from reconciler.bench.records import RequestRecord
@@ -153,7 +152,7 @@ def measure(
     try:
         target = target or _target(endpoint, work)
         records, stopped = asyncio.run(_replay(target, endpoint, work, speed, progress))
-    except (aiohttp.ClientError, TimeoutError) as exc:
+    except UNREACHABLE as exc:
         why = str(exc) or type(exc).__name__
         raise DenvError(f"{endpoint.url}: cannot reach the trial: {why}") from exc
     if check:
@@ -178,7 +177,7 @@ def capacity(
 
     try:
         target = _target(endpoint, work)  # once a search: its prompt form does not change
-    except (aiohttp.ClientError, TimeoutError) as exc:
+    except UNREACHABLE as exc:
         why = str(exc) or type(exc).__name__
         raise DenvError(f"{endpoint.url}: cannot reach the trial: {why}") from exc
 

@@ -1,8 +1,8 @@
 """Adapter: a parity suite run against two OpenAI-compatible endpoints, the reference and the
 candidate, over HTTP — bounded concurrency, retries on transient errors, one verdict.
 
-aiohttp rather than the openai client: it is already denv's HTTP client (the simulator, the
-load generator), parity reads the response bodies as vLLM and SGLang send them (chat and
+denv's endpoint client (adapters/endpoint.py) rather than the openai client: the load
+generator uses it too, parity reads the response bodies as vLLM and SGLang send them (chat and
 completion logprob shapes differ), and retries follow one rule of denv's own (tenacity)
 instead of the client's built-in one. A suite that cannot run to its end raises ParityError:
 it never yields a verdict, so it can never pass.
@@ -17,9 +17,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-import aiohttp
 from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt, wait_exponential
 
+from reconciler.adapters.endpoint import TRANSIENT, EndpointSession
 from reconciler.errors import ParityError, UsageError
 from reconciler.parity import wire
 from reconciler.parity.compare import compare
@@ -54,22 +54,20 @@ def _brief(text: str, limit: int = 300) -> str:
 class Endpoint:
     """One OpenAI-compatible server, named by its role in the run."""
 
-    def __init__(
-        self, role: str, url: str, session: aiohttp.ClientSession, retry: RetryPolicy
-    ) -> None:
+    def __init__(self, role: str, url: str, retry: RetryPolicy, concurrency: int) -> None:
         self.role = role
         self.base = wire.endpoint_base(url)
         self.shown = wire.shown_url(self.base)
-        self.session = session
+        self.session = EndpointSession(self.base, limit=concurrency, total=retry.timeout_s)
         self.retry = retry
         self.model = ""
 
     async def _once(self, path: str, body: dict[str, Any] | None) -> Any:
         method = "GET" if body is None else "POST"
         try:
-            async with self.session.request(method, self.base + path, json=body) as response:
+            async with self.session.request(method, path, json_body=body) as response:
                 text = await response.text()
-        except (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError, TimeoutError) as exc:
+        except TRANSIENT as exc:
             raise Transient(str(exc) or type(exc).__name__) from exc
         if response.status in TRANSIENT_STATUS:
             raise Transient(f"HTTP {response.status}: {_brief(text)}")
@@ -181,11 +179,9 @@ async def run_suite(
     if concurrency < 1:
         raise UsageError(f"concurrency must be at least 1, got {concurrency}")
     started = clock()
-    timeout = aiohttp.ClientTimeout(total=retry.timeout_s)
-    connector = aiohttp.TCPConnector(limit=2 * concurrency)
-    async with aiohttp.ClientSession(timeout=timeout, connector=connector) as session:
-        reference = Endpoint("reference", reference_url, session, retry)
-        candidate = Endpoint("candidate", candidate_url, session, retry)
+    reference = Endpoint("reference", reference_url, retry, concurrency)
+    candidate = Endpoint("candidate", candidate_url, retry, concurrency)
+    async with reference.session, candidate.session:
         await reference.connect()
         await candidate.connect()
         outcomes = await _compare_all(reference, candidate, suite, policy, progress, concurrency)

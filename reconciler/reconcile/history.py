@@ -1,4 +1,4 @@
-"""Adapter: release revisions and pins, read from git history with pygit2.
+"""Adapter: release revisions and pins, read from git history (the git adapter).
 
 A release revision is the newest first-parent commit that changed the release's inputs —
 everything a stage's deployment resolves from its revision: its `releases/<name>/denv.yaml`,
@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-import pygit2
-
+from reconciler.adapters.git import GitRepo, Snapshot
+from reconciler.spec.lenient import release_names
 from reconciler.spec.yamlio import parse_yaml, plain
 
 MAX_WALK = 5000  # first-parent commits looked back for the commit that changed a release
@@ -33,33 +33,7 @@ class ReleaseRevision:
     digest: str  # of the inputs' contents: equal digests run the same thing
 
 
-def _blob(tree: pygit2.Tree, path: str) -> pygit2.Blob | None:
-    try:
-        found = tree / path
-    except KeyError:
-        return None
-    return found if isinstance(found, pygit2.Blob) else None
-
-
 MODELS = "catalog/models.yaml"
-
-
-@lru_cache(maxsize=256)  # history walks see the same blobs commit after commit
-def recipe_ids(data: bytes) -> tuple[str, ...]:
-    """Recipe ids a release file names (its recipe and per-fleet ones), read leniently."""
-    doc, problem = parse_yaml("denv.yaml", data)
-    if doc is None or problem is not None or not isinstance(doc.data, dict):
-        return ()
-    found: set[str] = set()
-    body = doc.data.get("release")
-    if isinstance(body, dict) and isinstance(body.get("recipe"), str):
-        found.add(body["recipe"])
-    stages = doc.data.get("stages")
-    for stage in stages if isinstance(stages, list) else []:
-        recipes = stage.get("recipes") if isinstance(stage, dict) else None
-        if isinstance(recipes, dict):
-            found |= {r for r in recipes.values() if isinstance(r, str)}
-    return tuple(sorted(found))
 
 
 @lru_cache(maxsize=256)
@@ -94,21 +68,21 @@ def recipe_file(recipe: str) -> str:
     return f"recipes/{recipe}.yaml"
 
 
-def inputs(tree: pygit2.Tree, release: str) -> tuple[tuple[str, str], ...]:
+def inputs(commit: Snapshot, release: str) -> tuple[tuple[str, str], ...]:
     """(path, blob id) of the release file and its recipes, and (`catalog/models.yaml#<model>`,
     entry digest) of the models they serve; empty when there is no release."""
-    blob = _blob(tree, release_file(release))
+    blob = commit.blob(release_file(release))
     if blob is None:
         return ()
     found = [(release_file(release), str(blob.id))]
     models: set[str] = set()
-    for recipe in recipe_ids(blob.data):
-        recipe_blob = _blob(tree, recipe_file(recipe))
+    for recipe in release_names(blob.data).recipes:
+        recipe_blob = commit.blob(recipe_file(recipe))
         found.append((recipe_file(recipe), str(recipe_blob.id) if recipe_blob else "-"))
         model = recipe_model(recipe_blob.data) if recipe_blob is not None else None
         if model is not None:
             models.add(model)
-    catalog = _blob(tree, MODELS) if models else None
+    catalog = commit.blob(MODELS) if models else None
     entries = model_entries(catalog.data) if catalog is not None else {}
     found += [(f"{MODELS}#{model}", entries.get(model, "-")) for model in sorted(models)]
     return tuple(found)
@@ -122,17 +96,11 @@ class History:
     """Release revisions of one repository (cached by head: history never changes)."""
 
     def __init__(self, git_dir: Path) -> None:
-        self.repo = pygit2.Repository(str(git_dir))
+        self.repo = GitRepo.open(git_dir)
         self._cache: OrderedDict[tuple[str, str, int], list[ReleaseRevision]] = OrderedDict()
 
-    def _first_parents(self, commit: str) -> Iterator[pygit2.Commit]:
-        found = self.repo.get(commit)
-        current = found if isinstance(found, pygit2.Commit) else None
-        for _ in range(MAX_WALK):
-            if current is None:
-                return
-            yield current
-            current = current.parents[0] if current.parents else None
+    def _first_parents(self, commit: str) -> Iterator[Snapshot]:
+        return self.repo.first_parents(commit, MAX_WALK)
 
     def revisions(self, head: str, release: str, count: int = 1) -> list[ReleaseRevision]:
         """The release's last `count` revisions up to `head`, newest first (fewer when the
@@ -144,7 +112,7 @@ class History:
         key: tuple[tuple[str, str], ...] | None = None
         oldest = ""
         for commit in self._first_parents(head):
-            current = inputs(commit.tree, release)
+            current = inputs(commit, release)
             if current != key:
                 if key:
                     found.append(ReleaseRevision(oldest, _digest(key)))
@@ -152,7 +120,7 @@ class History:
                     key = None
                     break
                 key = current
-            oldest = str(commit.id)
+            oldest = commit.id
         if key:
             found.append(ReleaseRevision(oldest, _digest(key)))
         self._cache[(head, release, count)] = found
@@ -162,10 +130,10 @@ class History:
 
     def digest_at(self, commit: str, release: str) -> str | None:
         """The digest of the release's inputs at `commit` (a pinned revision)."""
-        found = self.repo.get(commit)
-        if not isinstance(found, pygit2.Commit):
+        found = self.repo.lookup(commit)
+        if found is None:
             return None
-        key = inputs(found.tree, release)
+        key = inputs(found, release)
         return _digest(key) if key else None
 
     def pins(self, head: str, release: str, stage: str, count: int = 8) -> list[str]:
@@ -174,7 +142,7 @@ class History:
         found: list[str] = []
         path = f"releases/{release}/promotions.yaml"
         for commit in self._first_parents(head):
-            blob = _blob(commit.tree, path)
+            blob = commit.blob(path)
             pin = _pin(blob.data, stage) if blob is not None else None
             if pin and (not found or found[-1] != pin):
                 found.append(pin)
@@ -185,22 +153,20 @@ class History:
     def restore(self, release: str, head: str, target: str) -> dict[str, bytes]:
         """The release file, and those of its recipe files that differ at `head`, as they are
         at `target`: what a revert of the release to `target` writes."""
-        old, new = self.repo.get(target), self.repo.get(head)
-        if not isinstance(old, pygit2.Commit) or not isinstance(new, pygit2.Commit):
+        old, new = self.repo.lookup(target), self.repo.lookup(head)
+        if old is None or new is None:
             return {}
-        now = dict(inputs(new.tree, release))
+        now = dict(inputs(new, release))
         found: dict[str, bytes] = {}
-        for path, blob in inputs(old.tree, release):
+        for path, blob in inputs(old, release):
             data = self.read(target, path)
             if data is not None and (path == release_file(release) or now.get(path) != blob):
                 found[path] = data
         return found
 
     def read(self, commit: str, path: str) -> bytes | None:
-        found = self.repo.get(commit)
-        if not isinstance(found, pygit2.Commit):
-            return None
-        blob = _blob(found.tree, path)
+        found = self.repo.lookup(commit)
+        blob = found.blob(path) if found is not None else None
         return blob.data if blob is not None else None
 
 

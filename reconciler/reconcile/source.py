@@ -14,16 +14,15 @@ from collections import OrderedDict
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
-import pygit2
-
+from reconciler.adapters.git import GitFailure, GitRepo, Snapshot
 from reconciler.engines.recipe_args import check_engines
 from reconciler.errors import DenvError, Problem, SpecError
 from reconciler.reconcile.history import History
 from reconciler.reconcile.revisions import Stages, stage_revisions
+from reconciler.spec.lenient import release_names
 from reconciler.spec.loader import open_repo
 from reconciler.spec.parsecache import ParseCache
 from reconciler.spec.repo import Repo
-from reconciler.spec.yamlio import parse_yaml
 
 _SCP_LIKE = re.compile(r"^[A-Za-z0-9._-]+@[A-Za-z0-9.-]+:")  # git@github.com:org/repo.git
 CACHED_REVISIONS = 16  # loaded revisions kept in memory: the head and the stages' pins
@@ -78,10 +77,11 @@ class GitSource:
             digest = hashlib.sha256(location.encode()).hexdigest()[:16]
             self.git_dir = cache_dir / f"{digest}.git"
         else:
-            found = pygit2.discover_repository(str(Path(location).resolve()))
-            if found is None:
-                raise DenvError(f"{location}: not inside a git repository")
-            self.git_dir = Path(found)
+            resolved = Path(location).resolve()
+            try:
+                self.git_dir = GitRepo.discover(resolved).git_dir
+            except DenvError:
+                raise DenvError(f"{location}: not inside a git repository") from None
 
     def sync(self) -> None:
         """Clone a remote once, then fetch it; a local repository is read as it is."""
@@ -89,32 +89,31 @@ class GitSource:
             return
         try:
             if (self.git_dir / "HEAD").exists():
-                pygit2.Repository(str(self.git_dir)).remotes["origin"].fetch()
+                GitRepo.open(self.git_dir).fetch_origin()
                 return
             # Clone beside the cache, then rename: a clone killed halfway leaves no cache.
             partial = self.git_dir.with_name(self.git_dir.name + ".partial")
             shutil.rmtree(partial, ignore_errors=True)
             partial.parent.mkdir(parents=True, exist_ok=True)
-            pygit2.clone_repository(self.location, str(partial), bare=True)
+            GitRepo.clone_bare(self.location, partial)
             partial.rename(self.git_dir)
-        except (pygit2.GitError, KeyError, OSError) as exc:
+        except (GitFailure, OSError) as exc:
             # libgit2's messages can quote the URL; say it once, redacted, and keep the cause.
             cause = str(exc).replace(self.location, self.label)
             raise DenvError(f"{self.label}: cannot fetch: {cause}") from exc
 
     def resolve(self, rev: str | None = None) -> str:
         """The commit id of `rev` (a branch, tag or commit), or of the branch followed."""
-        repo = pygit2.Repository(str(self.git_dir))
+        repo = GitRepo.open(self.git_dir)
         if self.remote:
             wanted = rev or self.branch or "HEAD"
             names = [f"refs/remotes/origin/{wanted}", wanted]
         else:
             names = [rev or self.branch or "HEAD"]
         for name in names:
-            try:
-                return str(repo.revparse_single(name).peel(pygit2.Commit).id)
-            except (KeyError, ValueError, pygit2.GitError):
-                continue
+            found = repo.commit(name)
+            if found is not None:
+                return found.id
         raise DenvError(f"{self.label}: no commit '{names[-1]}'")
 
     def repo_at(self, commit: str) -> Repo:
@@ -153,53 +152,26 @@ class GitSource:
 
     def read(self, commit: str, path: str) -> bytes | None:
         """One file's bytes at `commit`, None when it is not there."""
-        repo = pygit2.Repository(str(self.git_dir))
-        found = repo.get(commit)
-        if not isinstance(found, pygit2.Commit):
-            return None
-        try:
-            blob = found.tree / path
-        except KeyError:
-            return None
-        return blob.data if isinstance(blob, pygit2.Blob) else None
+        found = GitRepo.open(self.git_dir).lookup(commit)
+        blob = found.blob(path) if found is not None else None
+        return blob.data if blob is not None else None
 
     def recent_fleets(self, commit: str, depth: int = HISTORY_DEPTH) -> set[str]:
         """Fleets the releases named in the last `depth` first-parent commits up to `commit`:
         where units of a release removed since may still run (the bot keeps no state of its
         own, so history is how it finds them)."""
-        repo = pygit2.Repository(str(self.git_dir))
         found: set[str] = set()
-        start = repo.get(commit)
-        current = start if isinstance(start, pygit2.Commit) else None
-        for _ in range(depth):
-            if current is None:
-                break
-            found |= _release_fleets(repo, current)
-            current = current.parents[0] if current.parents else None
+        for current in GitRepo.open(self.git_dir).first_parents(commit, depth):
+            found |= _release_fleets(current)
         return found
 
 
-def _release_fleets(repo: pygit2.Repository, commit: pygit2.Commit) -> set[str]:
+def _release_fleets(commit: Snapshot) -> set[str]:
     """Stage fleet names in releases/*/denv.yaml of one commit (read leniently: a broken file
     names no fleet)."""
-    try:
-        releases = commit.tree / "releases"
-    except KeyError:
-        return set()
-    if not isinstance(releases, pygit2.Tree):
-        return set()
     names: set[str] = set()
-    for entry in releases:
-        try:
-            blob = repo.get((entry / "denv.yaml").id) if isinstance(entry, pygit2.Tree) else None
-        except KeyError:
-            continue
-        if not isinstance(blob, pygit2.Blob):
-            continue
-        doc, problem = parse_yaml("denv.yaml", blob.data)
-        stages = doc.data.get("stages") if doc is not None and problem is None else None
-        for stage in stages if isinstance(stages, list) else []:
-            fleets = stage.get("fleets") if isinstance(stage, dict) else None
-            if isinstance(fleets, list):
-                names |= {f for f in fleets if isinstance(f, str)}
+    for release in commit.folders("releases"):
+        blob = commit.blob(f"releases/{release}/denv.yaml")
+        if blob is not None:
+            names |= set(release_names(blob.data).fleets)
     return names

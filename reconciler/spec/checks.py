@@ -149,7 +149,7 @@ def _check_stage_fleet(
                 f"'{fleet_name}' (no fleets/{fleet_name}.yaml)",
             )
         ]
-    recipe_id = stage.recipes.get(fleet_name, release.release.recipe)
+    recipe_id = release.recipe_for(stage, fleet_name)
     base = repo.recipes.get(recipe_id)
     if base is None:
         return []  # reported once, where the recipe is named

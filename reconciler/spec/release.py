@@ -57,6 +57,11 @@ class Release(Spec):
     release: ReleaseBody
     stages: list[Stage] = Field(min_length=1)
 
+    def recipe_for(self, stage: Stage, fleet: str) -> str:
+        """The recipe `stage` runs on `fleet`: the stage's own for that fleet, else the
+        release's."""
+        return stage.recipes.get(fleet, self.release.recipe)
+
 
 class Pin(Spec):
     revision: str = Field(pattern=r"^[0-9a-f]{40}$")

@@ -1,7 +1,7 @@
 """Adapter: the files of a denv repository, from a work tree or from any git commit.
 
-A commit is read from its tree's blobs (pygit2), without a checkout, so the reconciler can
-load each stage at its own pinned revision side by side.
+A commit is read from its tree's blobs (the git adapter, reconciler/adapters/git.py) without
+a checkout, so the reconciler can load each stage at its own pinned revision side by side.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Protocol
 from reconciler.errors import DenvError
 
 if TYPE_CHECKING:  # imported where a commit is read: a work tree needs no git (start-up)
-    import pygit2
+    from reconciler.adapters.git import Snapshot
 
 # Where denv files live; everything else in the repository is not denv's business.
 DENV_DIRS = ("catalog", "recipes", "fleets", "releases", "policies", "results")
@@ -56,47 +56,26 @@ class WorkTree:
 
 class GitCommit:
     def __init__(self, repo_path: Path, rev: str) -> None:
-        import pygit2
+        from reconciler.adapters.git import GitFailure, GitRepo
 
         try:
-            self.repo = pygit2.Repository(str(repo_path))
-        except pygit2.GitError as exc:
-            raise DenvError(f"{repo_path}: not a git repository ({exc})") from exc
-        try:
-            commit = self.repo.revparse_single(rev).peel(pygit2.Commit)
-        except (KeyError, ValueError, pygit2.GitError) as exc:
+            commit = GitRepo.open(repo_path).revparse(rev)
+        except GitFailure as exc:
             raise DenvError(f"{repo_path}: no commit '{rev}' ({exc})") from exc
-        self.commit_id = str(commit.id)
-        self.tree = commit.tree
+        self.snapshot: Snapshot = commit
+        self.commit_id = commit.id
         self.label = f"{repo_path}@{self.commit_id[:12]}"
 
     def files(self) -> Iterator[str]:
-        import pygit2
-
         for top in DENV_DIRS:
-            if top in self.tree:
-                obj = self.tree[top]
-                if isinstance(obj, pygit2.Tree):
-                    yield from self._walk(obj, top)
-
-    def _walk(self, tree: pygit2.Tree, prefix: str) -> Iterator[str]:
-        import pygit2
-
-        for entry in sorted(tree, key=lambda e: e.name or ""):
-            path = f"{prefix}/{entry.name}"
-            if isinstance(entry, pygit2.Tree):
-                yield from self._walk(entry, path)
-            elif isinstance(entry, pygit2.Blob):
-                yield path
+            yield from self.snapshot.files(top)
 
     def read(self, path: str) -> bytes:
-        import pygit2
-
-        entry = self.tree[path]
-        assert isinstance(entry, pygit2.Blob)
-        if entry.filemode == pygit2.enums.FileMode.LINK:
+        blob = self.snapshot.blob(path)
+        assert blob is not None, f"{path}: not a file of {self.label}"
+        if blob.link:
             raise UnreadableFile("a symbolic link: denv files must be regular files; not read")
-        return bytes(entry.data)
+        return blob.data
 
 
 def find_root(start: Path) -> Path:
