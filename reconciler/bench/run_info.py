@@ -9,8 +9,8 @@ import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from reconciler.bench.levels import Mode
 from reconciler.bench.results import RunInfo
-from reconciler.bench.sweep import Mode
 from reconciler.bench.traffic import TraceLine, trace_digest
 from reconciler.catalog.cost import USER_PRICE_SOURCE, PriceChoice, canonical_key, offer_price
 from reconciler.engines.sim.predict import default_requests

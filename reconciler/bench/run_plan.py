@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from reconciler.bench.sweep import Mode, level_label, level_lines
+from reconciler.bench.levels import Mode, level_label, level_lines
 from reconciler.bench.traffic import TraceLine
 from reconciler.engines.sim.predict import predict
 from reconciler.engines.sim.traffic import traced

@@ -16,12 +16,13 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from reconciler.adapters.endpoint import UNREACHABLE
+from reconciler.bench.levels import Mode, level_label, level_lines
 from reconciler.bench.loadgen import Target, prompt_format
 from reconciler.bench.metrics import LevelMetrics
 from reconciler.bench.prompts import PromptFormat
 from reconciler.bench.results import RunInfo, build_result
 from reconciler.bench.run_info import run_info, trial_price
-from reconciler.bench.sweep import Mode, Progress, level_label, level_lines, run_sweep
+from reconciler.bench.sweep import Progress, run_sweep
 from reconciler.bench.traffic import TraceLine
 from reconciler.catalog.cost import PriceChoice
 from reconciler.catalog.latency import LatencyTarget

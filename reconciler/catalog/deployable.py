@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from reconciler.errors import Problem, SpecError
 from reconciler.spec.catalog import ModelArch
 from reconciler.spec.engines import engine_names
+from reconciler.spec.paths import release_file
 from reconciler.spec.recipe import Recipe, Topology
 from reconciler.spec.result import Result
 from reconciler.spec.yamlio import parse_yaml
@@ -103,7 +104,7 @@ class ReleaseDraft:
 
     @property
     def path(self) -> str:
-        return f"releases/{self.name}/denv.yaml"
+        return release_file(self.name)
 
 
 def release_text(draft: ReleaseDraft) -> str:

@@ -14,7 +14,7 @@ from reconciler.errors import NotFound
 
 if TYPE_CHECKING:
     from reconciler.bench.bench_run import BenchOutcome, BenchRun
-    from reconciler.bench.sweep import Mode
+    from reconciler.bench.levels import Mode
     from reconciler.bench.traffic import TraceLine
     from reconciler.spec.repo import Repo
 

@@ -24,6 +24,7 @@ from reconciler.optimize.feasible import flatten
 from reconciler.optimize.goal import searches_capacity
 from reconciler.optimize.workload import GOAL_LABEL
 from reconciler.spec.overrides import apply_overrides
+from reconciler.spec.paths import release_file
 from reconciler.spec.recipe import AggregatedTopology, DisaggregatedTopology, Recipe, Topology
 from reconciler.spec.repo import Repo
 from reconciler.spec.yamlio import YamlDoc, plain
@@ -145,7 +146,7 @@ def open_pr(forge: Forge, state: StudyState, row: Row, view: CandidateView, base
     why = refusal(row)
     if why is not None:
         raise DenvError(why)
-    path = f"releases/{state.release}/denv.yaml"
+    path = release_file(state.release)
 
     def edit(files: BotFiles) -> None:
         edit_release(files.yaml(path), row.recipe, row.overrides, row.topology)

@@ -19,8 +19,8 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 
+from reconciler.bench.levels import mean_rate, send_times
 from reconciler.bench.saturation import BEHIND
-from reconciler.bench.sweep import mean_rate, send_times
 from reconciler.bench.traffic import TraceLine
 from reconciler.catalog.latency import METRICS, STATS, LatencyTarget, Slo
 from reconciler.errors import DenvError

@@ -16,11 +16,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from reconciler.bench.levels import Mode
 from reconciler.bench.pr_subjects import BenchSubject, Side, bench_subjects
 from reconciler.bench.pr_view import bench_rows, pareto_points
 from reconciler.bench.results import write_result
 from reconciler.bench.run_info import workload_requests
-from reconciler.bench.sweep import Mode
 from reconciler.bench.sweep import Progress as SweepProgress
 from reconciler.bench.traffic import TraceLine, generate
 from reconciler.bench.trial_sweep import Load, fleet_price, sweep_trial

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from reconciler.adapters.git import GitRepo, Snapshot
 from reconciler.spec.lenient import release_names
+from reconciler.spec.paths import promotions_file, recipe_file, release_file
 from reconciler.spec.yamlio import parse_yaml, plain
 
 MAX_WALK = 5000  # first-parent commits looked back for the commit that changed a release
@@ -58,14 +59,6 @@ def model_entries(data: bytes) -> Mapping[str, str]:
             text = json.dumps(plain(entry), sort_keys=True, default=str)
             found[entry["id"]] = hashlib.sha256(text.encode()).hexdigest()[:16]
     return found
-
-
-def release_file(release: str) -> str:
-    return f"releases/{release}/denv.yaml"
-
-
-def recipe_file(recipe: str) -> str:
-    return f"recipes/{recipe}.yaml"
 
 
 def inputs(commit: Snapshot, release: str) -> tuple[tuple[str, str], ...]:
@@ -140,7 +133,7 @@ class History:
         """The revisions pinned for `stage`, newest first, as the first-parent history of
         promotions.yaml says (consecutive repeats once)."""
         found: list[str] = []
-        path = f"releases/{release}/promotions.yaml"
+        path = promotions_file(release)
         for commit in self._first_parents(head):
             blob = commit.blob(path)
             pin = _pin(blob.data, stage) if blob is not None else None

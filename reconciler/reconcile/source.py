@@ -22,6 +22,7 @@ from reconciler.reconcile.revisions import Stages, stage_revisions
 from reconciler.spec.lenient import release_names
 from reconciler.spec.loader import open_repo
 from reconciler.spec.parsecache import ParseCache
+from reconciler.spec.paths import release_file
 from reconciler.spec.repo import Repo
 
 _SCP_LIKE = re.compile(r"^[A-Za-z0-9._-]+@[A-Za-z0-9.-]+:")  # git@github.com:org/repo.git
@@ -171,7 +172,7 @@ def _release_fleets(commit: Snapshot) -> set[str]:
     names no fleet)."""
     names: set[str] = set()
     for release in commit.folders("releases"):
-        blob = commit.blob(f"releases/{release}/denv.yaml")
+        blob = commit.blob(release_file(release))
         if blob is not None:
             names |= set(release_names(blob.data).fleets)
     return names

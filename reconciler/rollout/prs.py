@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from reconciler.forge.protocol import BotChange, BotFiles
-from reconciler.reconcile.history import release_file
+from reconciler.spec.paths import promotions_file, release_file
 from reconciler.spec.yamlio import parse_yaml
 
 NEW_PROMOTIONS = (
@@ -18,10 +18,6 @@ NEW_PROMOTIONS = (
     "# stage runs, and the revisions that were rolled back (never promoted again).\n"
     "promotions: {}\nrejected: []\n"
 )
-
-
-def promotions_file(release: str) -> str:
-    return f"releases/{release}/promotions.yaml"
 
 
 def promote_branch(release: str, stage: str) -> str:

@@ -13,6 +13,7 @@ from pydantic import ValidationError
 from reconciler.errors import Problem
 from reconciler.spec.fit import fit, oversized_domains
 from reconciler.spec.overrides import apply_overrides, unknown_fields
+from reconciler.spec.paths import recipe_file
 from reconciler.spec.problems import from_validation
 from reconciler.spec.release import Release, weights_commit
 from reconciler.spec.repo import Repo
@@ -31,7 +32,7 @@ def check_recipes(repo: Repo) -> list[Problem]:
     problems = []
     for recipe_id, recipe in repo.recipes.items():
         path = repo.origin[f"recipe:{recipe_id}"]
-        if path != f"recipes/{recipe_id}.yaml":
+        if path != recipe_file(recipe_id):
             problems.append(
                 repo.problem(
                     path,

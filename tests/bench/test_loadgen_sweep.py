@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from reconciler.bench.sweep import level_lines, mean_rate, rate_scale, run_sweep, send_times
+from reconciler.bench.levels import level_lines, mean_rate, rate_scale, send_times
+from reconciler.bench.sweep import run_sweep
 from reconciler.bench.traffic import TraceLine
 from reconciler.errors import DenvError, UsageError
 from tests.bench.scripted import scripted_server
