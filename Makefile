@@ -20,6 +20,7 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check reconciler tests scripts benchmarks
 	$(BIN)/mypy
 	$(BIN)/lint-imports
+	$(BIN)/pytest -q -p no:cacheprovider tests/test_pure_modules.py  # docstrings that say pure
 
 # GitHub Actions workflows: valid against GitHub's schema, and no finding from zizmor
 # (unpinned actions, template injection, pull_request_target checkouts, leaked credentials).
