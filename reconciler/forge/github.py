@@ -38,7 +38,9 @@ from reconciler.forge.models import (
     ReviewState,
 )
 from reconciler.forge.protocol import CLOSED_KIND, DENV_BOT, BotChange, BotIdentity
+from reconciler.forge.render import render_closed
 from reconciler.forge.retry import RetryPolicy, wait_before_retry
+from reconciler.forge.views import ClosedView
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -272,7 +274,7 @@ class GitHubForge:
         current = self.pull_request(pr)
         if current.state != PrState.OPEN:
             return current
-        self.upsert_comment(pr, CLOSED_KIND, comment)
+        self.upsert_comment(pr, CLOSED_KIND, render_closed(ClosedView(reason=comment)))
 
         def close() -> PullRequest:
             pull = self._pull(pr)

@@ -45,6 +45,8 @@ from reconciler.forge.models import (
     ReviewState,
 )
 from reconciler.forge.protocol import CLOSED_KIND, DENV_BOT, BotChange, BotIdentity
+from reconciler.forge.render import render_closed
+from reconciler.forge.views import ClosedView
 
 _SHA = re.compile(r"^[0-9a-f]{40}$")
 
@@ -187,7 +189,7 @@ class LocalForge:
     def close_pr(self, pr: int, comment: str) -> PullRequest:
         if self.store.load(pr).state != PrState.OPEN:
             return self.pull_request(pr)
-        self.upsert_comment(pr, CLOSED_KIND, comment)
+        self.upsert_comment(pr, CLOSED_KIND, render_closed(ClosedView(reason=comment)))
         with self.store.locked():
             record = self.store.load(pr)
             if record.state == PrState.OPEN:

@@ -20,6 +20,7 @@ from reconciler.forge.views import (
     BenchRow,
     BenchView,
     CandidateView,
+    ClosedView,
     DeployView,
     MetricDelta,
     ParetoPoint,
@@ -158,6 +159,10 @@ def render_plan(view: PlanView) -> str:
         details=_plan_details(view),
         files=_files(view.files),
     )
+
+
+def render_closed(view: ClosedView) -> str:
+    return fill("closed", reason=view.reason)
 
 
 def render_deploy(view: DeployView) -> str:

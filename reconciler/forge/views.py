@@ -42,6 +42,12 @@ class PlanView(Record):
     unreachable: list[str] = []  # hosts not reached, each with its cause
 
 
+class ClosedView(Record):
+    """Why denv closed a pull request without merging it (a stale or rejected promotion)."""
+
+    reason: str
+
+
 class DeployView(Record):
     """A new release that `denv deploy` proposes: its pull request's description."""
 

@@ -30,7 +30,7 @@ def test_local_forge_closes_with_a_comment(git_repo: Path) -> None:
     assert again.state == PrState.CLOSED
     [comment] = forge.comments(1)
     assert comment.author == "denv-bot" and read_marker(comment.body) == ("closed", 1)
-    assert comment.body.endswith(WHY)
+    assert comment.body.endswith(WHY + "\n")
 
 
 def test_github_closes_with_a_comment(github: GitHubSetup) -> None:
@@ -45,4 +45,4 @@ def test_github_closes_with_a_comment(github: GitHubSetup) -> None:
     github.forge.close_pr(number, WHY)  # closed already: nothing written
     assert [r for r in github.fake.requests if r.startswith(("PATCH", "POST"))] == writes
     [body] = github.fake.comment_bodies(number)
-    assert read_marker(body) == ("closed", 1) and body.endswith(WHY)
+    assert read_marker(body) == ("closed", 1) and body.endswith(WHY + "\n")

@@ -26,6 +26,7 @@ CASES = [
     ("rollback", render.render_rollback, views.ROLLBACK),
     ("promotion", render.render_promotion, views.PROMOTION),
     ("deploy", render.render_deploy, views.DEPLOY),
+    ("closed", render.render_closed, views.CLOSED),
 ]
 
 

@@ -10,6 +10,7 @@ from reconciler.forge.views import (
     BenchRow,
     BenchView,
     CandidateView,
+    ClosedView,
     DeployView,
     LeverChange,
     MetricDelta,
@@ -68,6 +69,11 @@ DEPLOY = DeployView(
     recipe="llama-3.1-8b/vllm@1",
     fleet="local",
     weights="llama-3.1-8b-instruct",
+)
+
+CLOSED = ClosedView(
+    reason="Closed by denv: superseded, `canary` runs the newer `3f2a1b0c9d1e` already; "
+    "promoting `0a1b2c3d4e5f` would take it back."
 )
 
 PLAN_NOTHING = PlanView(head_sha=HEAD, summary="No changes: 2 units up to date.")
