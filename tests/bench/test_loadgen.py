@@ -64,18 +64,23 @@ def test_timings_come_out_as_scripted(server: str) -> None:
     level = level_metrics(records, Load(concurrency=1), gpus=1)
     m = level.metrics
     assert m.requests == 7 and m.errors == 0  # one warm-up request left out
-    assert m.ttft_ms.p50 is not None and 100.0 <= m.ttft_ms.p50 <= 103.0
-    assert m.e2e_ms.p50 is not None and 240.0 <= m.e2e_ms.p50 <= 243.0
+    # never before the script allows; how much after is judged against the server's log below
+    assert m.ttft_ms.p50 is not None and m.ttft_ms.p50 >= 100.0
+    assert m.e2e_ms.p50 is not None and m.e2e_ms.p50 >= 240.0
     assert m.itl_ms.p50 == pytest.approx(20.0, abs=1.0)
     assert m.tpot_ms.p50 == pytest.approx(20.0, abs=0.5)
     assert m.tpot_ms.mean == pytest.approx(20.0, abs=0.5)
     # against what the server did: its own first-write delay, request by request
     log = served(server)
-    lag = [ttft(r) - (s["writes"][0] - s["arrived"]) for r, s in zip(records, log, strict=True)]
-    # The client sees each first token after the server wrote it, by far less than the
-    # scripted gaps it measures (a quarter of the 20 ms ITL); how much less is a benchmark's
-    # figure (benchmarks/loadgen_overhead.py), not a bound for a test on a shared machine.
+    pairs = list(zip(records, log, strict=True))
+    lag = [ttft(r) - (s["writes"][0] - s["arrived"]) for r, s in pairs]
+    last = [(r.chunks_s[-1] - r.sent_s) - (s["writes"][-1] - s["arrived"]) for r, s in pairs]
+    # The client sees the first and the last token after the server wrote them, by far less
+    # than the scripted gaps it measures (a quarter of the 20 ms ITL); how much less is a
+    # benchmark's figure (benchmarks/loadgen_overhead.py), not a bound for a test on a shared
+    # machine, where the server's own timers wake late too (its log says when it wrote).
     assert 0 < statistics.median(lag) < 0.020 / 4
+    assert 0 < statistics.median(last) < 0.020 / 4
 
 
 def test_tpot_divides_by_tokens_not_chunks(server: str) -> None:
