@@ -2,17 +2,20 @@
 pure `plan()` diff, measured apart, for a fresh deploy, a steady state and a full roll.
 
     .venv/bin/python benchmarks/plan_scale.py [--units 100,1000,10000] [--repeats 5]
-        [--desired-repeats 3]
+        [--desired-repeats 3] [--json]
 
 The repository is this one's catalog and recipes, in memory, with one simulated fleet of
 8-GPU hosts and releases of 8 one-GPU replicas each (9 units with the router), as many as
 N units need. "Observed" is what the agents would report after an apply, built from the
-desired state itself; the roll changes one setting of every release.
+desired state itself; the roll changes one setting of every release. Times are medians of
+wall-clock seconds, and of the process's CPU seconds beside them (`*_cpu_s`: what a busy
+machine changes least); `--json` prints one JSON list, an object per point.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import platform
 import statistics
 import sys
@@ -113,47 +116,51 @@ def applied(desired: Desired, fleet: Fleet) -> FleetObservation:
     return found
 
 
-def median_time(action: Callable[[], Any], repeats: int) -> tuple[float, Any]:
-    times, result = [], None
+def median_time(action: Callable[[], Any], repeats: int) -> tuple[float, float, Any]:
+    """Median wall-clock and CPU seconds of `repeats` runs, and the last run's result."""
+    times, cpu, result = [], [], None
     for _ in range(repeats):
-        start = time.perf_counter()
+        start, start_cpu = time.perf_counter(), time.process_time()
         result = action()
         times.append(time.perf_counter() - start)
-    return statistics.median(times), result
+        cpu.append(time.process_time() - start_cpu)
+    return statistics.median(times), statistics.median(cpu), result
 
 
 def measure(units: int, repeats: int, desired_repeats: int) -> dict[str, Any]:
     repo, stages = repository(units, batch=128)
     fleet = repo.fleets["bench"]
-    fresh_s, desired = median_time(
+    fresh_s, fresh_cpu_s, desired = median_time(
         lambda: desired_units(stages, lambda _: repo, {}, rules_of), desired_repeats
     )
     assert not desired.errors, desired.errors[:3]
     seen = {"bench": applied(desired, fleet)}
     observed = observed_units(seen)
-    steady_desired_s, steady = median_time(
+    steady_desired_s, steady_cpu_s, steady = median_time(
         lambda: desired_units(stages, lambda _: repo, seen, rules_of), desired_repeats
     )
-    plan_fresh_s, fresh_plan = median_time(lambda: plan(desired, {}), repeats)
-    plan_steady_s, steady_plan = median_time(lambda: plan(steady, observed), repeats)
+    plan_fresh_s, _, fresh_plan = median_time(lambda: plan(desired, {}), repeats)
+    plan_steady_s, _, steady_plan = median_time(lambda: plan(steady, observed), repeats)
     assert steady_plan.empty
     changed_repo, _ = repository(units, batch=256)
     rolled = desired_units(stages, lambda _: changed_repo, seen, rules_of)
-    plan_roll_s, roll_plan = median_time(lambda: plan(rolled, observed), repeats)
+    plan_roll_s, _, roll_plan = median_time(lambda: plan(rolled, observed), repeats)
     return {
         "units": sum(len(d.units) for d in desired.deployments),
         "deployments": len(desired.deployments),
         "hosts": len(fleet.hosts),
         "desired_fresh_s": fresh_s,
         "desired_steady_s": steady_desired_s,
+        "desired_fresh_cpu_s": fresh_cpu_s,
+        "desired_steady_cpu_s": steady_cpu_s,
         "plan_fresh_s": plan_fresh_s,
         "plan_steady_s": plan_steady_s,
         "plan_roll_s": plan_roll_s,
-        "counts": (
+        "counts": [
             fresh_plan.counts["start"],
             steady_plan.counts["keep"],
             roll_plan.counts["replace"],
-        ),
+        ],
     }
 
 
@@ -164,22 +171,30 @@ def main() -> None:
     parser.add_argument(
         "--desired-repeats", type=int, default=3, help="desired-state resolutions per point"
     )
+    parser.add_argument("--json", action="store_true", help="print one JSON list of points")
     args = parser.parse_args()
+    points = [int(n) for n in args.units.split(",")]
+    if args.json:
+        rows = [measure(units, args.repeats, args.desired_repeats) for units in points]
+        print(json.dumps(rows, indent=1))
+        return
     print(
         f"Python {platform.python_version()} on {platform.machine()}; medians of "
         f"{args.desired_repeats} resolutions and {args.repeats} plans"
     )
     print(
         f"{'units':>6} {'deploys':>7} {'hosts':>5} | "
-        f"{'desired fresh':>13} {'desired steady':>14} | "
+        f"{'desired fresh':>13} {'desired steady':>14} | {'CPU fresh':>10} {'steady':>10} | "
         f"{'plan fresh':>10} {'plan steady':>11} {'plan roll':>9} | start/keep/replace"
     )
-    for units in (int(n) for n in args.units.split(",")):
+    for units in points:
         row = measure(units, args.repeats, args.desired_repeats)
         print(
             f"{row['units']:>6} {row['deployments']:>7} {row['hosts']:>5} | "
             f"{row['desired_fresh_s'] * 1000:>10.0f} ms "
             f"{row['desired_steady_s'] * 1000:>11.0f} ms | "
+            f"{row['desired_fresh_cpu_s'] * 1000:>7.0f} ms "
+            f"{row['desired_steady_cpu_s'] * 1000:>7.0f} ms | "
             f"{row['plan_fresh_s'] * 1000:>7.0f} ms {row['plan_steady_s'] * 1000:>8.0f} ms "
             f"{row['plan_roll_s'] * 1000:>6.0f} ms | {'/'.join(map(str, row['counts']))}",
             flush=True,

@@ -16,6 +16,7 @@ When something cannot fit, the error names what is missing.
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -23,7 +24,7 @@ from reconciler.catalog.deployments import Deployment
 from reconciler.engines.placement import Placement as EnginePlacement
 from reconciler.errors import PlacementError
 from reconciler.fleet.model.rules import FleetRules
-from reconciler.fleet.placement.slots import with_ports
+from reconciler.fleet.placement.slots import FleetHosts, with_ports
 from reconciler.spec.fit import domains
 from reconciler.spec.fleet import Fleet
 
@@ -103,34 +104,8 @@ def place_deployment(
     """Hosts, GPUs and ports for every replica of a deployment; PlacementError naming what
     is missing when one does not fit. Demand keys are `unit_prefix + role-replica`, so units
     that already run under those names keep their GPUs."""
-    replicas = [
-        (role, index, pool.gpus)
-        for role, pool in deployment.recipe.topology.pools()
-        for index in range(pool.replicas)
-    ]
-    demands = [
-        Demand(
-            f"{unit_prefix}{role}-{index}",
-            gpus,
-            f"replica {index}" if role == "aggregated" else f"{role} replica {index}",
-        )
-        for role, index, gpus in replicas
-    ]
-    placed = place(demands, fleet, hosts, domain_size)
-    if placed.errors:
-        more = len(placed.errors) - 1
-        raise PlacementError(
-            placed.errors[0] + (f" (and {more} more replica(s) do not fit)" if more else "")
-        )
-    return with_ports(
-        fleet,
-        [
-            (role, index, [(slot.host, list(slot.gpus)) for slot in placed.slots[demand.key]])
-            for (role, index, _), demand in zip(replicas, demands, strict=True)
-        ],
-        rules,
-        base_port,
-    )
+    book = GpuBook(fleet, hosts, domain_size)
+    return book.place_deployment(deployment, rules, base_port, unit_prefix)
 
 
 def place_on_trial_gpus(
@@ -192,82 +167,190 @@ def place(
     demands: Sequence[Demand], fleet: Fleet, hosts: Mapping[str, HostState], domain_size: int
 ) -> Placement:
     """Slots for every demand that fits; an error naming what is missing for each that not."""
-    result = Placement()
-    used: dict[str, set[int]] = {name: set(state.foreign) for name, state in hosts.items()}
-    for name, kept in trial_gpus(fleet, hosts).items():
-        used[name] |= kept
-    running = {
-        unit: (name, gpus) for name, state in hosts.items() for unit, gpus in state.units.items()
-    }
-    for name, state in hosts.items():
-        for gpus in state.units.values():
-            used[name] |= set(gpus)
-    pending = []
-    for demand in demands:
-        if demand.key in running and len(running[demand.key][1]) == demand.gpus:
-            host, gpus = running[demand.key]
-            result.slots[demand.key] = (Slot(host, tuple(gpus)),)
-        else:
-            pending.append(demand)
-    domains = _domains(fleet, hosts, domain_size)
-    for demand in sorted(pending, key=lambda d: -d.gpus):  # largest first: less fragmentation
-        slots = _fit(demand, domains, used)
-        if slots is None:
-            result.errors.append(_why(demand, fleet, domains, used))
-            continue
-        for slot in slots:
-            used[slot.host] |= set(slot.gpus)
-        result.slots[demand.key] = slots
-    return result
+    return GpuBook(fleet, hosts, domain_size).place(demands)
 
 
-def _free(
-    domain: list[tuple[str, tuple[int, ...]]], used: Mapping[str, set[int]]
-) -> list[tuple[str, list[int]]]:
-    return [(host, [g for g in gpus if g not in used[host]]) for host, gpus in domain]
+class GpuBook:
+    """Which GPUs of one fleet's hosts are used, kept across the deployments placed in one
+    pass (GpuBook.take holds what a placed deployment uses), with every domain member (one
+    host's GPUs in one domain) indexed by how many GPUs it has free: a replica on one host
+    costs a look-up, not a walk over the fleet."""
 
+    def __init__(self, fleet: Fleet, hosts: Mapping[str, HostState], domain_size: int) -> None:
+        self.fleet = fleet
+        self.known = FleetHosts.of(fleet)
+        self.used: dict[str, set[int]] = {name: set(s.foreign) for name, s in hosts.items()}
+        for name, kept in trial_gpus(fleet, hosts).items():
+            self.used[name] |= kept
+        for name, state in hosts.items():
+            for gpus in state.units.values():
+                self.used[name] |= set(gpus)
+        self.running = {
+            unit: (name, gpus)
+            for name, state in hosts.items()
+            for unit, gpus in state.units.items()
+        }
+        self.domains = _domains(fleet, hosts, domain_size)
+        self._largest = max((sum(len(g) for _, g in d) for d in self.domains), default=0)
+        # Members in the order the search prefers them on a tie: domain, then host order.
+        self._members = [member for domain in self.domains for member in domain]
+        self._of_host: dict[str, list[int]] = {}
+        self._domain_of: list[int] = []
+        for number, domain in enumerate(self.domains):
+            self._domain_of += [number] * len(domain)
+        for index, (host, _) in enumerate(self._members):
+            self._of_host.setdefault(host, []).append(index)
+        self._free = [len(self._free_gpus(index)) for index in range(len(self._members))]
+        self._domain_free = [0] * len(self.domains)
+        for index, free in enumerate(self._free):
+            self._domain_free[self._domain_of[index]] += free
+        # free count -> heap of member indices (stale entries skipped when read)
+        self._by_free: dict[int, list[int]] = {}
+        for index, free in enumerate(self._free):
+            self._by_free.setdefault(free, []).append(index)  # ascending: already a heap
+        self._counts = sorted(self._by_free)
+        # domains where a replica can span hosts (two members or more), in order
+        self._shared = [(n, d) for n, d in enumerate(self.domains) if len(d) > 1]
+        self._first = [0] * len(self.domains)  # the index of each domain's first member
+        for index in range(len(self._members) - 1, -1, -1):
+            self._first[self._domain_of[index]] = index
 
-def _fit(
-    demand: Demand, domains: list[list[tuple[str, tuple[int, ...]]]], used: Mapping[str, set[int]]
-) -> tuple[Slot, ...] | None:
-    # One host: the tightest fit across all domains.
-    single = [
-        (len(free), order, host, free)
-        for order, domain in enumerate(domains)
-        for host, free in _free(domain, used)
-        if len(free) >= demand.gpus
-    ]
-    if single:
-        _, _, host, free = min(single, key=lambda c: (c[0], c[1]))
-        return (Slot(host, tuple(free[: demand.gpus])),)
-    # Several hosts of one domain, the same number of GPUs on each, as few hosts as possible.
-    for per_node in sorted(
-        (k for k in range(1, demand.gpus) if demand.gpus % k == 0), reverse=True
-    ):
-        nodes = demand.gpus // per_node
-        for domain in domains:
-            able = [(h, free) for h, free in _free(domain, used) if len(free) >= per_node]
-            if len(able) >= nodes:
-                return tuple(Slot(h, tuple(free[:per_node])) for h, free in able[:nodes])
-    return None
-
-
-def _why(
-    demand: Demand,
-    fleet: Fleet,
-    domains: list[list[tuple[str, tuple[int, ...]]]],
-    used: Mapping[str, set[int]],
-) -> str:
-    sizes = [sum(len(gpus) for _, gpus in domain) for domain in domains]
-    largest = max(sizes, default=0)
-    if demand.gpus > largest:
-        return (
-            f"{demand.label} needs {demand.gpus} GPUs in one domain; the largest domain "
-            f"of {fleet.name} has {largest}"
+    def place_deployment(
+        self, deployment: Deployment, rules: FleetRules, base_port: int, unit_prefix: str
+    ) -> EnginePlacement:
+        """place_deployment on this book; nothing is held (GpuBook.take does)."""
+        replicas = [
+            (role, index, pool.gpus)
+            for role, pool in deployment.recipe.topology.pools()
+            for index in range(pool.replicas)
+        ]
+        demands = [
+            Demand(
+                f"{unit_prefix}{role}-{index}",
+                gpus,
+                f"replica {index}" if role == "aggregated" else f"{role} replica {index}",
+            )
+            for role, index, gpus in replicas
+        ]
+        placed = self.place(demands)
+        if placed.errors:
+            more = len(placed.errors) - 1
+            raise PlacementError(
+                placed.errors[0] + (f" (and {more} more replica(s) do not fit)" if more else "")
+            )
+        return with_ports(
+            self.fleet,
+            [
+                (role, index, [(slot.host, list(slot.gpus)) for slot in placed.slots[demand.key]])
+                for (role, index, _), demand in zip(replicas, demands, strict=True)
+            ],
+            rules,
+            base_port,
+            self.known,
         )
-    most_free = max((sum(len(free) for _, free in _free(d, used)) for d in domains), default=0)
-    return (
-        f"{demand.label} needs {demand.gpus} GPUs in one domain; the most free in one "
-        f"domain of {fleet.name} is {most_free} (others are in use, busy with foreign "
-        f"processes, or kept as the fleet's {fleet.trial_gpus} trial GPUs)"
-    )
+
+    def place(self, demands: Sequence[Demand]) -> Placement:
+        """Slots for every demand that fits, each seeing those placed before it; an error for
+        each that does not. Nothing stays held."""
+        result = Placement()
+        pending = []
+        for demand in demands:
+            running = self.running.get(demand.key)
+            if running is not None and len(running[1]) == demand.gpus:
+                result.slots[demand.key] = (Slot(running[0], tuple(running[1])),)
+            else:
+                pending.append(demand)
+        taken: list[Slot] = []
+        for demand in sorted(pending, key=lambda d: -d.gpus):  # largest first: less fragmentation
+            slots = self._fit(demand)
+            if slots is None:
+                result.errors.append(self._why(demand))
+                continue
+            for slot in slots:
+                self.take(slot.host, slot.gpus)
+            taken += slots
+            result.slots[demand.key] = slots
+        for slot in taken:
+            self._release(slot.host, slot.gpus)
+        return result
+
+    def take(self, host: str, gpus: Sequence[int]) -> None:
+        """The GPUs are used from now on (a unit placed there); hosts not observed are left."""
+        used = self.used.get(host)
+        if used is not None:
+            used.update(gpus)
+            self._recount(host)
+
+    def _release(self, host: str, gpus: Sequence[int]) -> None:
+        self.used[host].difference_update(gpus)
+        self._recount(host)
+
+    def _recount(self, host: str) -> None:
+        for index in self._of_host.get(host, ()):
+            free = len(self._free_gpus(index))
+            if free != self._free[index]:
+                self._domain_free[self._domain_of[index]] += free - self._free[index]
+                self._free[index] = free
+                if free not in self._by_free:
+                    self._by_free[free] = []
+                    self._counts = sorted(self._by_free)
+                heapq.heappush(self._by_free[free], index)
+
+    def _free_gpus(self, index: int) -> list[int]:
+        host, gpus = self._members[index]
+        used = self.used[host]
+        return [g for g in gpus if g not in used]
+
+    def _tightest(self, need: int) -> int | None:
+        """The member with the fewest free GPUs that still fit `need`, first in order on a
+        tie."""
+        for count in self._counts:
+            if count < need:
+                continue
+            heap = self._by_free[count]
+            while heap and self._free[heap[0]] != count:
+                heapq.heappop(heap)  # stale: its count changed since
+            if heap:
+                return heap[0]
+        return None
+
+    def _fit(self, demand: Demand) -> tuple[Slot, ...] | None:
+        # One host: the tightest fit across all domains.
+        single = self._tightest(demand.gpus)
+        if single is not None:
+            host = self._members[single][0]
+            return (Slot(host, tuple(self._free_gpus(single)[: demand.gpus])),)
+        # Several hosts of one domain, the same number of GPUs on each, as few hosts as possible.
+        for per_node in sorted(
+            (k for k in range(1, demand.gpus) if demand.gpus % k == 0), reverse=True
+        ):
+            nodes = demand.gpus // per_node
+            for number, domain in self._shared:
+                if self._domain_free[number] < demand.gpus:
+                    continue  # cannot hold it, however it is split
+                first = self._first[number]
+                able = [
+                    index
+                    for index in range(first, first + len(domain))
+                    if self._free[index] >= per_node
+                ]
+                if len(able) >= nodes:
+                    return tuple(
+                        Slot(self._members[i][0], tuple(self._free_gpus(i)[:per_node]))
+                        for i in able[:nodes]
+                    )
+        return None
+
+    def _why(self, demand: Demand) -> str:
+        fleet = self.fleet
+        if demand.gpus > self._largest:
+            return (
+                f"{demand.label} needs {demand.gpus} GPUs in one domain; the largest domain "
+                f"of {fleet.name} has {self._largest}"
+            )
+        most_free = max(self._domain_free, default=0)
+        return (
+            f"{demand.label} needs {demand.gpus} GPUs in one domain; the most free in one "
+            f"domain of {fleet.name} is {most_free} (others are in use, busy with foreign "
+            f"processes, or kept as the fleet's {fleet.trial_gpus} trial GPUs)"
+        )
