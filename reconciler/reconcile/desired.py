@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 
 from reconciler.catalog.deployments import Deployment, deployments
+from reconciler.collector import collector_paused
 from reconciler.engines.base import url
 from reconciler.engines.runtime import HostRuntime
 from reconciler.engines.units import EngineContext, Unit
@@ -122,6 +123,17 @@ def desired_units(
         raises DenvError when the revision cannot be used); fleets without an observation are
         planned on their hosts as declared. `rules(fleet)` says what the fleet's kind decides:
     addresses, the agent's home, the interpreter units run with."""
+    with collector_paused():  # half of a resolution at 10,000 units (docs/performance.md)
+        return _desired_units(stages, repo_at, observations, rules, base_port)
+
+
+def _desired_units(
+    stages: Stages,
+    repo_at: Callable[[str], Repo],
+    observations: Mapping[str, FleetObservation],
+    rules: RulesOf,
+    base_port: int,
+) -> Desired:
     head = repo_at(stages.head)
     wanted, errors = _resolve(stages, repo_at)
     protected = {(d.release, d.stage, d.fleet) for d, _, _ in wanted}
