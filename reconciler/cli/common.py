@@ -13,6 +13,7 @@ import typer
 from pydantic import BaseModel
 from rich.console import Console
 
+from reconciler.collector import collector_paused
 from reconciler.errors import SpecError, UsageError
 from reconciler.spec.base import parse_duration
 from reconciler.spec.loader import open_repo
@@ -54,16 +55,13 @@ def open_checked(repo: Path, rev: str | None = None, only: tuple[str, ...] | Non
     # are freed as ever when no longer referred to; only reference cycles among them would
     # stay, and the models, lists and dicts of a repository have none. Frozen before the
     # collector runs again: its first pass over the new objects took a tenth of a load.
-    gc.disable()
-    try:
+    with collector_paused():
         loaded = open_repo(find_root(repo), rev, cache=cache, only=only)
         if loaded.recipes or loaded.releases:  # what the engines judge; their tables on use
             from reconciler.engines.recipe_args import check_engines
 
             loaded.problems.extend(check_engines(loaded))
         gc.freeze()
-    finally:
-        gc.enable()
     return loaded
 
 
