@@ -89,7 +89,7 @@ def list_fleets(
     """Fleets with hardware, NVLink domain size, GPUs, free GPUs and running units; exit 1
     when a host asked for live figures did not answer (one line each says why)."""
     loaded = load(repo)
-    drivers = Drivers(warn=_warn)
+    drivers = Drivers(warn=_warn, one_shot=True)
     rows = []
     try:
         for name, fleet in sorted(loaded.fleets.items()):
@@ -135,7 +135,7 @@ def probe_fleet(fleet: FleetArg, repo: RepoOption = Path("."), as_json: JsonOpti
     """Ask every host of FLEET for its GPUs (NVML, amdsmi, nvidia-smi, or simulated) and units."""
     loaded = load(repo)
     spec = _fleet(loaded, fleet)
-    drivers = Drivers(warn=_warn)
+    drivers = Drivers(warn=_warn, one_shot=True)
     try:
         seen = _observe(loaded, spec, drivers)
     finally:
@@ -219,7 +219,7 @@ def logs(
     """The last lines of a unit's log, from whichever host runs it."""
     loaded = load(repo)
     spec = _fleet(loaded, fleet)
-    drivers = Drivers(warn=_warn)
+    drivers = Drivers(warn=_warn, one_shot=True)
     try:
         seen = _observe(loaded, spec, drivers)
         host = next(
@@ -247,7 +247,7 @@ def runtimes(fleet: FleetArg, repo: RepoOption = Path("."), as_json: JsonOption 
     """What is ready on each host of FLEET: engine environments, images and weights."""
     loaded = load(repo)
     spec = _fleet(loaded, fleet)
-    drivers = Drivers(warn=_warn)
+    drivers = Drivers(warn=_warn, one_shot=True)
     found: dict[str, Any] = {}
     errors: dict[str, str] = {}
     try:

@@ -11,6 +11,7 @@ failure is reported, never blindly run again. `cause_of` (pure) names why a dial
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import select
 import shlex
@@ -31,7 +32,7 @@ from tenacity import (
 )
 
 from reconciler.fleet.model.observed import Cause
-from reconciler.fleet.transport import Completed, HostUnreachable
+from reconciler.fleet.transport import Completed, HostUnreachable, Stream
 from reconciler.spec.fleet import Host, SshSettings, reserved_name
 
 CONNECT_ERRORS = (
@@ -222,6 +223,23 @@ class SshTransport:
                 Cause.CLOSED,
             ) from exc
 
+    def open_stream(self, argv: Sequence[str]) -> Stream:
+        """A channel of the kept connection running argv, left open: the resident agent."""
+        connection = self._connected()
+        try:
+            transport = connection.client.get_transport()
+            if transport is None or not transport.is_active():
+                raise SSHException("not connected")
+            channel = transport.open_session(timeout=self.settings.connect_timeout)
+            channel.settimeout(self.settings.connect_timeout)  # a send to a hung host ends
+            channel.exec_command(shlex.join(argv))
+        except CONNECT_ERRORS as exc:
+            self.close()
+            raise HostUnreachable(
+                f"{self.host}: cannot start the agent: {exc or type(exc).__name__}", Cause.CLOSED
+            ) from exc
+        return SshStream(channel, self.host)
+
     def _exec(
         self, connection: fabric.Connection, command: str, stdin: bytes | None, timeout: float
     ) -> Completed:
@@ -260,3 +278,33 @@ class SshTransport:
                 self._connection.close()
             finally:
                 self._connection = None
+
+
+class SshStream:
+    def __init__(self, channel: paramiko.Channel, host: str) -> None:
+        self.channel = channel
+        self.host = host
+
+    def send(self, data: bytes) -> None:
+        try:
+            self.channel.sendall(data)
+        except (OSError, SSHException, EOFError) as exc:  # socket.timeout is an OSError
+            raise HostUnreachable(
+                f"{self.host}: the agent's channel is gone: {exc or type(exc).__name__}",
+                Cause.CLOSED,
+            ) from exc
+
+    def read(self) -> bytes:
+        while True:
+            try:
+                return bytes(self.channel.recv(65536))  # b"" once closed, by either side
+            except TimeoutError:
+                if self.channel.closed:
+                    return b""
+            except (OSError, SSHException, EOFError):
+                return b""
+
+    def close(self) -> None:
+        """Closes the channel: sshd closes the agent's stdin, and it exits once its calls end."""
+        with contextlib.suppress(OSError, SSHException, EOFError):
+            self.channel.close()

@@ -30,6 +30,9 @@ class SshSettings(Spec):
     # Test hosts only: skips host-key checks, and denv warns each time it does.
     check_host_keys: bool = True
     connect_timeout: float = Field(default=10.0, gt=0)
+    # Seconds an agent call may take beyond its own wait (a stop's grace, a prepare's poll):
+    # a host that does not answer within it costs the pass that, and the others go on.
+    call_timeout: float = Field(default=60.0, gt=0)
 
 
 class Host(Spec):

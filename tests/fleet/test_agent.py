@@ -194,18 +194,34 @@ def test_bad_unit_id_is_refused(agent: AgentClient) -> None:
         agent.logs("../etc/passwd")
 
 
-def test_one_round_trip_per_host_per_observation(denv_home: Path) -> None:
+def test_one_message_per_host_per_observation_to_a_resident_agent(denv_home: Path) -> None:
+    """After the first pass, observing is one message per host to the agent already running
+    there: no command started, no agent started again."""
     from reconciler.fleet.drivers.local import LocalDriver
     from reconciler.fleet.drivers.registry import Drivers
     from reconciler.fleet.transport import Completed, LocalTransport, Transport
     from reconciler.spec.fleet import Fleet, Host
 
-    calls: list[str] = []
+    commands: list[str] = []
+    started: list[str] = []
+    messages: list[str] = []
 
     class Counting(LocalTransport):
         def run(self, argv, stdin=None, timeout=60.0) -> Completed:  # type: ignore[no-untyped-def]
-            calls.append(self.host)
+            commands.append(self.host)
             return super().run(argv, stdin, timeout)
+
+        def open_stream(self, argv):  # type: ignore[no-untyped-def]
+            started.append(self.host)
+            stream = super().open_stream(argv)
+            send, host = stream.send, self.host
+
+            def counted(data: bytes) -> None:
+                messages.append(host)
+                send(data)
+
+            stream.send = counted  # type: ignore[method-assign]
+            return stream
 
     class CountingDriver(LocalDriver):
         def dial(self, host: Host) -> Transport:
@@ -221,11 +237,24 @@ def test_one_round_trip_per_host_per_observation(denv_home: Path) -> None:
         simulated=True,
         hosts=[Host(name=f"h{i}", gpus=8) for i in range(3)],
     )
-    drivers.get(fleet).observe(None)  # the first pass also installs the agent
-    calls.clear()
-    seen = drivers.get(fleet).observe(None)
-    assert sorted(calls) == ["h0", "h1", "h2"]
-    assert sorted(seen.hosts) == ["h0", "h1", "h2"] and not seen.errors
+    try:
+        drivers.get(fleet).observe(None)  # the first pass installs and starts the agents
+        assert set(started) == {"h0", "h1", "h2"}  # again where it was not installed yet
+        commands.clear(), started.clear(), messages.clear()
+        seen = drivers.get(fleet).observe(None)
+        assert sorted(messages) == ["h0", "h1", "h2"]
+        assert commands == [] and started == []
+        assert sorted(seen.hosts) == ["h0", "h1", "h2"] and not seen.errors
+    finally:
+        drivers.close()
+
+    one_shot = Drivers(local_env=env, kinds={"local": CountingDriver}, one_shot=True)
+    try:  # `denv fleet probe` from a laptop: one command per host, no agent left running
+        commands.clear(), started.clear()
+        assert not one_shot.get(fleet).observe(None).errors
+        assert sorted(commands) == ["h0", "h1", "h2"] and started == []
+    finally:
+        one_shot.close()
 
 
 SECRETS = {

@@ -1,14 +1,16 @@
 """Adapter: the part of a driver shared by fleets whose hosts run denv's agent — one transport
-per host (opened on first use, kept across passes: SSH connections are costly), every verb
-one agent call, and observing as one call per host, hosts in parallel with a limit, with a
-clear per-host error for a host that cannot be reached while the others carry on: one line
-that starts with the host's name, and its cause. A kind of fleet says how to dial a host
-and its own rules (address, home, python)."""
+and one agent client per host (opened on first use, kept across passes: SSH connections are
+costly), the agent resident on it (one message per call; one-shot where `resident` is off),
+every verb one agent call, and observing as one call per host, hosts in parallel with a
+limit, with a clear per-host error for a host that cannot be reached while the others carry
+on: one line that starts with the host's name, and its cause. A kind of fleet says how to
+dial a host and its own rules (address, home, python)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
+from threading import Lock
 from typing import Any
 
 from reconciler.errors import DenvError
@@ -45,7 +47,9 @@ class AgentDriver:
         self.fleet = fleet
         self.warn = warn
         self.env = env
-        self._open: dict[str, Transport] = {}
+        self.resident = True  # off for one-shot commands (`denv fleet probe` from a laptop)
+        self._open: dict[str, AgentClient] = {}
+        self._opening = Lock()
 
     # --- the kind's part -----------------------------------------------------------------
 
@@ -56,6 +60,11 @@ class AgentDriver:
     @property
     def python(self) -> str:
         return self.fleet.python
+
+    @property
+    def deadline(self) -> float:
+        """Seconds an agent call may take beyond its own wait."""
+        return self.fleet.ssh.call_timeout if self.fleet.ssh is not None else 60.0
 
     def address(self, host: Host) -> str:
         return host.address if host.address is not None else host.name
@@ -74,20 +83,24 @@ class AgentDriver:
     # --- agents --------------------------------------------------------------------------
 
     def agent(self, host: str) -> AgentClient:
-        if host not in self._open:
-            spec = next((h for h in self.fleet.hosts if h.name == host), None)
-            if spec is None:
-                raise DenvError(f"fleet {self.fleet.name} has no host {host}")
-            self._open[host] = self.dial(spec)
-        return AgentClient(self._open[host], python=self.python)
+        """The host's client, kept (with its connection and resident agent) until `close`."""
+        with self._opening:
+            client = self._open.get(host)
+            if client is None:
+                spec = next((h for h in self.fleet.hosts if h.name == host), None)
+                if spec is None:
+                    raise DenvError(f"fleet {self.fleet.name} has no host {host}")
+                client = AgentClient(self.dial(spec), python=self.python, resident=self.resident)
+                self._open[host] = client
+            client.deadline = self.deadline  # the fleet file as read now
+            return client
 
     def observe(self, hardware: Hardware | None) -> FleetObservation:
         """Probe every host of the fleet: GPUs and units, one round trip per host."""
         fleet = self.fleet
         found = FleetObservation(fleet.name)
         for host in fleet.hosts:  # made here, not in the pool's threads; they connect later
-            if host.name not in self._open:
-                self._open[host.name] = self.dial(host)
+            self.agent(host.name)
 
         def probe(host: Host) -> tuple[str, HostObservation | DenvError]:
             try:
@@ -144,6 +157,9 @@ class AgentDriver:
         )
 
     def close(self) -> None:
-        for transport in self._open.values():
-            transport.close()
-        self._open.clear()
+        with self._opening:
+            clients = list(self._open.values())
+            self._open.clear()
+        for client in clients:
+            client.close()
+            client.transport.close()

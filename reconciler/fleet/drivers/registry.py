@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
+from reconciler.fleet.drivers.agent import AgentDriver
 from reconciler.fleet.drivers.base import DriverKind, FleetDriver
 from reconciler.fleet.drivers.local import LocalDriver
 from reconciler.fleet.drivers.ssh import SshDriver
@@ -33,8 +34,10 @@ class Drivers:
         warn: Callable[[str], None] = lambda _m: None,
         local_env: Mapping[str, str] | None = None,
         kinds: Mapping[str, DriverKind] = DRIVERS,
+        one_shot: bool = False,
     ) -> None:
         self.warn = warn
+        self.one_shot = one_shot  # the agent started per call, as a laptop's command wants
         self.local_env = local_env
         self.kinds = kinds
         self._open: dict[str, FleetDriver] = {}
@@ -43,6 +46,8 @@ class Drivers:
         driver = self._open.get(fleet.name)
         if driver is None:
             driver = self.kinds[fleet.transport](fleet, self.warn, self.local_env)
+            if self.one_shot and isinstance(driver, AgentDriver):
+                driver.resident = False
             self._open[fleet.name] = driver
         driver.fleet = fleet  # the fleet file as read now; open connections are kept
         return driver

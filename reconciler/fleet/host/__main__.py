@@ -16,14 +16,22 @@ no state of its own. Verbs:
   runtimes                    environments, images and weights that are ready, in use, sizes
   prune  [--keep-hours H]     remove runtimes and weights no unit needs any more
   lease  NAME --holder H --ttl S [--release]   take, renew or give back a fleet's lease
+  serve                       stay resident: read one JSON request per line on stdin, answer
+                              each with one JSON line (same `id`), requests on threads, until
+                              stdin closes; the first line says hello with this file's digest
+
+One-shot, every call starts Python (about 60 ms of a host's CPU); the bot keeps `serve` running
+on its kept SSH channel, so a call is one message — the shape mitogen gives Ansible.
 
 Runs on Python 3.8+ with nothing installed: hosts are not ours to provision.
 """
 
+import hashlib
 import json
 import os
 import shutil
 import sys
+import threading
 
 import gpus
 import jobs
@@ -32,7 +40,7 @@ import runtimes
 import sockets
 import units
 import weights
-from common import HOME, AgentError, emit, option
+from common import HOME, AgentError, agent_path, emit, option
 
 
 def probe(simulated):
@@ -57,7 +65,8 @@ def prune(keep_hours):
     return {"host": os.uname()[1], "removed": removed}
 
 
-def main(argv):
+def main(argv, payload=lambda: json.loads(sys.stdin.read())):
+    """Run one verb; `payload` reads the JSON a verb takes (one-shot: stdin)."""
     if not argv:
         raise AgentError("usage: agent probe|units|launch|stop|logs|prepare|runtimes|prune …")
     verb, args = argv[0], argv[1:]
@@ -67,13 +76,13 @@ def main(argv):
     if verb == "units":
         return {"host": os.uname()[1], "units": units.list_units()}
     if verb == "launch":
-        return units.launch(json.loads(sys.stdin.read()))
+        return units.launch(payload())
     if verb == "stop":
         return units.stop(args[0], float(option(args, "--grace", "10")))
     if verb == "logs":
         return units.logs(args[0], int(option(args, "--tail", "100")))
     if verb == "prepare":
-        return jobs.prepare(json.loads(sys.stdin.read()), float(option(args, "--wait", "5")))
+        return jobs.prepare(payload(), float(option(args, "--wait", "5")))
     if verb == "runtimes":
         return inventory()
     if verb == "prune":
@@ -98,14 +107,63 @@ def main(argv):
     raise AgentError(f"unknown verb {verb!r}")
 
 
-if __name__ == "__main__":
+def answer(argv, payload=lambda: json.loads(sys.stdin.read())):
+    """One verb's answer as the bot reads it: ok and the result, or the error."""
     try:
-        answer = main(sys.argv[1:])
-        if answer is not None:
-            emit({"ok": True, "result": answer})
+        return {"ok": True, "result": main(argv, payload)}
     except AgentError as exc:
-        emit({"ok": False, "error": str(exc)})
-        sys.exit(2)
+        return {"ok": False, "error": str(exc)}
     except OSError as exc:
-        emit({"ok": False, "error": "{}: {}".format(exc.filename or "host", exc.strerror or exc)})
-        sys.exit(2)
+        return {"ok": False, "error": "{}: {}".format(exc.filename or "host", exc.strerror or exc)}
+
+
+def own_digest():
+    """The first 16 hex digits of this agent file's sha256: what the bot named it by."""
+    with open(agent_path(), "rb") as stream:
+        return hashlib.sha256(stream.read()).hexdigest()[:16]
+
+
+def serve():
+    """Answer requests from stdin until it closes. Each runs on its own thread (a slow stop
+    does not hold a probe); answers are whole lines, written under a lock. A request still
+    running when stdin closes is finished before the agent exits (threads are not daemons):
+    a launch cut off by a lost channel completes, and the next one finds its unit."""
+    writing = threading.Lock()
+
+    def reply(value):
+        with writing:
+            emit(value)
+
+    def handle(request):
+        if request.get("verb") in ("serve", "supervise", "run-job", "hf-fetch"):
+            result = {"ok": False, "error": "verb {!r} is not served".format(request["verb"])}
+        else:
+            given = request.get("payload")
+            argv = [request.get("verb") or ""] + [str(a) for a in request.get("args") or []]
+            try:
+                result = answer(argv, lambda: given)
+            except Exception as exc:  # a bug in one verb must not end the agent's other calls
+                result = {"ok": False, "error": f"agent: {type(exc).__name__}: {exc}"}
+        result["id"] = request.get("id")
+        reply(result)
+
+    reply({"hello": {"digest": own_digest(), "pid": os.getpid(), "home": HOME}})
+    for line in sys.stdin:
+        if not line.strip():
+            continue
+        try:
+            request = json.loads(line)
+        except ValueError:
+            reply({"ok": False, "error": f"not JSON: {line[:100]!r}", "id": None})
+            continue
+        threading.Thread(target=handle, args=(request,)).start()
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] == ["serve"]:
+        serve()
+        sys.exit(0)
+    outcome = answer(sys.argv[1:])
+    if not outcome["ok"] or outcome["result"] is not None:
+        emit(outcome)
+    sys.exit(0 if outcome["ok"] else 2)

@@ -23,6 +23,7 @@ from common import (
     alive,
     clean_environment,
     detach,
+    file_lock,
     read_json,
     record_path,
     running,
@@ -49,7 +50,14 @@ def list_units():
 
 
 def launch(unit):
-    """Start a unit unless it already runs with the same digest (then do nothing)."""
+    """Start a unit unless it already runs with the same digest (then do nothing). One
+    launch or stop of a unit at a time, across agents: a launch that a lost channel cut off
+    goes on in its agent, and the bot's retry, in a new agent, waits for it and finds it."""
+    with file_lock(UNITS, unit["id"]):
+        return _launch(unit)
+
+
+def _launch(unit):
     path = record_path(unit["id"])
     previous = read_json(path)
     if previous is not None and running(previous):
@@ -226,6 +234,11 @@ def copy_capped(stream, log_path, on_error):
 
 
 def stop(unit_id, grace):
+    with file_lock(UNITS, unit_id):
+        return _stop(unit_id, grace)
+
+
+def _stop(unit_id, grace):
     path = record_path(unit_id)
     record = read_json(path)
     if record is None:
