@@ -7,7 +7,9 @@ pure `plan()` diff, measured apart, for a fresh deploy, a steady state and a ful
 The repository is this one's catalog and recipes, in memory, with one simulated fleet of
 8-GPU hosts and releases of 8 one-GPU replicas each (9 units with the router), as many as
 N units need. "Observed" is what the agents would report after an apply, built from the
-desired state itself; the roll changes one setting of every release. Times are medians of
+desired state itself; the roll changes one setting of every release. "Steady" is a pass of a
+running loop, which keeps the last pass's resolved deployments (reconcile.desired.DesiredMemo);
+"steady cold" is the same pass in a bot just started, without them. Times are medians of
 wall-clock seconds, and of the process's CPU seconds beside them (`*_cpu_s`: what a busy
 machine changes least); `--json` prints one JSON list, an object per point.
 """
@@ -34,7 +36,12 @@ from reconciler.fleet.model.observed import (  # noqa: E402
     HostObservation,
     UnitRecord,
 )
-from reconciler.reconcile.desired import Desired, desired_units, observed_units  # noqa: E402
+from reconciler.reconcile.desired import (  # noqa: E402
+    Desired,
+    DesiredMemo,
+    desired_units,
+    observed_units,
+)
 from reconciler.reconcile.plan import plan  # noqa: E402
 from reconciler.reconcile.revisions import StageRevision, Stages  # noqa: E402
 from reconciler.spec.fleet import Fleet  # noqa: E402
@@ -136,9 +143,16 @@ def measure(units: int, repeats: int, desired_repeats: int) -> dict[str, Any]:
     assert not desired.errors, desired.errors[:3]
     seen = {"bench": applied(desired, fleet)}
     observed = observed_units(seen)
-    steady_desired_s, steady_cpu_s, steady = median_time(
+    cold_s, cold_cpu_s, _ = median_time(
         lambda: desired_units(stages, lambda _: repo, seen, rules_of), desired_repeats
     )
+    memo = DesiredMemo()  # what a running loop keeps: the pass after the apply fills it
+    desired_units(stages, lambda _: repo, seen, rules_of, memo=memo)
+    steady_desired_s, steady_cpu_s, steady = median_time(
+        lambda: desired_units(stages, lambda _: repo, seen, rules_of, memo=memo),
+        desired_repeats,
+    )
+    assert steady == desired_units(stages, lambda _: repo, seen, rules_of)
     plan_fresh_s, _, fresh_plan = median_time(lambda: plan(desired, {}), repeats)
     plan_steady_s, _, steady_plan = median_time(lambda: plan(steady, observed), repeats)
     assert steady_plan.empty
@@ -153,6 +167,8 @@ def measure(units: int, repeats: int, desired_repeats: int) -> dict[str, Any]:
         "desired_steady_s": steady_desired_s,
         "desired_fresh_cpu_s": fresh_cpu_s,
         "desired_steady_cpu_s": steady_cpu_s,
+        "desired_steady_cold_s": cold_s,  # a first pass of a new bot: no memo yet
+        "desired_steady_cold_cpu_s": cold_cpu_s,
         "plan_fresh_s": plan_fresh_s,
         "plan_steady_s": plan_steady_s,
         "plan_roll_s": plan_roll_s,

@@ -13,10 +13,12 @@ inputs there are its revision's).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from typing import NamedTuple
 
 from reconciler.catalog.deployments import Deployment, deployments
 from reconciler.collector import collector_paused
 from reconciler.engines.base import url
+from reconciler.engines.placement import Placement
 from reconciler.engines.runtime import HostRuntime
 from reconciler.engines.units import EngineContext, Unit
 from reconciler.errors import DenvError
@@ -85,6 +87,55 @@ class Desired(Spec):
     fleets: dict[str, FleetCapacity] = {}
 
 
+class _Resolved(NamedTuple):
+    inputs: tuple[object, ...]
+    units: list[Unit]
+    desired: DesiredDeployment
+
+
+class DesiredMemo:
+    """Across the passes of a running loop: each deployment as last resolved, with the inputs
+    it came from. One whose inputs are equal this pass (its release and recipe, placement,
+    engine context and revision; its fleet and the hosts' runtimes) gets its units back
+    instead of building them again, so the steady state costs a comparison per deployment;
+    any difference builds it afresh. In memory only: a new process starts empty."""
+
+    def __init__(self) -> None:
+        self._fleets: dict[str, tuple[object, ...]] = {}
+        self._resolved: dict[DeploymentKey, _Resolved] = {}
+
+    def fleet(self, name: str, inputs: tuple[object, ...]) -> None:
+        """This pass's inputs of the whole fleet; when they differ, its entries are dropped."""
+        if self._fleets.get(name) != inputs:
+            self._resolved = {k: v for k, v in self._resolved.items() if k[2] != name}
+            self._fleets[name] = inputs
+
+    def get(self, key: DeploymentKey, inputs: tuple[object, ...]) -> _Resolved | None:
+        found = self._resolved.get(key)
+        return found if found is not None and found.inputs == inputs else None
+
+    def put(self, key: DeploymentKey, resolved: _Resolved) -> None:
+        self._resolved[key] = resolved
+
+    def keep(self, keys: set[DeploymentKey]) -> None:
+        """Forget deployments that were not resolved this pass (removed, failed)."""
+        self._resolved = {k: v for k, v in self._resolved.items() if k in keys}
+
+
+class _Lookup:
+    """`known` for FleetPlacer.add: the memo's units for the placement it chose, keeping
+    what it asked with and what it found."""
+
+    def __init__(self, memo: DesiredMemo, key: DeploymentKey, inputs: tuple[object, ...]):
+        self.memo, self.key, self.inputs = memo, key, inputs
+        self.hit: _Resolved | None = None
+
+    def __call__(self, placement: Placement) -> list[Unit] | None:
+        self.inputs = (*self.inputs, placement)
+        self.hit = self.memo.get(self.key, self.inputs)
+        return self.hit.units if self.hit is not None else None
+
+
 def observed_units(
     observations: Mapping[str, FleetObservation],
 ) -> dict[str, dict[str, tuple[UnitRecord, ...]]]:
@@ -118,13 +169,18 @@ def desired_units(
     observations: Mapping[str, FleetObservation],
     rules: RulesOf,
     base_port: int = DEFAULT_BASE_PORT,
+    memo: DesiredMemo | None = None,
 ) -> Desired:
     """Every unit the running stages want, placed. `repo_at(commit)` loads a revision (it
-        raises DenvError when the revision cannot be used); fleets without an observation are
-        planned on their hosts as declared. `rules(fleet)` says what the fleet's kind decides:
-    addresses, the agent's home, the interpreter units run with."""
+    raises DenvError when the revision cannot be used); fleets without an observation are
+    planned on their hosts as declared. `rules(fleet)` says what the fleet's kind decides:
+    addresses, the agent's home, the interpreter units run with. `memo`, kept by a running
+    loop, spares building again what the last pass built from the same inputs."""
     with collector_paused():  # half of a resolution at 10,000 units (docs/performance.md)
-        return _desired_units(stages, repo_at, observations, rules, base_port)
+        found = _desired_units(stages, repo_at, observations, rules, base_port, memo)
+    if memo is not None:
+        memo.keep({d.key for d in found.deployments})
+    return found
 
 
 def _desired_units(
@@ -133,6 +189,7 @@ def _desired_units(
     observations: Mapping[str, FleetObservation],
     rules: RulesOf,
     base_port: int,
+    memo: DesiredMemo | None,
 ) -> Desired:
     head = repo_at(stages.head)
     wanted, errors = _resolve(stages, repo_at)
@@ -160,6 +217,8 @@ def _desired_units(
         placer = FleetPlacer(fleet, size, observation, keeps, base_port, kind)
         home = kind.home(observation)
         runtimes = host_runtimes(fleet, hardware, observation, home)
+        memo = memo if memo is not None else DesiredMemo()
+        memo.fleet(name, (fleet, runtimes))
         sizes: set[int] = set()
         for deployment, stage, repo in items:
             context = EngineContext(
@@ -171,9 +230,16 @@ def _desired_units(
                 # real engines load the weights the prepare step cached on the host
                 model_path=None if fleet.simulated else weights_dir(home, deployment.weights),
             )
+            key = (deployment.release, deployment.stage, deployment.fleet)
+            lookup = _Lookup(memo, key, (deployment, context, stage.revision))
             try:
-                units = placer.add(deployment, context)
-                planned.append(_deployment(deployment, stage, units, runtimes, fleet.simulated))
+                units = placer.add(deployment, context, lookup)
+                hit = lookup.hit
+                if hit is None:
+                    built = _deployment(deployment, stage, units, runtimes, fleet.simulated)
+                    hit = _Resolved(lookup.inputs, units, built)
+                    memo.put(key, hit)
+                planned.append(hit.desired)
             except DenvError as exc:
                 errors.append(_error(stage, name, _unplaced(str(exc), name, observation)))
                 continue

@@ -24,6 +24,7 @@ from reconciler.errors import DenvError
 from reconciler.fleet.drivers.base import FleetDriver
 from reconciler.fleet.drivers.registry import Drivers
 from reconciler.reconcile.apply import Applier, ApplyOptions, ApplyReport
+from reconciler.reconcile.desired import DesiredMemo
 from reconciler.reconcile.plan import ActionKind, Plan
 from reconciler.reconcile.reach import Streaks, dump, parse, track
 from reconciler.reconcile.revisions import Stages
@@ -117,6 +118,7 @@ class Reconciler:
         self.drivers = Drivers(warn=say)  # connections are kept across passes
         # the leases' own connections: renewed from a thread while apply waits on readiness
         self.lease_drivers = Drivers(warn=say)
+        self.memo = DesiredMemo()  # each deployment as last resolved: a steady pass compares
         self.stop_requested = threading.Event()
         self._held: dict[str, float] = {}  # fleet -> when we last renewed
         self._repo: Repo | None = None  # the last head read: where the leases are
@@ -199,14 +201,14 @@ class Reconciler:
 
     def run_pass(self, rev: str | None = None) -> PassResult:
         started = time.monotonic()
-        snap = snapshot(self.source, self.drivers, rev, adjust=self._adjusted)
+        snap = snapshot(self.source, self.drivers, rev, adjust=self._adjusted, memo=self.memo)
         fleets = planned_fleets(snap)
         self._repo = snap.repo
         fresh = [f for f in fleets if f not in self._held]
         unreachable = self._take(snap.repo, fleets)
         if set(fresh) - set(unreachable):
             # what runs, now that it is ours (and what the last bot kept, read with the lease)
-            snap = snapshot(self.source, self.drivers, rev, adjust=self._adjusted)
+            snap = snapshot(self.source, self.drivers, rev, adjust=self._adjusted, memo=self.memo)
         actions = tuple(a for a in snap.plan.actions if a.fleet not in unreachable)
         deployments = [d for d in snap.desired.deployments if d.fleet not in unreachable]
         applier = Applier(

@@ -8,7 +8,13 @@ from dataclasses import dataclass
 
 from reconciler.fleet.drivers.registry import Drivers
 from reconciler.fleet.model.observed import Cause, FleetObservation
-from reconciler.reconcile.desired import Desired, desired_units, fleets_of, observed_units
+from reconciler.reconcile.desired import (
+    Desired,
+    DesiredMemo,
+    desired_units,
+    fleets_of,
+    observed_units,
+)
 from reconciler.reconcile.plan import Plan, plan
 from reconciler.reconcile.revisions import Stages
 from reconciler.reconcile.source import GitSource
@@ -37,10 +43,12 @@ def snapshot(
     rev: str | None = None,
     status: Callable[[str], None] = lambda message: None,
     adjust: Callable[[Stages], Stages] | None = None,
+    memo: DesiredMemo | None = None,
 ) -> Snapshot:
     """Read git at `rev` (default: the source's head), observe the fleets the running stages
     use (one agent round trip per host), and plan. `adjust` may change the revision a stage
-    runs (a rollback the bot made before git records it: a layer above ours decides)."""
+    runs (a rollback the bot made before git records it: a layer above ours decides). A
+    running loop passes its `memo` (reconcile.desired.DesiredMemo) from pass to pass."""
     status(f"fetching {source.label}")
     source.sync()
     head = source.resolve(rev)
@@ -57,7 +65,7 @@ def snapshot(
         status(f"observing fleet {name} ({len(fleet.hosts)} hosts)")
         hardware = loaded.resolve_hardware(fleet.hardware)
         observations[name] = drivers.get(fleet).observe(hardware)
-    desired = desired_units(stages, source.repo_at, observations, rules=drivers.get)
+    desired = desired_units(stages, source.repo_at, observations, rules=drivers.get, memo=memo)
     return Snapshot(
         head=head,
         repo=loaded,

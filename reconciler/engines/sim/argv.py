@@ -42,23 +42,23 @@ def units(deployment: Deployment, placement: Placement, context: EngineContext) 
     found: list[Unit] = []
     recipe = one_replica(deployment.recipe)
     for role, pool in deployment.recipe.topology.pools():
+        spec = SimSpec(  # the same for every replica of the pool: built and written once
+            served_model=deployment.served_model,
+            weights=deployment.weights,
+            model=context.model,
+            hardware=context.hardware,
+            recipe=recipe,
+            role=role,
+            gpus=pool.gpus,
+            time_scale=context.sim_time_scale,
+            seed=context.seed,
+        ).model_dump_json()
         for index in range(pool.replicas):
             head = placement.replica(role, index)[0]
-            spec = SimSpec(
-                served_model=deployment.served_model,
-                weights=deployment.weights,
-                model=context.model,
-                hardware=context.hardware,
-                recipe=recipe,
-                role=role,
-                gpus=pool.gpus,
-                time_scale=context.sim_time_scale,
-                seed=context.seed,
-            )
             port = head.at(HTTP)
             argv = [context.python, "-m", "reconciler", "sim", "serve"]
             argv += ["--host", head.address, "--port", str(port)]
-            argv += ["--spec-json", spec.model_dump_json()]
+            argv += ["--spec-json", spec]
             bootstrap = head.at(BOOTSTRAP) if role == "prefill" else None
             argv += ["--bootstrap-port", str(bootstrap)] if bootstrap else []
             found.append(

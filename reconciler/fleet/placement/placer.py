@@ -90,16 +90,23 @@ class FleetPlacer:
                 host, seen.listening, (r.port for r in seen.units if r.port is not None)
             )
 
-    def add(self, deployment: Deployment, context: EngineContext) -> list[Unit]:
+    def add(
+        self,
+        deployment: Deployment,
+        context: EngineContext,
+        known: Callable[[Placement], list[Unit] | None] = lambda _placement: None,
+    ) -> list[Unit]:
         """The deployment's units, placed; what they use is held for the next deployments.
-        PlacementError or EngineError when it cannot run; nothing is held then."""
+        `known` may give the units of a placement it has seen with the same inputs (they are
+        not built again). PlacementError or EngineError when it cannot run; nothing is held
+        then."""
         key = (deployment.release, deployment.stage, deployment.fleet)
         prefix = unit_id(*key, "")
         placement = self._as_running(deployment, prefix) or self.book.place_deployment(
             deployment, self.rules, self.base_port, prefix
         )
         placement = self.ports.choose(placement, key, self.routers.get(key), self.base_port)
-        units = launch_units(deployment, self.fleet, placement, context)
+        units = known(placement) or launch_units(deployment, self.fleet, placement, context)
         self.ports.take(placement, key)
         # A running unit being replaced on other GPUs keeps its old ones held too, until the
         # roll stops it (the book holds every unit's GPUs as the agents report them).
