@@ -30,6 +30,9 @@ from reconciler.fleet.model.observed import Cause, HostObservation, UnitRecord
 from reconciler.fleet.transport import HostUnreachable, Stream, Transport
 
 _MISSING = 97  # the wrapper's exit code when the agent is not cached on the host yet
+# Seconds the resident agent gets to say hello: a Python start on a busy host, not a call, so
+# not the call's deadline (a host that hangs is caught by the connect and call deadlines).
+START_TIMEOUT = 30.0
 _HOME = '"${DENV_HOME:-$HOME/.denv}/agent"'
 
 
@@ -224,7 +227,7 @@ class AgentClient:
                 stream = self.transport.open_stream(["sh", "-c", serve, self.python, "serve"])
                 session = AgentSession(stream, self.transport.host, digest)
                 try:
-                    hello = session.hello(timeout)
+                    hello = session.hello(max(timeout, START_TIMEOUT))
                 except AgentGone:
                     return None  # it exited before saying hello: one-shot shows why
                 found = (hello.get("hello") or {}).get("digest")
@@ -237,7 +240,7 @@ class AgentClient:
                         f"{self.transport.host}: the agent at {_HOME}/{digest}.pyz says "
                         f"{json.dumps(hello)[:200]}, not digest {digest}"
                     )
-                self._install(source, digest, timeout)  # absent, older or damaged: replaced
+                self._install(source, digest, max(timeout, START_TIMEOUT))  # absent, older, damaged
             return None
 
     def _drop(self, session: AgentSession) -> None:

@@ -121,7 +121,7 @@ def test_an_agent_killed_on_its_host_is_restarted_on_the_next_call(driver_for: A
     killed = agent_pid(driver, "a")
     assert killed is not None
     os.kill(killed, signal.SIGKILL)
-    wait_for(lambda: gone(killed), what="the agent to die")
+    wait_for(lambda: gone(killed), what="the agent to die", timeout=60)
     assert driver.units("a") == []  # answered by a new agent
     assert agent_pid(driver, "a") != killed
 
@@ -150,9 +150,13 @@ def test_a_channel_cut_mid_launch_leaves_no_duplicate_unit(
                         return True
             return False
 
-        wait_for(waits_on_the_lock, what="the launch to reach the unit's lock")
+        wait_for(waits_on_the_lock, what="the launch to reach the unit's lock", timeout=60)
         driver.agent("a").transport.close()  # the channel is cut mid-launch
-        wait_for(lambda: agent_pid(driver, "a") not in (None, first_agent), what="a new agent")
+        wait_for(
+            lambda: agent_pid(driver, "a") not in (None, first_agent),
+            what="a new agent",
+            timeout=60,
+        )
     call.join(60)
     assert not call.is_alive()
     (record,) = answers
@@ -193,7 +197,14 @@ def test_a_hung_host_costs_its_deadline_while_the_others_converge(
             assert [u.id for u in driver.units(host) if u.alive] == [f"on-{host}"]
     finally:
         stop_host(hung, signal.SIGCONT)
-    assert driver.units("b") == []  # back: dialled again, a new agent
+
+    def answers() -> bool:  # back: dialled again, a new agent (its start may take a while)
+        try:
+            return driver.units("b") == []
+        except HostUnreachable:
+            return False
+
+    wait_for(answers, timeout=60, what="host b to answer again")
 
 
 def older_agent() -> tuple[bytes, str]:
@@ -223,7 +234,7 @@ def test_an_agent_of_an_older_denv_is_replaced(
     assert driver.units("a") == []
     newer = agent_pid(driver, "a")
     assert newer != older
-    wait_for(lambda: gone(older), what="the older agent to exit")
+    wait_for(lambda: gone(older), what="the older agent to exit", timeout=60)
 
     # the file at this denv's name holds an older agent (a damaged cache): replaced too
     source, digest = hostagent.agent_source()
