@@ -50,6 +50,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -221,7 +222,7 @@ def converged(ws: Workspace) -> None:
 
 def script_text(units: list[Unit], logs: Path) -> str:
     """The hand-written launch script: engines in the background, each polled until ready,
-    then the router the same way."""
+    then the routers the same way."""
     lines = [
         "set -eu",
         'ready() { until curl -fs -o /dev/null --max-time 2 "$1"; do sleep 0.2; done; }',
@@ -280,24 +281,36 @@ def run_script(units: list[Unit], ws: Workspace) -> float:
         process.wait(timeout=10)
 
 
-def one_repeat(ws: Workspace, script_first: bool) -> dict[str, float]:
+def one_repeat(
+    ws: Workspace, script_first: bool, progress: Callable[[str], None]
+) -> dict[str, float]:
     replicas, routers = ws.replicas, len(ws.names)
+    row: dict[str, float] = {}
+
+    def measured(step: str, seconds: float, answer: dict[str, Any] | None = None) -> None:
+        row[step] = seconds
+        said = f"{step} {seconds:.2f}s"
+        if answer is not None:
+            row[f"{step} pass"] = answer["seconds"]
+            said += f" (pass {answer['seconds']:.2f}s)"
+        progress(f"{said}, load average {os.getloadavg()[0]:.1f}")
+
     ws.release(batch=128)
     units = units_of(ws.look())
-    row: dict[str, float] = {}
     if script_first:
-        row["script"] = run_script(units, ws)
-    row["deploy"], first = ws.reconcile()
-    row["pass"] = first["seconds"]
+        measured("script", run_script(units, ws))
+    seconds, first = ws.reconcile()
     assert first["done"].get("start") == replicas + routers, first
+    measured("deploy", seconds, first)
     converged(ws)
-    row["steady"], steady = ws.reconcile()
-    row["steady pass"] = steady["seconds"]
+    seconds, steady = ws.reconcile()
     assert steady["done"] == {}, steady
+    measured("steady", seconds, steady)
     before = {u.id: u.pid for u in ws.agent.units()}
     ws.release(batch=64)
-    row["roll"], rolled = ws.reconcile()
+    seconds, rolled = ws.reconcile()
     assert rolled["done"].get("replace") == replicas, rolled
+    measured("roll", seconds)
     converged(ws)
     after = {u.id: u.pid for u in ws.agent.units()}
     assert sum(after[i] != before.get(i) for i in after) == replicas
@@ -305,8 +318,13 @@ def one_repeat(ws: Workspace, script_first: bool) -> dict[str, float]:
         left = ws.stop_all()
         assert not left, left
         wait(lambda: not any(map(listening, units)), 30, "the bot's units to exit")
-        row["script"] = run_script(units, ws)
+        measured("script", run_script(units, ws))
     return row
+
+
+def say(where: str, line: str) -> None:
+    """Progress on stderr, a line per step as it ends (stdout keeps the table or the JSON)."""
+    print(f"  {where}: {line}", file=sys.stderr, flush=True)
 
 
 def point(args: argparse.Namespace, replicas: int) -> dict[str, Any]:
@@ -315,9 +333,10 @@ def point(args: argparse.Namespace, replicas: int) -> dict[str, Any]:
     load_before = os.getloadavg()[0]
     rows = []
     for i in range(args.repeats):
+        where = f"{replicas} replicas, repeat {i + 1}/{args.repeats}"
         ws = Workspace(replicas, args.deployments, args.spare_gpus, timeout)
         try:
-            rows.append(one_repeat(ws, script_first=i % 2 == 1))
+            rows.append(one_repeat(ws, i % 2 == 1, partial(say, where)))
         finally:
             ws.teardown()
     m = {k: statistics.median(r[k] for r in rows) for k in rows[0]}
@@ -326,7 +345,7 @@ def point(args: argparse.Namespace, replicas: int) -> dict[str, Any]:
         "deploy_s": round(m["deploy"], 3),
         "script_s": round(m["script"], 3),
         "ratio": round(m["deploy"] / m["script"], 3),
-        "pass_s": round(m["pass"], 3),
+        "pass_s": round(m["deploy pass"], 3),
         "steady_s": round(m["steady"], 3),
         "steady_pass_s": round(m["steady pass"], 3),
         "roll_s": round(m["roll"], 3),
@@ -349,6 +368,13 @@ def stop_on_sigterm() -> None:
 
 
 def main() -> None:
+    try:
+        run(sys.argv[1:])
+    except KeyboardInterrupt:
+        raise SystemExit("interrupted (every unit stopped, unless named above)") from None
+
+
+def run(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--replicas", default="1,4,16")
     parser.add_argument("--repeats", type=int, default=3)
@@ -371,7 +397,7 @@ def main() -> None:
         help="seconds per step at most (default: 300, or 15 per replica where more)",
     )
     parser.add_argument("--json", action="store_true", help="print one JSON list of points")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     sizes = [int(n) for n in args.replicas.split(",")]
     if args.deployments < 1 or any(n < 1 or n % args.deployments for n in sizes):
         parser.error(f"--deployments {args.deployments} must divide every --replicas size")
