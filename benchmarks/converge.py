@@ -2,25 +2,34 @@
 reconciler (`denv reconcile --once`) side by side with a hand-written launch script that
 starts the same processes and polls their readiness.
 
-    .venv/bin/python benchmarks/converge.py [--replicas 1,4,16] [--repeats 3] [--spare-gpus 1]
-        [--timeout 300]
+    .venv/bin/python benchmarks/converge.py [--replicas 1,4,16] [--repeats 3]
+        [--deployments 1] [--spare-gpus 1] [--timeout SECONDS] [--json]
 
 Each repeat gets a fresh workspace in a temp folder: a git repository of this one's catalog,
-recipes and policies, one generated fleet (transport local, simulated, on a loopback address
-of its own so that its ports meet nobody else's, with N + `--spare-gpus` GPUs) and one release
-of N one-GPU replicas of `llama-3.1-8b/vllm@1` behind a router; DENV_HOME and DENV_CACHE
-inside it. Measured:
+recipes and policies, one generated fleet (transport local, simulated, one host on a loopback
+address of its own so that its ports meet nobody else's, with N + K × `--spare-gpus` GPUs) and
+K = `--deployments` releases of N/K one-GPU replicas of `llama-3.1-8b/vllm@1`, each behind
+its own router; DENV_HOME and DENV_CACHE inside it. Measured:
 
 - deploy: `denv reconcile --once` after the first commit, until it exits with every replica
-  and the router ready (wall time, interpreter start included; "pass" is the bot's own figure);
+  and every router ready (wall time, interpreter start included; "pass" is the bot's own
+  figure);
 - steady: the next `--once`, which finds nothing to do; its "pass" is what each pass of the
   loop costs once the bot runs;
-- roll: a commit that changes max_batch, then `--once` until every replica runs the new spec
-  (with a spare GPU each replace surges first; with none, it is in place);
+- roll: one commit that changes max_batch in every release, then `--once` until every replica
+  runs the new spec (with a spare GPU per deployment each replace surges first, one replica at
+  a time inside a deployment, deployments side by side as far as apply runs them so; with
+  none, it is in place);
 - script: bash starting the same argv in the background, `curl` on each replica's readiness
-  every 0.2 s (the bot's interval), then the router likewise.
+  every 0.2 s (the bot's interval), then the routers likewise.
 
-Every unit is stopped and the folder removed after each repeat, also on failure or Ctrl-C.
+`--json` prints one JSON list, an object per replicas point: `replicas`, `deploy_s`,
+`script_s` (medians, seconds), and `deployments`, `spare_gpus`, `ratio` (deploy ÷ script),
+`pass_s`, `steady_s`, `steady_pass_s`, `roll_s`, `roll_per_replica_s`, `repeats` and the
+1-minute load average before and after the point (`load_before`, `load_after`).
+
+Every unit is stopped and the folder removed after each repeat, also on failure, Ctrl-C or
+SIGTERM; a unit that will not stop is named, and its folder kept.
 """
 
 from __future__ import annotations
@@ -40,6 +49,8 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -49,8 +60,10 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from reconciler.engines.units import Unit  # noqa: E402
+from reconciler.errors import DenvError  # noqa: E402
 from reconciler.fleet.drivers.registry import Drivers  # noqa: E402
 from reconciler.fleet.hostagent import AgentClient  # noqa: E402
+from reconciler.fleet.model.observed import UnitRecord  # noqa: E402
 from reconciler.fleet.transport import LocalTransport  # noqa: E402
 from reconciler.reconcile import probes  # noqa: E402
 from reconciler.reconcile.snapshot import Snapshot, snapshot  # noqa: E402
@@ -58,33 +71,62 @@ from reconciler.reconcile.source import GitSource  # noqa: E402
 
 COPIED = ("catalog", "recipes", "policies")
 SIGNATURE = pygit2.Signature("denv bench", "bench@denv.invalid")
-RELEASE = "releases/conv/denv.yaml"
+STOPPERS = 4  # agent calls at once when stopping every unit
+
+
+def release_names(deployments: int) -> list[str]:
+    """One release per deployment: `conv`, or `conv-1` … `conv-K`."""
+    return ["conv"] if deployments == 1 else [f"conv-{i}" for i in range(1, deployments + 1)]
+
+
+def fleet_text(gpus: int, address: str) -> str:
+    """The bench fleet: one host of `gpus` simulated H200s at `address`. One host, not hosts of
+    8: the hosts of a local fleet are this machine under one agent home (DENV_HOME), so each
+    would report every unit as its own."""
+    return (
+        "fleet:\n  name: bench\n  provider: local\n  hardware: h200\n  simulated: true\n"
+        "  transport: local\n  hosts:\n"
+        f"    - {{ name: localhost, address: {address}, gpus: {gpus} }}\n"
+    )
+
+
+def release_text(model: str, replicas: int, batch: int) -> str:
+    return (
+        f"release:\n  model: {model}\n"
+        "  weights: hf://meta-llama/Llama-3.1-8B-Instruct@0e9e39f249a16976918f6564b8830bc894c89659\n"
+        "  recipe: llama-3.1-8b/vllm@1\n"
+        f"  overrides:\n    settings: {{ max_batch: {batch} }}\n"
+        f"  topology: {{ mode: aggregated, replicas: {replicas}, gpus: 1 }}\n"
+        "stages:\n  - name: canary\n    fleets: [bench]\n"
+    )
 
 
 class Workspace:
     """A denv repository in git with one local simulated fleet, and the bot's folders."""
 
-    def __init__(self, replicas: int, spare: int, timeout: float) -> None:
+    def __init__(self, replicas: int, deployments: int, spare: int, timeout: float) -> None:
+        if replicas % deployments:
+            raise SystemExit(f"{replicas} replicas do not split into {deployments} deployments")
+        self.replicas = replicas
+        self.names = release_names(deployments)
         self.root = Path(tempfile.mkdtemp(prefix="denv-converge."))
         self.repo = self.root / "repo"
         self.timeout = timeout
         # 127.0.0.0/8 is all loopback: an address of our own keeps ports 8000+ clear of the
         # demo and of tests that use 127.0.0.1.
         self.address = f"127.{random.randint(64, 254)}.{random.randint(0, 254)}.1"
+        path = os.environ.get("PYTHONPATH")
         self.env = {
             **os.environ,
             "DENV_HOME": str(self.root / "home"),
             "DENV_CACHE": str(self.root / "cache"),
+            # the bot, its agent and the simulators run this tree's denv, from any folder
+            "PYTHONPATH": f"{ROOT}{os.pathsep}{path}" if path else str(ROOT),
         }
         self.env.pop("DENV_REPO", None)
         for name in COPIED:
             shutil.copytree(ROOT / name, self.repo / name)
-        self.write(
-            "fleets/bench.yaml",
-            "fleet:\n  name: bench\n  provider: local\n  hardware: h200\n  simulated: true\n"
-            f"  transport: local\n  hosts:\n"
-            f"    - {{ name: localhost, address: {self.address}, gpus: {replicas + spare} }}\n",
-        )
+        self.write("fleets/bench.yaml", fleet_text(replicas + spare * deployments, self.address))
         self.git = pygit2.init_repository(str(self.repo), initial_head="main")
         self.agent = AgentClient(LocalTransport(env=self.env), python=sys.executable)
 
@@ -92,17 +134,11 @@ class Workspace:
         (self.repo / relative).parent.mkdir(parents=True, exist_ok=True)
         (self.repo / relative).write_text(text)
 
-    def release(self, replicas: int, batch: int) -> None:
-        """Write the release and commit it on main."""
-        self.write(
-            RELEASE,
-            "release:\n  model: conv\n"
-            "  weights: hf://meta-llama/Llama-3.1-8B-Instruct@0e9e39f249a16976918f6564b8830bc894c89659\n"
-            "  recipe: llama-3.1-8b/vllm@1\n"
-            f"  overrides:\n    settings: {{ max_batch: {batch} }}\n"
-            f"  topology: {{ mode: aggregated, replicas: {replicas}, gpus: 1 }}\n"
-            "stages:\n  - name: canary\n    fleets: [bench]\n",
-        )
+    def release(self, batch: int) -> None:
+        """Write every release (N/K replicas each) and commit them on main."""
+        each = self.replicas // len(self.names)
+        for name in self.names:
+            self.write(f"releases/{name}/denv.yaml", release_text(name, each, batch))
         index = self.git.index
         index.add_all()
         index.write()
@@ -136,31 +172,57 @@ class Workspace:
         answer: dict[str, Any] = json.loads(done.stdout)
         return seconds, answer
 
-    def teardown(self) -> None:
-        try:
-            for unit in self.agent.units():
+    def stop_all(self) -> list[str]:
+        """Stop every unit the agent knows, a few at once; what could not be stopped."""
+        left: list[str] = []
+
+        def stop(unit: UnitRecord) -> None:
+            try:
                 self.agent.stop(unit.id, grace=2)
-        finally:
-            shutil.rmtree(self.root, ignore_errors=True)
+            except DenvError as exc:  # every other unit is stopped all the same
+                left.append(f"{unit.id} (pid {unit.pid}): {exc}")
+
+        with ThreadPoolExecutor(max_workers=STOPPERS) as pool:
+            list(pool.map(stop, self.agent.units()))
+        return left
+
+    def teardown(self) -> None:
+        """Every unit stopped, then the folder removed; kept (and said) if a unit would not stop
+        or the agent could not list them, so that nothing runs on without its records."""
+        try:
+            left = self.stop_all()
+        except DenvError as exc:  # said, with where the records are
+            left = [f"the agent's units could not be listed: {exc}"]
+        if left:
+            print(
+                f"units still running, their records kept in {self.root / 'home'}:\n  "
+                + "\n  ".join(left),
+                file=sys.stderr,
+            )
+            return
+        shutil.rmtree(self.root, ignore_errors=True)
 
 
 def units_of(snap: Snapshot) -> list[Unit]:
     return [u.unit for d in snap.desired.deployments for u in d.units]
 
 
-def converged(ws: Workspace, replicas: int) -> None:
-    """Nothing left to do, every unit ready, the router serving every replica."""
+def converged(ws: Workspace) -> None:
+    """Nothing left to do, every unit ready, each router serving its deployment's replicas."""
     snap = ws.look()
     units = units_of(snap)
     assert snap.plan.empty, snap.plan.counts
-    assert len(units) == replicas + 1 and all(probes.is_ready(u) for u in units)
-    [router] = [u for u in units if u.role == "router"]
-    assert len(probes.router_workers(router) or {}) == replicas
+    assert len(units) == ws.replicas + len(ws.names), len(units)
+    assert all(probes.is_ready(u) for u in units)
+    routers = [u for u in units if u.role == "router"]
+    assert len(routers) == len(ws.names)
+    each = ws.replicas // len(ws.names)
+    assert all(len(probes.router_workers(r) or {}) == each for r in routers)
 
 
 def script_text(units: list[Unit], logs: Path) -> str:
     """The hand-written launch script: engines in the background, each polled until ready,
-    then the router the same way."""
+    then the routers the same way."""
     lines = [
         "set -eu",
         'ready() { until curl -fs -o /dev/null --max-time 2 "$1"; do sleep 0.2; done; }',
@@ -219,66 +281,146 @@ def run_script(units: list[Unit], ws: Workspace) -> float:
         process.wait(timeout=10)
 
 
-def one_repeat(replicas: int, spare: int, timeout: float, script_first: bool) -> dict[str, float]:
-    ws = Workspace(replicas, spare, timeout)
-    try:
-        ws.release(replicas, batch=128)
-        units = units_of(ws.look())
-        row: dict[str, float] = {}
-        if script_first:
-            row["script"] = run_script(units, ws)
-        row["deploy"], first = ws.reconcile()
-        row["pass"] = first["seconds"]
-        assert first["done"].get("start") == replicas + 1, first
-        converged(ws, replicas)
-        row["steady"], steady = ws.reconcile()
-        row["steady pass"] = steady["seconds"]
-        assert steady["done"] == {}, steady
-        before = {u.id: u.pid for u in ws.agent.units()}
-        ws.release(replicas, batch=64)
-        row["roll"], rolled = ws.reconcile()
-        assert rolled["done"].get("replace") == replicas, rolled
-        converged(ws, replicas)
-        after = {u.id: u.pid for u in ws.agent.units()}
-        assert sum(after[i] != before[i] for i in after) == replicas
-        if not script_first:
-            for unit in ws.agent.units():
-                ws.agent.stop(unit.id, grace=2)
-            wait(lambda: not any(map(listening, units)), 30, "the bot's units to exit")
-            row["script"] = run_script(units, ws)
-        return row
-    finally:
-        ws.teardown()
+def one_repeat(
+    ws: Workspace, script_first: bool, progress: Callable[[str], None]
+) -> dict[str, float]:
+    replicas, routers = ws.replicas, len(ws.names)
+    row: dict[str, float] = {}
+
+    def measured(step: str, seconds: float, answer: dict[str, Any] | None = None) -> None:
+        row[step] = seconds
+        said = f"{step} {seconds:.2f}s"
+        if answer is not None:
+            row[f"{step} pass"] = answer["seconds"]
+            said += f" (pass {answer['seconds']:.2f}s)"
+        progress(f"{said}, load average {os.getloadavg()[0]:.1f}")
+
+    ws.release(batch=128)
+    units = units_of(ws.look())
+    if script_first:
+        measured("script", run_script(units, ws))
+    seconds, first = ws.reconcile()
+    assert first["done"].get("start") == replicas + routers, first
+    measured("deploy", seconds, first)
+    converged(ws)
+    seconds, steady = ws.reconcile()
+    assert steady["done"] == {}, steady
+    measured("steady", seconds, steady)
+    before = {u.id: u.pid for u in ws.agent.units()}
+    ws.release(batch=64)
+    seconds, rolled = ws.reconcile()
+    assert rolled["done"].get("replace") == replicas, rolled
+    measured("roll", seconds)
+    converged(ws)
+    after = {u.id: u.pid for u in ws.agent.units()}
+    assert sum(after[i] != before.get(i) for i in after) == replicas
+    if not script_first:
+        left = ws.stop_all()
+        assert not left, left
+        wait(lambda: not any(map(listening, units)), 30, "the bot's units to exit")
+        measured("script", run_script(units, ws))
+    return row
+
+
+def say(where: str, line: str) -> None:
+    """Progress on stderr, a line per step as it ends (stdout keeps the table or the JSON)."""
+    print(f"  {where}: {line}", file=sys.stderr, flush=True)
+
+
+def point(args: argparse.Namespace, replicas: int) -> dict[str, Any]:
+    """Medians over the repeats at one size, as the JSON object of that point."""
+    timeout = args.timeout if args.timeout is not None else max(300.0, 15.0 * replicas)
+    load_before = os.getloadavg()[0]
+    rows = []
+    for i in range(args.repeats):
+        where = f"{replicas} replicas, repeat {i + 1}/{args.repeats}"
+        ws = Workspace(replicas, args.deployments, args.spare_gpus, timeout)
+        try:
+            rows.append(one_repeat(ws, i % 2 == 1, partial(say, where)))
+        finally:
+            ws.teardown()
+    m = {k: statistics.median(r[k] for r in rows) for k in rows[0]}
+    return {
+        "replicas": replicas,
+        "deploy_s": round(m["deploy"], 3),
+        "script_s": round(m["script"], 3),
+        "ratio": round(m["deploy"] / m["script"], 3),
+        "pass_s": round(m["deploy pass"], 3),
+        "steady_s": round(m["steady"], 3),
+        "steady_pass_s": round(m["steady pass"], 3),
+        "roll_s": round(m["roll"], 3),
+        "roll_per_replica_s": round(m["roll"] / replicas, 3),
+        "deployments": args.deployments,
+        "spare_gpus": args.spare_gpus * args.deployments,
+        "repeats": args.repeats,
+        "load_before": load_before,
+        "load_after": os.getloadavg()[0],
+    }
+
+
+def stop_on_sigterm() -> None:
+    """SIGTERM unwinds like Ctrl-C, so that every unit is stopped on the way out."""
+
+    def interrupt(signum: int, _frame: object) -> None:
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    signal.signal(signal.SIGTERM, interrupt)
 
 
 def main() -> None:
+    try:
+        run(sys.argv[1:])
+    except KeyboardInterrupt:
+        raise SystemExit("interrupted (every unit stopped, unless named above)") from None
+
+
+def run(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--replicas", default="1,4,16")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument(
-        "--spare-gpus", type=int, default=1, help="GPUs beyond the replicas' (0: rolls in place)"
+        "--deployments",
+        type=int,
+        default=1,
+        help="releases the replicas split into, each with its own router (divides every N)",
     )
-    parser.add_argument("--timeout", type=float, default=300, help="seconds per step at most")
-    args = parser.parse_args()
+    parser.add_argument(
+        "--spare-gpus",
+        type=int,
+        default=1,
+        help="GPUs per deployment beyond its replicas' (0: rolls in place)",
+    )
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=None,
+        help="seconds per step at most (default: 300, or 15 per replica where more)",
+    )
+    parser.add_argument("--json", action="store_true", help="print one JSON list of points")
+    args = parser.parse_args(argv)
+    sizes = [int(n) for n in args.replicas.split(",")]
+    if args.deployments < 1 or any(n < 1 or n % args.deployments for n in sizes):
+        parser.error(f"--deployments {args.deployments} must divide every --replicas size")
+    stop_on_sigterm()
+    if args.json:
+        print(json.dumps([point(args, n) for n in sizes], indent=1))
+        return
     print(
         f"Python {platform.python_version()} on {platform.machine()}, {os.cpu_count()} CPUs, "
-        f"load average {os.getloadavg()[0]:.1f}; {args.spare_gpus} spare GPU(s); "
-        f"medians of {args.repeats} repeats"
+        f"load average {os.getloadavg()[0]:.1f}; {args.deployments} deployment(s), "
+        f"{args.spare_gpus} spare GPU(s) each; medians of {args.repeats} repeats"
     )
     print(
         f"{'replicas':>8} | {'deploy':>7} {'pass':>7} {'script':>7} {'÷':>5} | "
-        f"{'steady':>7} {'pass':>7} | {'roll':>7} {'/replica':>8}"
+        f"{'steady':>7} {'pass':>7} | {'roll':>7} {'/replica':>8} | load"
     )
-    for replicas in (int(n) for n in args.replicas.split(",")):
-        rows = [
-            one_repeat(replicas, args.spare_gpus, args.timeout, i % 2 == 1)
-            for i in range(args.repeats)
-        ]
-        m = {k: statistics.median(r[k] for r in rows) for k in rows[0]}
+    for replicas in sizes:
+        m = point(args, replicas)
         print(
-            f"{replicas:>8} | {m['deploy']:>6.2f}s {m['pass']:>6.2f}s {m['script']:>6.2f}s "
-            f"{m['deploy'] / m['script']:>4.2f}× | {m['steady']:>6.2f}s "
-            f"{m['steady pass']:>6.2f}s | {m['roll']:>6.2f}s {m['roll'] / replicas:>7.2f}s",
+            f"{replicas:>8} | {m['deploy_s']:>6.2f}s {m['pass_s']:>6.2f}s "
+            f"{m['script_s']:>6.2f}s {m['ratio']:>4.2f}× | {m['steady_s']:>6.2f}s "
+            f"{m['steady_pass_s']:>6.2f}s | {m['roll_s']:>6.2f}s "
+            f"{m['roll_per_replica_s']:>7.2f}s | {m['load_before']:.1f}–{m['load_after']:.1f}",
             flush=True,
         )
 
