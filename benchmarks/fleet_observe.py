@@ -251,6 +251,8 @@ def time_ansible(lab: SshLab, inventory: Path, hosts: int, mitogen: bool) -> flo
         "ANSIBLE_LOCAL_TEMP": str(folder / "ansible-local"),
         "ANSIBLE_REMOTE_TEMP": str(folder / "ansible-remote"),
         "ANSIBLE_INVENTORY_ENABLED": "yaml",
+        # connecting 128 hosts at once on 2 cores takes longer than the default 10 s
+        "ANSIBLE_TIMEOUT": "60",
     }
     if mitogen:  # an ad hoc run's play takes the default strategy: ANSIBLE_STRATEGY
         env["ANSIBLE_STRATEGY_PLUGINS"] = str(mitogen_strategies())
@@ -275,9 +277,12 @@ def time_ansible(lab: SshLab, inventory: Path, hosts: int, mitogen: bool) -> flo
     elapsed = time.perf_counter() - started
     answered = done.stdout.count('"ok": true')
     if done.returncode != 0 or answered != hosts:
+        failed = [line for line in done.stdout.splitlines() if not line.startswith('{"ok": true')]
         raise RuntimeError(
             f"ansible ({'mitogen' if mitogen else 'ssh'}): exit {done.returncode}, "
-            f"{answered} of {hosts} probes answered\n{done.stdout[-2000:]}{done.stderr[-2000:]}"
+            f"{answered} of {hosts} probes answered\n"
+            + "\n".join(line[:500] for line in failed[-40:])
+            + done.stderr[-2000:]
         )
     return elapsed
 
@@ -344,6 +349,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="denv-obs-") as temp:
         for count in [int(n) for n in args.hosts.split(",")]:
             rows.append(measure(Path(temp), count, args.repeats, peers))
+            print(json.dumps(rows[-1]), file=sys.stderr, flush=True)  # progress
     if args.json:
         print(json.dumps(rows, indent=2))
         return
