@@ -64,9 +64,12 @@ class SshServer:
 
 @dataclass
 class SshLab:
-    """A set of test hosts sharing one client key and one known_hosts file."""
+    """A set of test hosts sharing one client key and one known_hosts file. `own_home`: each
+    host's sessions get HOME in its own folder, so the login shell does not read this machine's
+    ~/.bashrc (here a pyenv init, about 150 ms per command) — for benchmarks."""
 
     folder: Path
+    own_home: bool = False
     servers: list[SshServer] = field(default_factory=list)
     links: list[str] = field(default_factory=list)
     namespaces: list[str] = field(default_factory=list)
@@ -110,7 +113,8 @@ class SshLab:
                     "MaxStartups 200",
                     "Subsystem sftp internal-sftp",
                     # each test host keeps its own denv state, as separate machines would
-                    f"SetEnv DENV_HOME={folder / 'denv-home'}",
+                    f"SetEnv DENV_HOME={folder / 'denv-home'}"
+                    + (f" HOME={folder}" if self.own_home else ""),
                     "",
                 ]
             )
