@@ -21,10 +21,10 @@ from reconciler.errors import DenvError
 from reconciler.fleet.drivers.base import DriverKind
 from reconciler.fleet.drivers.registry import Drivers
 from reconciler.fleet.launching import unit_digest
-from reconciler.fleet.model.observed import FleetObservation, HostObservation, UnitRecord
+from reconciler.fleet.model.observed import FleetObservation, Gpu, HostObservation, UnitRecord
 from reconciler.reconcile import probes
 from reconciler.reconcile.apply import Applier, ApplyOptions, ApplyReport
-from reconciler.reconcile.desired import Desired, DesiredDeployment, DesiredUnit
+from reconciler.reconcile.desired import Desired, DesiredDeployment, DesiredUnit, FleetCapacity
 from reconciler.reconcile.plan import plan
 from reconciler.spec.catalog import Hardware
 from reconciler.spec.fleet import Fleet, Host
@@ -43,6 +43,7 @@ class Hosts:
     def __init__(self) -> None:
         self.running: dict[tuple[str, str], dict[str, UnitRecord]] = {}
         self.calls: list[tuple[str, str, str]] = []  # ("launch"/"stop" + " in"/" out", host, unit)
+        self.launched: list[Mapping[str, Any]] = []  # every launch payload
         self.active: dict[str, int] = {}
         self.most: dict[str, int] = {}
         self.lock = threading.Lock()
@@ -87,7 +88,12 @@ class FakeDriver:
         found = FleetObservation(self.fleet.name)
         for host in self.fleet.hosts:
             units = tuple(self.hosts.running.get((self.fleet.name, host.name), {}).values())
-            found.hosts[host.name] = HostObservation(host=host.name, source="none", units=units)
+            found.hosts[host.name] = HostObservation(
+                host=host.name,
+                source="simulated",
+                gpus=tuple(Gpu(index=i) for i in range(host.gpus)),
+                units=units,
+            )
         return found
 
     def prepare(self, host: str, payload: Mapping[str, Any], wait: float) -> Any:
@@ -99,12 +105,14 @@ class FakeDriver:
             id=unit["id"],
             digest=unit["digest"],
             argv=tuple(unit["argv"]),
+            port=unit["port"],
             gpus=tuple(unit["gpus"]),
             alive=True,
             labels=unit["labels"],
         )
         with self.hosts.lock:
             self.hosts.running.setdefault((self.fleet.name, host), {})[record.id] = record
+            self.hosts.launched.append(unit)
         return record
 
     def stop(self, host: str, unit_id: str, grace: float = 10.0) -> dict[str, Any]:
@@ -138,22 +146,26 @@ class FakeDriver:
         return None
 
 
-def fleet(name: str, hosts: int, parallel: int = 16) -> Fleet:
+def fleet(name: str, hosts: int, parallel: int = 16, gpus: int = 1) -> Fleet:
     return Fleet(
         name=name,
         provider="local",
         hardware="h200",
         transport="local",
-        hosts=[Host(name=f"{name}-h{i}", gpus=1) for i in range(hosts)],
+        hosts=[Host(name=f"{name}-h{i}", gpus=gpus) for i in range(hosts)],
         parallel_actions=parallel,
     )
 
 
-def deployment(release: str, fleet: str, hosts: list[str], version: str) -> DesiredDeployment:
-    """One single-GPU replica on each of `hosts`, running `version`."""
+def deployment(
+    release: str, fleet: str, hosts: list[str], version: str, gpu: int = 0, port: int | None = None
+) -> DesiredDeployment:
+    """One single-GPU replica on each of `hosts`, running `version` on GPU `gpu`; with a
+    port, it listens there (and may surge)."""
     labels = {"release": release, "stage": "s", "fleet": fleet, "revision": HEAD}
     units = []
     for replica, host in enumerate(hosts):
+        listen = ["--port", str(port)] if port is not None else []
         unit = Unit(
             name=f"aggregated-{replica}",
             role="aggregated",
@@ -162,11 +174,11 @@ def deployment(release: str, fleet: str, hosts: list[str], version: str) -> Desi
             engine="fake",
             host=host,
             address="127.0.0.1",
-            argv=["serve", version],
+            argv=["serve", version, *listen],
             env={},
-            port=None,
+            port=port,
             gpus=1,
-            gpu_indices=[0],
+            gpu_indices=[gpu],
         )
         units.append(
             DesiredUnit(
@@ -195,23 +207,32 @@ class Lab:
         self.stop = threading.Event()  # SIGTERM
         self.applier: Applier | None = None
 
-    def apply(self, *deployments: DesiredDeployment) -> ApplyReport:
+    def apply(self, *deployments: DesiredDeployment, room: bool = False) -> ApplyReport:
+        """Apply `deployments`; with `room`, the plan says a replica fits beside each (surge)."""
         hosts = self.hosts
 
         def make(fleet: Fleet, warn: Callable[[str], None], env: Mapping[str, str] | None):
             return FakeDriver(fleet, hosts)
 
         kinds: dict[str, DriverKind] = {"local": make}
-        wanted = Desired(head=HEAD, deployments=deployments)
+        capacity = {
+            name: FleetCapacity(
+                fleet=name, gpus=f.gpus, trial_gpus=0, observed=True, room={1: room}
+            )
+            for name, f in self.repo.fleets.items()
+        }
+        wanted = Desired(head=HEAD, deployments=deployments, fleets=capacity)
+        drivers = Drivers(kinds=kinds)
+        seen = {name: drivers.get(f).observe(None) for name, f in self.repo.fleets.items()}
         applier = Applier(
             self.repo,
-            Drivers(kinds=kinds),
+            drivers,
             ApplyOptions(ready_timeout=0),
             say=self.said.append,
             stopping=self.stop.is_set,
         )
         self.applier = applier
-        return applier.apply(plan(wanted, self.hosts.observed()), wanted.deployments)
+        return applier.apply(plan(wanted, self.hosts.observed()), wanted.deployments, seen)
 
 
 def meet(barrier: threading.Barrier) -> None:
@@ -320,6 +341,32 @@ def test_a_failed_replace_ends_the_roll_of_its_own_deployment_only() -> None:
         **{unit: digest for unit, digest in before.items() if unit.startswith("p.")},
         **{unit: digest for unit, digest in after.items() if unit.startswith("q.")},
     }
+
+
+def test_surge_replicas_rolling_at_once_on_one_host_take_different_gpus_and_ports() -> None:
+    lab = Lab(fleet("a", 1, gpus=4))  # GPUs 0 and 1 serve, 2 and 3 are free
+    p, q = ("p", 0, 8000), ("q", 1, 9000)
+    old = [deployment(name, "a", ["a-h0"], "v1", gpu, port) for name, gpu, port in (p, q)]
+    assert lab.apply(*old).errors == []
+    together = threading.Barrier(2)  # both surge replicas start at the same time
+
+    def launch(host: str, unit: str) -> None:
+        if unit.endswith("~surge"):
+            meet(together)
+
+    lab.hosts.on_launch = launch
+    new = [deployment(name, "a", ["a-h0"], "v2", gpu, port) for name, gpu, port in (p, q)]
+    report = lab.apply(*new, room=True)
+    assert report.errors == []
+    assert report.done == {"replace": 2}
+    surges = [u for u in lab.hosts.launched if u["id"].endswith("~surge")]
+    assert sorted(u["id"] for u in surges) == [
+        "p.s.a.aggregated-0~surge",
+        "q.s.a.aggregated-0~surge",
+    ]
+    assert sorted(g for u in surges for g in u["gpus"]) == [2, 3]
+    assert len({u["port"] for u in surges}) == 2
+    assert sorted(lab.hosts.running[("a", "a-h0")]) == ["p.s.a.aggregated-0", "q.s.a.aggregated-0"]
 
 
 def test_a_fleet_runs_at_most_its_parallel_actions_at_once() -> None:
