@@ -10,7 +10,7 @@ only for the running ones, which check `stop` between steps.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor, wait
 from typing import TypeVar
 
@@ -37,3 +37,28 @@ def run_all(
     finally:
         stop()
         pool.shutdown(wait=True, cancel_futures=True)
+
+
+def run_grouped(
+    work: Callable[[In], Out],
+    items: Sequence[In],
+    group: Callable[[In], str],
+    workers: Callable[[str], int],
+    stop: Callable[[], None] = lambda: None,
+) -> list[Out]:
+    """`work` over `items`, results in order: the items of one group (`group(item)`, e.g. a
+    fleet) on at most `workers(group)` threads, the groups side by side, so a group whose
+    items are slow never holds another's. `stop` as in run_all, for the caller's wait."""
+    members: dict[str, list[int]] = {}
+    for index, item in enumerate(items):
+        members.setdefault(group(item), []).append(index)
+
+    def one_group(name: str) -> list[Out]:
+        mine = [items[index] for index in members[name]]
+        return run_all(work, mine, min(workers(name), len(mine)))
+
+    names = list(members)
+    by_index: dict[int, Out] = {}
+    for name, found in zip(names, run_all(one_group, names, len(names), stop), strict=True):
+        by_index.update(zip(members[name], found, strict=True))
+    return [by_index[index] for index in range(len(items))]

@@ -21,6 +21,12 @@ report each pass, and every agent verb is idempotent: a reconciler killed at any
 converges on its next pass. A unit that keeps crashing is started again with exponential
 backoff (from its record's restart count and start time).
 
+Within a wave, actions run at once — starts, stops and router updates on different hosts,
+the rolls of different deployments — at most the fleet's `parallel_actions` at a time on a
+fleet, fleets side by side; the replaces of one deployment stay one after another, in the
+plan's order. An action that fails is reported and the others go on; a host that does not
+answer holds only its own actions, for as long as its driver's deadline.
+
 SIGTERM (`stopping`) ends every wait within seconds — prepare's polls, readiness, drains,
 routers taking a worker — and starts no further action; what is left is what a kill at
 that point leaves, and the next pass takes it up: a prepare job goes on on its host and is
@@ -33,11 +39,13 @@ from __future__ import annotations
 import functools
 import os
 import signal
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 from reconciler.engines.units import Unit
 from reconciler.errors import DenvError
@@ -47,7 +55,7 @@ from reconciler.fleet.launching import launch_payload
 from reconciler.fleet.model.observed import FleetObservation, UnitRecord
 from reconciler.fleet.placement.gpus import declared_states, trial_gpus
 from reconciler.fleet.prepare import JobState, prepare_hosts, prepare_payload, weights_request
-from reconciler.fleet.threads import run_all
+from reconciler.fleet.threads import run_all, run_grouped
 from reconciler.reconcile import probes
 from reconciler.reconcile.desired import DesiredDeployment
 from reconciler.reconcile.plan import Action, ActionKind, Plan, Wave
@@ -74,6 +82,24 @@ class ApplyReport:
     done: Counter[str] = field(default_factory=Counter)
     errors: list[str] = field(default_factory=list)
     waiting: list[str] = field(default_factory=list)  # crash-looping units in backoff
+    # actions of a wave report from their threads: count, error and wait take it
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    def count(self, kind: str) -> None:
+        with self._lock:
+            self.done[kind] += 1
+
+    def error(self, message: str) -> None:
+        with self._lock:
+            self.errors.append(message)
+
+    def wait(self, message: str) -> None:
+        with self._lock:
+            self.waiting.append(message)
+
+
+T = TypeVar("T")
+R = TypeVar("R")
 
 
 def backoff(restarts: int, options: ApplyOptions) -> float:
@@ -108,15 +134,54 @@ class Applier:
         self.drivers = drivers
         self.options = options
         self.say = say
-        self.stopping = stopping  # SIGTERM: end every wait now, start no other action
+        self.requested = stopping  # SIGTERM: end every wait now, start no other action
         self.report = ApplyReport()
         self.observations: Mapping[str, FleetObservation] = {}
-        self.surging: set[str] = set()  # URLs of surge replicas the routers keep meanwhile
+        # Shared by the actions of a wave, under _lock: the URLs of surge replicas each
+        # deployment's router keeps meanwhile, and the GPUs and ports of surge replicas
+        # placed and not yet stopped, by (fleet, host), that no other surge may take.
+        self.surging: dict[tuple[str, str, str], set[str]] = {}
+        self._surge_gpus: dict[tuple[str, str], set[int]] = {}
+        self._surge_ports: dict[tuple[str, str], set[int]] = {}
+        self._lock = threading.Lock()
+        self._said = threading.Lock()
+        self._halted = threading.Event()  # the caller left a wave early (Ctrl-C, a bug)
+
+    def stopping(self) -> bool:
+        return self._halted.is_set() or self.requested()
+
+    def _tell(self, line: str) -> None:
+        """One whole line of progress, whichever action's thread says it."""
+        with self._said:
+            self.say(line)
+
+    def _each(
+        self, work: Callable[[T], R], items: Sequence[T], fleet_of: Callable[[T], str]
+    ) -> list[R]:
+        """`work` on every item at once, at most the fleet's `parallel_actions` at a time on
+        one fleet, fleets side by side; results in order. When the caller leaves before all
+        are done (Ctrl-C), the others stop as on SIGTERM."""
+        finished: list[None] = []
+
+        def one(item: T) -> R:
+            result = work(item)
+            finished.append(None)
+            return result
+
+        def leave() -> None:
+            if len(finished) < len(items):
+                self._halted.set()
+
+        def bound(fleet: str) -> int:
+            return self.repo.fleets[fleet].parallel_actions
+
+        return run_grouped(one, items, fleet_of, bound, stop=leave)
 
     # --- drivers -------------------------------------------------------------------------
 
     def driver(self, fleet: str) -> FleetDriver:
-        return self.drivers.get(self.repo.fleets[fleet])
+        with self._lock:  # the session's drivers are made on first use, by any action
+            return self.drivers.get(self.repo.fleets[fleet])
 
     def _launch(self, action: Action) -> None:
         assert action.desired is not None
@@ -144,7 +209,7 @@ class Applier:
             step()
             return True
         except DenvError as exc:
-            self.report.errors.append(f"{what}: {exc}")
+            self.report.error(f"{what}: {exc}")
             return False
 
     # --- the waves -----------------------------------------------------------------------
@@ -209,7 +274,7 @@ class Applier:
             line = f"{state.step} {state.bytes_done / 1e9:.1f}/{state.bytes_total / 1e9:.1f} GB"
             if shown.get(key) != state.step:  # one line per step and host
                 shown[key] = state.step
-                self.say(f"prepare {key}: {line}")
+                self._tell(f"prepare {key}: {line}")
 
         done, errors = prepare_hosts(asks, payloads, parallel, progress, stopping=self.stopping)
         blocked: set[tuple[str, str, str]] = set()
@@ -217,9 +282,9 @@ class Applier:
             key = f"{host} {weights or ''}".strip()
             error = errors.get(key)
             if error is not None:
-                self.report.errors.append(f"{error}; nothing of it was stopped or started")
+                self.report.error(f"{error}; nothing of it was stopped or started")
             elif key not in done:
-                self.report.waiting.append(
+                self.report.wait(
                     f"prepare {key}: stopped following it (SIGTERM); its job goes on on the "
                     f"host and the next pass resumes it"
                 )
@@ -229,34 +294,41 @@ class Applier:
         return blocked
 
     def _stop_all(self, actions: list[Action]) -> None:
-        for action in actions:
-            if self.stopping():
-                return
-            self.say(f"- stop {action.unit} on {action.host} ({action.reason})")
-            stop = functools.partial(self._stop, action.fleet, action.host, action.unit)
-            if self._guard(action.unit, stop):
-                self.report.done["stop"] += 1
+        """Routers first, then engines (a router never sends to an engine stopped under it)."""
+        routers = [a for a in actions if a.role == "router"]
+        engines = [a for a in actions if a.role != "router"]
+        for batch in (routers, engines):
+            self._each(self._stop_one, batch, _fleet)
+
+    def _stop_one(self, action: Action) -> None:
+        if self.stopping():
+            return
+        self._tell(f"- stop {action.unit} on {action.host} ({action.reason})")
+        stop = functools.partial(self._stop, action.fleet, action.host, action.unit)
+        if self._guard(action.unit, stop):
+            self.report.count("stop")
 
     def _start(self, actions: list[Action]) -> None:
         engines = [a for a in actions if a.role != "router"]
         routers = [a for a in actions if a.role == "router"]
         for batch in (engines, routers):
-            started = [a for a in batch if self._start_one(a)]
+            launched = self._each(self._start_one, batch, _fleet)
+            started = [a for a, ok in zip(batch, launched, strict=True) if ok]
             ready = run_all(self._wait_ready, started, min(16, len(started)))
             for action, ok in zip(started, ready, strict=True):
                 if ok:
-                    self.report.done["start"] += 1
+                    self.report.count("start")
                 elif self.stopping():
                     self._left(action.unit, "started, not ready yet")
                 else:
-                    self.report.errors.append(
+                    self.report.error(
                         f"{action.unit} on {action.host}: not ready after "
                         f"{self.options.ready_timeout:g}s (see `denv fleet logs`)"
                     )
 
     def _left(self, unit: str, state: str) -> None:
         """A step SIGTERM cut short: the next pass takes the unit up from where it is."""
-        self.report.waiting.append(f"{unit}: {state} at SIGTERM; the next pass resumes")
+        self.report.wait(f"{unit}: {state} at SIGTERM; the next pass resumes")
 
     def _start_one(self, action: Action) -> bool:
         if self.stopping():
@@ -265,12 +337,12 @@ class Applier:
         if record is not None and not record.alive and record.exited_at is not None:
             left = record.exited_at + backoff(record.restarts, self.options) - time.time()
             if left > 0:
-                self.report.waiting.append(
+                self.report.wait(
                     f"{action.unit} keeps exiting (exit {record.exit_code}, "
                     f"{record.restarts} restarts): next start in {left:.0f}s"
                 )
                 return False
-        self.say(f"+ start {action.unit} on {action.host}")
+        self._tell(f"+ start {action.unit} on {action.host}")
         return self._guard(action.unit, lambda: self._launch(action))
 
     def _wait_ready(self, action: Action) -> bool:
@@ -296,10 +368,10 @@ class Applier:
 
     def _sync_routers(self, deployments: Sequence[DesiredDeployment]) -> None:
         """Each ready router serves exactly the ready engines its deployment wants."""
-        for deployment in deployments:
-            self._sync_router(deployment)
+        self._each(self._sync_router, deployments, lambda d: d.fleet)
 
     def _sync_router(self, deployment: DesiredDeployment, leaving: str | None = None) -> None:
+        """The deployment's own router, with its own engines and surge replicas only."""
         router = next((u.unit for u in deployment.units if u.unit.role == "router"), None)
         engines = [u.unit for u in deployment.units if u.unit.role == "aggregated" and u.unit.port]
         if router is None or not engines:
@@ -309,15 +381,17 @@ class Applier:
             return  # not up (yet): the next pass syncs it
         urls = {probes.base_url(u): u for u in engines}
         wanted = {url for url, u in urls.items() if url and url != leaving and probes.is_ready(u)}
-        wanted |= {url for url in self.surging if url != leaving}
+        with self._lock:
+            surging = set(self.surging.get(deployment.key, ()))
+        wanted |= {url for url in surging if url != leaving}
         for url in sorted(wanted - set(listed)):
             if probes.add_worker(router, url):  # queued by the router: wait until it serves it
                 serves = functools.partial(probes.serves, router, url)
                 probes.wait_until(serves, 10, abort=self.stopping)
-                self.report.done["router-add"] += 1
+                self.report.count("router-add")
         for url, worker in sorted(listed.items()):
             if url not in wanted and probes.remove_worker(router, worker):
-                self.report.done["router-remove"] += 1
+                self.report.count("router-remove")
 
     def _drain(self, deployment: DesiredDeployment | None, action: Action) -> None:
         """Out of the router, then wait until its in-flight requests finish (or grace)."""
@@ -335,24 +409,31 @@ class Applier:
     # --- roll and trim -------------------------------------------------------------------
 
     def _roll(self, actions: list[Action], deployments: Sequence[DesiredDeployment]) -> None:
-        by_key = {(d.release, d.stage, d.fleet): d for d in deployments}
-        failed: set[tuple[str, str, str]] = set()
+        """Deployments roll side by side; each one's replaces in the plan's order, the
+        roll of a deployment ending at its first failure."""
+        by_key = {d.key: d for d in deployments}
+        rolls: dict[tuple[str, str, str], list[Action]] = {}
         for action in actions:
-            key = (action.release, action.stage, action.fleet)
-            if self.stopping() or key in failed:
-                continue
-            if not self._replace(action, by_key.get(key)):
-                failed.add(key)
+            rolls.setdefault((action.release, action.stage, action.fleet), []).append(action)
+
+        def roll(replaces: list[Action]) -> None:
+            first = replaces[0]
+            deployment = by_key.get((first.release, first.stage, first.fleet))
+            for action in replaces:
+                if self.stopping() or not self._replace(action, deployment):
+                    return
+
+        self._each(roll, list(rolls.values()), lambda replaces: replaces[0].fleet)
 
     def _replace(self, action: Action, deployment: DesiredDeployment | None) -> bool:
         assert action.running is not None and action.desired is not None
         changed = ", ".join(c.name or c.field for c in action.changes) or "spec"
-        self.say(f"~ replace {action.unit} on {action.host} ({changed})")
+        self._tell(f"~ replace {action.unit} on {action.host} ({changed})")
         surge = self._surge(action, deployment) if action.surge else None
         if surge is None and self.stopping():
             return False
         if surge is None and action.role != "router" and self._unavailable_forbidden():
-            self.report.errors.append(
+            self.report.error(
                 f"{action.unit}: no free GPUs for a surge replica and the gates policy allows "
                 f"no replica to be unavailable (max_unavailable: 0); not replaced"
             )
@@ -375,32 +456,57 @@ class Applier:
         assert action.desired is not None
         if action.desired.replica_gpus != len(action.desired.unit.gpu_indices):
             return None  # a multi-node replica moves as a whole or not at all
-        surge = surge_unit(action.desired.unit, self._free_gpus(action), self._ports(action))
-        if surge is None or deployment is None:
+        if deployment is None:
+            return None
+        surge = self._hold_surge(action)
+        if surge is None:
             return None
         surge_id = f"{action.unit}~surge"
         self._guard(surge_id, lambda: self._stop(action.fleet, action.host, surge_id))  # left over
         payload = {**launch_payload(surge, surge_id), "labels": dict(action.desired.labels)}
-        self.say(f"+ surge {surge_id} on {action.host} (GPUs {surge.gpu_indices})")
+        self._tell(f"+ surge {surge_id} on {action.host} (GPUs {surge.gpu_indices})")
         driver = self.driver(action.fleet)
         if not self._guard(surge_id, lambda: driver.launch(action.host, payload)):
-            return None
+            return None  # it may run: its GPUs stay held for this pass
         if not self._wait_unit(action.fleet, action.host, surge_id, surge):
-            self._guard(surge_id, lambda: self._stop(action.fleet, action.host, surge_id))
+            if self._guard(surge_id, lambda: self._stop(action.fleet, action.host, surge_id)):
+                self._release_surge(action, surge)
             return None
         url = probes.base_url(surge)
         if url is not None:
-            self.surging.add(url)
+            with self._lock:
+                self.surging.setdefault(deployment.key, set()).add(url)
             self._sync_router(deployment)
         fault_point("roll-surged")
         return surge, surge_id
+
+    def _hold_surge(self, action: Action) -> Unit | None:
+        """The surge replica, on GPUs and a port that no other surge of this pass holds
+        (deployments roll side by side); they are held until it stops."""
+        assert action.desired is not None
+        where = (action.fleet, action.host)
+        with self._lock:
+            free = set(self._free_gpus(action)) - self._surge_gpus.get(where, set())
+            ports = self._ports(action) | self._surge_ports.get(where, set())
+            surge = surge_unit(action.desired.unit, free, ports)
+            if surge is not None and surge.port is not None:
+                self._surge_gpus.setdefault(where, set()).update(surge.gpu_indices)
+                self._surge_ports.setdefault(where, set()).add(surge.port)
+        return surge
+
+    def _release_surge(self, action: Action, surge: Unit) -> None:
+        where = (action.fleet, action.host)
+        with self._lock:
+            self._surge_gpus.get(where, set()).difference_update(surge.gpu_indices)
+            self._surge_ports.get(where, set()).discard(surge.port or 0)
 
     def _retire_surge(
         self, action: Action, deployment: DesiredDeployment | None, surge: Unit, surge_id: str
     ) -> None:
         url = probes.base_url(surge)
-        self.surging.discard(url or "")
         if deployment is not None:
+            with self._lock:
+                self.surging.get(deployment.key, set()).discard(url or "")
             self._sync_router(deployment)
         drained = probes.wait_until(
             lambda: (probes.in_flight(surge) or 0) == 0,
@@ -411,7 +517,8 @@ class Applier:
         if not drained and self.stopping():
             self._left(surge_id, "out of its router, still draining")  # the next pass stops it
             return
-        self._guard(surge_id, lambda: self._stop(action.fleet, action.host, surge_id))
+        if self._guard(surge_id, lambda: self._stop(action.fleet, action.host, surge_id)):
+            self._release_surge(action, surge)
 
     def _free_gpus(self, action: Action) -> list[int]:
         """GPUs of the action's host that nothing uses now or after this pass (and that are
@@ -446,12 +553,12 @@ class Applier:
             fault_point("roll-started")
             if deployment is not None:
                 self._sync_router(deployment)
-            self.report.done["replace"] += 1
+            self.report.count("replace")
             return True
         if self.stopping():
             self._left(action.unit, "started on the new spec, not ready yet")
             return False
-        self.report.errors.append(
+        self.report.error(
             f"{action.unit} on {action.host}: the new spec did not become ready; "
             f"put back on the previous one"
         )
@@ -463,3 +570,7 @@ class Applier:
             if deployment is not None:
                 self._sync_router(deployment)
         return False
+
+
+def _fleet(action: Action) -> str:
+    return action.fleet

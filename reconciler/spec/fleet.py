@@ -78,6 +78,8 @@ class Fleet(Spec):
     # simulator and the router: it must have denv installed there).
     python: str = Field(default="python3", pattern=r"^[A-Za-z0-9._/+-]+$")
     weights: WeightsSettings = WeightsSettings()
+    # Actions of one apply wave (starts, stops, deployments rolling) on this fleet at once.
+    parallel_actions: PositiveInt = 16
 
     @property
     def gpus(self) -> int:
