@@ -16,6 +16,7 @@ import errno
 import select
 import shlex
 import socket
+import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -117,6 +118,7 @@ class SshTransport:
         self.connect_attempts = connect_attempts
         self.fleet = fleet
         self._connection: fabric.Connection | None = None
+        self._dialling = threading.Lock()  # actions on one host run at once: one dials
 
     def _dial(self, timeout: float) -> fabric.Connection:
         key = self.settings.key_file
@@ -180,6 +182,10 @@ class SshTransport:
         return HostUnreachable(f"{self.host} ({where}) not reached: {cause} — {detail}", cause)
 
     def _connected(self) -> fabric.Connection:
+        with self._dialling:
+            return self._connect()
+
+    def _connect(self) -> fabric.Connection:
         if self._connection is not None and self._connection.is_connected:
             return self._connection
         if reserved_name(self.address):
