@@ -62,6 +62,9 @@ from reconciler.reconcile.plan import Action, ActionKind, Plan, Wave
 from reconciler.reconcile.surge import surge_unit
 from reconciler.spec.repo import Repo
 
+# Seconds between asking a host's agent whether a unit waited on has exited: each ask reads
+# every unit record on the host, and 16 replicas starting at once are 16 waits.
+EXIT_CHECK_S = 1.0
 FAULT_ENV = "DENV_FAULT_KILL_AT"  # test hook: SIGKILL ourselves at this step boundary
 
 
@@ -353,9 +356,15 @@ class Applier:
         """Ready within the timeout; False at once when the process exits meanwhile, or
         when SIGTERM comes."""
         driver = self.driver(fleet)
+        asked = [0.0]  # when the agent was last asked: readiness is polled 5 times as often
 
         def exited_or_stopping() -> bool:  # a supervised unit (a router) between two starts
-            return self.stopping() or any(  # has exited too
+            if self.stopping():  # has exited too
+                return True
+            if time.monotonic() - asked[0] < EXIT_CHECK_S:
+                return False
+            asked[0] = time.monotonic()
+            return any(
                 r.id == unit_id and (not r.alive or r.exit_code is not None)
                 for r in driver.units(host)
             )
