@@ -29,6 +29,7 @@ from reconciler.reconcile.plan import plan
 from reconciler.spec.catalog import Hardware
 from reconciler.spec.fleet import Fleet, Host
 from reconciler.spec.repo import Repo
+from tests.reconcile.memory_driver import QuietVerbs
 
 HEAD = "0" * 40
 HANG = 30.0  # seconds a barrier waits before it breaks: a guard against a hung test only
@@ -69,7 +70,7 @@ class Hosts:
         return found
 
 
-class FakeDriver:
+class FakeDriver(QuietVerbs):
     """A fleet kept in `Hosts`: launching records a live unit, stopping removes it."""
 
     python = "/fake/bin/python"
@@ -124,26 +125,6 @@ class FakeDriver:
     def units(self, host: str) -> list[UnitRecord]:
         with self.hosts.lock:
             return list(self.hosts.running.get((self.fleet.name, host), {}).values())
-
-    def logs(self, host: str, unit_id: str, tail: int = 100) -> dict[str, Any]:
-        return {"lines": []}
-
-    def runtimes(self, host: str) -> dict[str, Any]:
-        return {"runtimes": [], "weights": []}
-
-    def lease(
-        self,
-        name: str,
-        holder: str,
-        ttl: float,
-        release: bool = False,
-        note: Any = None,
-        peek: bool = False,
-    ) -> dict[str, Any]:
-        return {"held": True, "holder": holder, "note": None, "expires": ttl, "now": 0}
-
-    def close(self) -> None:
-        return None
 
 
 def fleet(name: str, hosts: int, parallel: int = 16, gpus: int = 1) -> Fleet:

@@ -17,9 +17,10 @@ from reconciler.reconcile.snapshot import snapshot
 from reconciler.spec.catalog import Hardware
 from reconciler.spec.fleet import Fleet, Host
 from tests.reconcile.conftest import GitRepo
+from tests.reconcile.memory_driver import QuietVerbs
 
 
-class ToyDriver:
+class ToyDriver(QuietVerbs):
     """A kind of fleet held in memory: what is launched is recorded, and observed as alive."""
 
     launched: list[tuple[str, str]] = []  # (host, unit id), across drivers made in a test
@@ -73,26 +74,6 @@ class ToyDriver:
 
     def units(self, host: str) -> list[UnitRecord]:
         return list(self.running[host].values())
-
-    def logs(self, host: str, unit_id: str, tail: int = 100) -> dict[str, Any]:
-        return {"lines": []}
-
-    def runtimes(self, host: str) -> dict[str, Any]:
-        return {"runtimes": [], "weights": []}
-
-    def lease(
-        self,
-        name: str,
-        holder: str,
-        ttl: float,
-        release: bool = False,
-        note: Any = None,
-        peek: bool = False,
-    ) -> dict[str, Any]:
-        return {"held": True, "holder": holder, "note": None, "expires": ttl, "now": 0}
-
-    def close(self) -> None:
-        return None
 
 
 def test_a_third_kind_of_fleet_plugs_in_through_the_drivers_dict(git_repo: GitRepo) -> None:
