@@ -29,8 +29,9 @@ workflows: $(STAMP)
 	$(BIN)/zizmor --offline --persona pedantic .github/workflows
 
 # What the tests start for real: OpenSSH servers (in network namespaces, with iproute2),
-# Prometheus for the alarms' Prometheus mode, and PostgreSQL for optimizer workers sharing a
-# study (their services are not started: tests run their own).
+# Prometheus for the alarms' Prometheus mode, PostgreSQL for optimizer workers sharing a
+# study, and Slurm (controller, compute node, clients, munge) for Slurm fleets (their services
+# are not started: tests run their own).
 system-deps:
 	@command -v sshd >/dev/null 2>&1 || test -x /usr/sbin/sshd || \
 		{ apt-get update -q && apt-get install -y -q openssh-server; }
@@ -39,6 +40,10 @@ system-deps:
 		apt-get install -y -q --no-install-recommends prometheus; }
 	@ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || { apt-get update -q && \
 		apt-get install -y -q --no-install-recommends postgresql; }
+	@test -x /usr/sbin/slurmctld && test -x /usr/sbin/slurmd && test -x /usr/bin/sbatch && \
+		test -x /usr/sbin/munged || \
+		{ apt-get update -q && apt-get install -y -q --no-install-recommends \
+		slurmctld slurmd slurm-client munge; }
 
 # GitHub's own published descriptions, pinned, that the fake GitHub checks every request and
 # answer against (tests/forge/github_openapi.py): the REST API's OpenAPI description and the
