@@ -56,11 +56,11 @@ class SlurmNode:
 
 @dataclass
 class SlurmLab:
-    """`nodes` compute nodes named n1.., each with GPUS_PER_NODE GPUs, in partitions `serve`
+    """`node_count` compute nodes named n1.., each with GPUS_PER_NODE GPUs, in partitions `serve`
     (the default) and `trial`, both over every node."""
 
     folder: Path
-    nodes_count: int = 3
+    node_count: int = 3
     nodes: list[SlurmNode] = field(default_factory=list)
     processes: list[subprocess.Popen[bytes]] = field(default_factory=list)
     links: list[str] = field(default_factory=list)
@@ -99,39 +99,31 @@ class SlurmLab:
         self.links.append(bridge)
         run("ip", "addr", "add", f"{self.controller_address}/24", "dev", bridge)
         run("ip", "link", "set", bridge, "up")
-        for index in range(1, self.nodes_count + 1):
-            namespace, outside, inside = (
-                f"dsl{self.tag}n{index}",
-                f"dso{self.tag}n{index}",
-                "eth0",
-            )
-            run("ip", "netns", "add", namespace)
-            self.namespaces.append(namespace)
-            run(
-                "ip",
-                "link",
-                "add",
-                outside,
-                "type",
-                "veth",
-                "peer",
-                "name",
-                f"dsi{self.tag}n{index}",
-            )
-            self.links.append(outside)
-            run("ip", "link", "set", f"dsi{self.tag}n{index}", "netns", namespace)
-            inner = f"{self.subnet}.{10 + index}"
-            in_ns = ("ip", "netns", "exec", namespace, "ip")
-            run(*in_ns, "link", "set", f"dsi{self.tag}n{index}", "name", inside)
-            run(*in_ns, "addr", "add", f"{inner}/24", "dev", inside)
-            run(*in_ns, "link", "set", inside, "up")
-            run(*in_ns, "link", "set", "lo", "up")
-            run("ip", "link", "set", outside, "master", bridge)
-            run("ip", "link", "set", outside, "up")
-            route = run("ip", "route", "get", inner)
-            if f"dev {bridge}" not in route:  # never let test traffic leave this machine
-                raise RuntimeError(f"route to {inner} does not use {bridge}: {route}")
-            self.nodes.append(SlurmNode(f"n{index}", inner, namespace))
+        for index in range(1, self.node_count + 1):
+            self.nodes.append(self._node(f"n{index}", f"{self.subnet}.{10 + index}", bridge))
+
+    def _node(self, name: str, address: str, bridge: str) -> SlurmNode:
+        namespace, outside, peer = (
+            f"dsl{self.tag}{name}",
+            f"dso{self.tag}{name}",
+            f"dsi{self.tag}{name}",
+        )
+        run("ip", "netns", "add", namespace)
+        self.namespaces.append(namespace)
+        run("ip", "link", "add", outside, "type", "veth", "peer", "name", peer)
+        self.links.append(outside)
+        run("ip", "link", "set", peer, "netns", namespace)
+        inside = ("ip", "netns", "exec", namespace, "ip")
+        run(*inside, "link", "set", peer, "name", "eth0")
+        run(*inside, "addr", "add", f"{address}/24", "dev", "eth0")
+        run(*inside, "link", "set", "eth0", "up")
+        run(*inside, "link", "set", "lo", "up")
+        run("ip", "link", "set", outside, "master", bridge)
+        run("ip", "link", "set", outside, "up")
+        route = run("ip", "route", "get", address)
+        if f"dev {bridge}" not in route:  # never let test traffic leave this machine
+            raise RuntimeError(f"route to {address} does not use {bridge}: {route}")
+        return SlurmNode(name, address, namespace)
 
     # the daemons
 
@@ -227,7 +219,7 @@ class SlurmLab:
 
     def _controller(self) -> None:
         ctld = self.folder / "ctld"
-        self._spawn([program("slurmctld") or "slurmctld", "-D", "-i"], ctld / "slurmctld.out")
+        self._spawn([program("slurmctld") or "slurmctld", "-D"], ctld / "slurmctld.out")
         process = self.processes[-1]
         _wait(lambda: self._answers(), "slurmctld to answer", process, ctld / "slurmctld.log")
 
@@ -276,17 +268,10 @@ class SlurmLab:
         _wait(idle, "every node idle", None, self.folder / "ctld" / "slurmctld.log", timeout)
 
     def stop(self) -> None:
-        for node in reversed(self.nodes):
-            if node.process and node.process.poll() is None:
-                node.process.send_signal(signal.SIGTERM)
-        for node in self.nodes:
-            if node.process:
-                try:
-                    node.process.wait(timeout=5)
-                except subprocess.TimeoutExpired:
-                    node.process.kill()
-        for namespace in self.namespaces:  # jobs and their steps, forked by slurmd there
-            _kill_namespace(namespace)
+        """SIGKILL to everything in the nodes' namespaces (slurmd, slurmstepd, the jobs), then
+        slurmctld and munged; links and namespaces removed. Safe to call again."""
+        for namespace in self.namespaces:
+            self._kill_namespace(namespace)
         for process in reversed(self.processes):
             if process.poll() is None:
                 process.send_signal(signal.SIGTERM)
@@ -303,19 +288,20 @@ class SlurmLab:
         self.links.clear()
         self.namespaces.clear()
 
-
-def _kill_namespace(namespace: str) -> None:
-    for _ in range(50):
-        done = subprocess.run(
-            ["ip", "netns", "pids", namespace], capture_output=True, text=True, check=False
-        )
-        pids = [int(p) for p in done.stdout.split()]
-        if not pids:
-            return
-        for pid in pids:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-        time.sleep(0.05)
+    def _kill_namespace(self, namespace: str) -> None:
+        for _ in range(50):
+            for process in self.processes:
+                process.poll()  # our slurmd, once killed, is no zombie listed in the namespace
+            done = subprocess.run(
+                ["ip", "netns", "pids", namespace], capture_output=True, text=True, check=False
+            )
+            pids = [int(p) for p in done.stdout.split()]
+            if not pids:
+                return
+            for pid in pids:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+            time.sleep(0.05)
 
 
 def _wait(

@@ -15,6 +15,15 @@ def queue(lab: SlurmLab) -> list[dict[str, str]]:
     return [dict(zip(keys, line.split("|"), strict=True)) for line in out.splitlines()]
 
 
+def alive(pid: str) -> bool:
+    """Running, not a zombie (slurmstepd, reparented, is reaped by whoever adopted it)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat[stat.rindex(")") + 2] != "Z"
+
+
 def test_three_idle_nodes_with_four_gpus_each_in_both_partitions(slurm_lab: SlurmLab) -> None:
     rows = slurm_lab.sinfo()
 
@@ -63,3 +72,20 @@ def test_a_two_node_job_gets_its_node_ranks_and_master_from_slurm(
     # rank 0 runs on the master, at the master's own address
     assert lines[0][2] == slurm_lab.node(master.pop()).address
     assert lines[0][2] != lines[1][2]
+
+
+def test_stop_leaves_no_daemon_job_namespace_or_link(slurm_lab: SlurmLab, tmp_path: Path) -> None:
+    output = tmp_path / "job.out"
+    slurm_lab.run("sbatch", "-o", str(output), "--wrap", "echo started; sleep 300")
+    wait_for(lambda: output.exists() and output.read_text() == "started\n", 30, "the job")
+    namespaces = list(slurm_lab.namespaces)
+    node = slurm_lab.node(queue(slurm_lab)[0]["nodes"])
+    pids = slurm_lab.run("ip", "netns", "pids", node.namespace).split()  # slurmd, slurmstepd, job
+    daemons = list(slurm_lab.processes)
+
+    slurm_lab.stop()
+
+    assert all(process.poll() is not None for process in daemons)
+    assert len(pids) >= 3 and not any(alive(pid) for pid in pids)
+    assert not set(namespaces) & set(slurm_lab.run("ip", "netns", "list").split())
+    assert f"dsb{slurm_lab.tag}" not in slurm_lab.run("ip", "-br", "link")
