@@ -4,10 +4,11 @@ its own, on a bridge this module creates (10.232.<pid>.0/24, no route out of it)
 
 The lab runs its own munged (key, socket, folders under the lab's folder, never the system's);
 clients reach the cluster through `env` (SLURM_CONF names the lab's slurm.conf, which names
-munged's socket). Every node declares GPUs as GRES without devices, so jobs get
-SLURM_JOB_GPUS on a machine without any. A job's processes run in its node's namespace, since
-slurmd forks them there. `stop()` kills every daemon and every process left in a namespace,
-then removes namespaces, links and the bridge, also when a test failed.
+munged's socket). Every node declares GPUs as GRES (no autodetection; each GPU's "device"
+is a copy of /dev/null in the node's folder), so jobs get SLURM_JOB_GPUS on a machine without
+any. A job's processes run in its node's namespace, since slurmd forks them there. `stop()`
+kills every daemon and every process left in a namespace, then removes namespaces, links and
+the bridge, also when a test failed.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 SBIN = ("/usr/sbin", "/usr/bin")
-PARTITIONS = ("serve", "trial")
+PARTITIONS = ("serve", "trial")  # the first is the default
 GPUS_PER_NODE = 4
 
 
@@ -178,6 +179,8 @@ class SlurmLab:
             "SwitchType=switch/none",
             "MpiDefault=none",
             "SchedulerType=sched/builtin",
+            # a batch job starts at the next tick of slurmctld's 1 s loop, not up to 3 s later
+            "SchedulerParameters=batch_sched_delay=0",
             "SelectType=select/cons_tres",
             "SelectTypeParameters=CR_CPU",
             "GresTypes=gpu",
@@ -196,8 +199,11 @@ class SlurmLab:
                 f" CPUs=8 RealMemory=8000 Gres=gpu:{GPUS_PER_NODE} State=UNKNOWN"
                 for node in self.nodes
             ),
-            f"PartitionName=serve Nodes={names} Default=YES MaxTime=INFINITE State=UP",
-            f"PartitionName=trial Nodes={names} MaxTime=INFINITE State=UP",
+            *(
+                f"PartitionName={partition} Nodes={names} Default={'YES' if index == 0 else 'NO'}"
+                " MaxTime=INFINITE State=UP"
+                for index, partition in enumerate(PARTITIONS)
+            ),
             "",
         ]
         self.conf.write_text("\n".join(lines))
