@@ -33,6 +33,7 @@ _MISSING = 97  # the wrapper's exit code when the agent is not cached on the hos
 # Seconds the resident agent gets to say hello: a Python start on a busy host, not a call, so
 # not the call's deadline (a host that hangs is caught by the connect and call deadlines).
 START_TIMEOUT = 30.0
+DEADLINE = 60.0  # a call's seconds beyond its own wait, where the fleet file sets none
 _HOME = '"${DENV_HOME:-$HOME/.denv}/agent"'
 
 
@@ -148,7 +149,7 @@ class AgentClient:
         transport: Transport,
         python: str = "python3",
         resident: bool = False,
-        deadline: float = 60.0,
+        deadline: float = DEADLINE,
     ) -> None:
         self.transport = transport
         self.python = python

@@ -425,14 +425,12 @@ class Applier:
         for action in actions:
             rolls.setdefault((action.release, action.stage, action.fleet), []).append(action)
 
-        def roll(replaces: list[Action]) -> None:
-            first = replaces[0]
-            deployment = by_key.get((first.release, first.stage, first.fleet))
-            for action in replaces:
-                if self.stopping() or not self._replace(action, deployment):
+        def roll(key: tuple[str, str, str]) -> None:
+            for action in rolls[key]:
+                if self.stopping() or not self._replace(action, by_key.get(key)):
                     return
 
-        self._each(roll, list(rolls.values()), lambda replaces: replaces[0].fleet)
+        self._each(roll, list(rolls), lambda key: key[2])
 
     def _replace(self, action: Action, deployment: DesiredDeployment | None) -> bool:
         assert action.running is not None and action.desired is not None

@@ -126,12 +126,13 @@ class _Lookup:
     """`known` for FleetPlacer.add: the memo's units for the placement it chose, keeping
     what it asked with and what it found."""
 
-    def __init__(self, memo: DesiredMemo, key: DeploymentKey, inputs: tuple[object, ...]):
-        self.memo, self.key, self.inputs = memo, key, inputs
+    def __init__(self, memo: DesiredMemo, key: DeploymentKey, given: tuple[object, ...]):
+        self.memo, self.key, self.given = memo, key, given
+        self.inputs: tuple[object, ...] = given
         self.hit: _Resolved | None = None
 
     def __call__(self, placement: Placement) -> list[Unit] | None:
-        self.inputs = (*self.inputs, placement)
+        self.inputs = (*self.given, placement)
         self.hit = self.memo.get(self.key, self.inputs)
         return self.hit.units if self.hit is not None else None
 
@@ -191,6 +192,7 @@ def _desired_units(
     base_port: int,
     memo: DesiredMemo | None,
 ) -> Desired:
+    memo = memo if memo is not None else DesiredMemo()  # one pass's own, then dropped
     head = repo_at(stages.head)
     wanted, errors = _resolve(stages, repo_at)
     protected = {(d.release, d.stage, d.fleet) for d, _, _ in wanted}
@@ -217,7 +219,6 @@ def _desired_units(
         placer = FleetPlacer(fleet, size, observation, keeps, base_port, kind)
         home = kind.home(observation)
         runtimes = host_runtimes(fleet, hardware, observation, home)
-        memo = memo if memo is not None else DesiredMemo()
         memo.fleet(name, (fleet, runtimes))
         sizes: set[int] = set()
         for deployment, stage, repo in items:

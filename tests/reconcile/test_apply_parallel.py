@@ -29,7 +29,7 @@ from reconciler.reconcile.plan import plan
 from reconciler.spec.catalog import Hardware
 from reconciler.spec.fleet import Fleet, Host
 from reconciler.spec.repo import Repo
-from tests.reconcile.memory_driver import QuietVerbs
+from tests.reconcile.memory_driver import QuietVerbs, launched
 
 HEAD = "0" * 40
 HANG = 30.0  # seconds a barrier waits before it breaks: a guard against a hung test only
@@ -102,15 +102,7 @@ class FakeDriver(QuietVerbs):
 
     def launch(self, host: str, unit: Mapping[str, Any]) -> UnitRecord:
         self.hosts.call(self.fleet.name, "launch", host, unit["id"], self.hosts.on_launch)
-        record = UnitRecord(
-            id=unit["id"],
-            digest=unit["digest"],
-            argv=tuple(unit["argv"]),
-            port=unit["port"],
-            gpus=tuple(unit["gpus"]),
-            alive=True,
-            labels=unit["labels"],
-        )
+        record = launched(unit)
         with self.hosts.lock:
             self.hosts.running.setdefault((self.fleet.name, host), {})[record.id] = record
             self.hosts.launched.append(unit)

@@ -17,7 +17,7 @@ from reconciler.reconcile.snapshot import snapshot
 from reconciler.spec.catalog import Hardware
 from reconciler.spec.fleet import Fleet, Host
 from tests.reconcile.conftest import GitRepo
-from tests.reconcile.memory_driver import QuietVerbs
+from tests.reconcile.memory_driver import QuietVerbs, launched
 
 
 class ToyDriver(QuietVerbs):
@@ -54,16 +54,7 @@ class ToyDriver(QuietVerbs):
         return {"id": payload["id"], "state": "done", "step": "done"}
 
     def launch(self, host: str, unit: Mapping[str, Any]) -> UnitRecord:
-        record = UnitRecord(
-            id=unit["id"],
-            digest=unit["digest"],
-            argv=tuple(unit["argv"]),
-            port=unit["port"],
-            gpus=tuple(unit["gpus"]),
-            restart=bool(unit.get("restart")),
-            alive=True,
-            labels=unit["labels"],
-        )
+        record = launched(unit)
         self.running[host][record.id] = record
         ToyDriver.launched.append((host, record.id))
         return record

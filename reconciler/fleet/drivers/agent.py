@@ -14,7 +14,7 @@ from threading import Lock
 from typing import Any
 
 from reconciler.errors import DenvError
-from reconciler.fleet.hostagent import AgentClient
+from reconciler.fleet.hostagent import DEADLINE, AgentClient
 from reconciler.fleet.model.observed import Cause, FleetObservation, HostObservation, UnitRecord
 from reconciler.fleet.transport import HostUnreachable, Transport
 from reconciler.spec.catalog import Hardware
@@ -64,7 +64,7 @@ class AgentDriver:
     @property
     def deadline(self) -> float:
         """Seconds an agent call may take beyond its own wait."""
-        return self.fleet.ssh.call_timeout if self.fleet.ssh is not None else 60.0
+        return self.fleet.ssh.call_timeout if self.fleet.ssh is not None else DEADLINE
 
     def address(self, host: Host) -> str:
         return host.address if host.address is not None else host.name
