@@ -30,6 +30,7 @@ from reconciler.reconcile.apply import ApplyOptions
 from reconciler.reconcile.loop import LEASE, BotMetrics, PassResult, Reconciler, planned_fleets
 from reconciler.reconcile.plan import ActionKind
 from reconciler.reconcile.reach import FleetReach, Streaks, dump, earliest, parse, track
+from reconciler.reconcile.render import queued as queued_action
 from reconciler.reconcile.revisions import Stages
 from reconciler.reconcile.snapshot import Snapshot, snapshot
 from reconciler.reconcile.source import GitSource
@@ -116,6 +117,7 @@ def _pass_json(result: PassResult) -> dict[str, Any]:
         "done": dict(result.report.done),
         "errors": result.report.errors,
         "waiting": result.report.waiting,
+        "resubmitted": result.report.resubmitted,
         "seconds": round(result.seconds, 3),
     }
 
@@ -188,6 +190,8 @@ def status(repo: LocationOption = ".", as_json: JsonOption = False) -> None:
     for row in rows:
         if row["error"]:
             console.print(f"{row['release']}/{row['stage']} on {row['fleet']}: {row['error']}")
+        for unit, why in sorted(row["queued"].items()):
+            console.print(f"{unit} on {row['fleet']}: pending in the queue ({why})", markup=False)
     for override in rolled:
         console.print(override.text(), markup=False)
     shown: set[str] = set()
@@ -253,6 +257,8 @@ def _rows(snap: Snapshot, reach: dict[str, FleetReach]) -> list[dict[str, Any]]:
             replicas = len(heads)
             ready = sum(1 for u in heads if u.id in running and probes.is_ready(u.unit))
         drift = Counter(a.kind.value for a in actions if a.kind != ActionKind.KEEP)
+        if queued := [a for a in actions if queued_action(a)]:
+            drift["pending"] = len(queued)  # not there yet: the scheduler holds the job
         found = reach.get(group.fleet)
         whole = found is not None and found.whole
         rows.append(
@@ -269,6 +275,8 @@ def _rows(snap: Snapshot, reach: dict[str, FleetReach]) -> list[dict[str, Any]]:
                 if whole
                 else ", ".join(f"{kind} {count}" for kind, count in sorted(drift.items())),
                 "error": group.error,
+                # jobs the scheduler has not started (a Slurm fleet), with its reason
+                "queued": {a.unit: a.reason.removeprefix("pending: ") for a in queued},
                 "unreachable_hosts": sorted(found.unreached) if found is not None else [],
                 "unreachable_since": found.since if whole and found is not None else None,
             }

@@ -106,3 +106,6 @@ class Unit(Spec):
     # Started again by the host agent's supervisor as soon as it exits, not at the reconciler's
     # next pass: the router, the one endpoint clients connect to.
     restart: bool = False
+    # The replica's hosts, node 0's first, when this one process stands for a replica that
+    # spans several (the simulator): a scheduler's job holds all of them for it.
+    hosts: list[str] = []

@@ -46,6 +46,8 @@ def launch_payload(
     }
     if unit.restart:
         payload["restart"] = True
+    if unit.hosts:
+        payload["hosts"] = unit.hosts
     if cleanup:
         payload["cleanup"] = cleanup
     if image:

@@ -65,6 +65,9 @@ from reconciler.spec.repo import Repo
 # Seconds between asking a host's agent whether a unit waited on has exited: each ask reads
 # every unit record on the host, and 16 replicas starting at once are 16 waits.
 EXIT_CHECK_S = 1.0
+# A job submitted to a scheduler waits for its next scheduling cycle: only after this long is
+# a job the queue holds (Resources, Priority) reported as pending instead of waited for.
+QUEUE_GRACE_S = 10.0
 FAULT_ENV = "DENV_FAULT_KILL_AT"  # test hook: SIGKILL ourselves at this step boundary
 
 
@@ -85,6 +88,8 @@ class ApplyReport:
     done: Counter[str] = field(default_factory=Counter)
     errors: list[str] = field(default_factory=list)
     waiting: list[str] = field(default_factory=list)  # crash-looping units in backoff
+    # jobs the scheduler ended (cancelled, preempted, at their time limit) submitted again
+    resubmitted: list[str] = field(default_factory=list)
     # actions of a wave report from their threads: count, error and wait take it
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
@@ -99,6 +104,10 @@ class ApplyReport:
     def wait(self, message: str) -> None:
         with self._lock:
             self.waiting.append(message)
+
+    def resubmit(self, message: str) -> None:
+        with self._lock:
+            self.resubmitted.append(message)
 
 
 T = TypeVar("T")
@@ -189,6 +198,7 @@ class Applier:
     def _launch(self, action: Action) -> None:
         assert action.desired is not None
         self.driver(action.fleet).launch(action.host, action.desired.payload())
+        fault_point("launched")  # the unit is submitted; nothing after it was done
 
     def _stop(self, fleet: str, host: str, unit: str) -> None:
         self.driver(fleet).stop(host, unit, grace=self.options.stop_grace)
@@ -323,6 +333,9 @@ class Applier:
                     self.report.count("start")
                 elif self.stopping():
                     self._left(action.unit, "started, not ready yet")
+                elif queued := self._queued(action.fleet, action.host, action.unit):
+                    self.report.count("submit")
+                    self.report.wait(f"{action.unit} on {action.host}: pending ({queued})")
                 else:
                     self.report.error(
                         f"{action.unit} on {action.host}: not ready after "
@@ -345,8 +358,20 @@ class Applier:
                     f"{record.restarts} restarts): next start in {left:.0f}s"
                 )
                 return False
-        self._tell(f"+ start {action.unit} on {action.host}")
+        ended = record is not None and record.queue is not None and not record.pending
+        self._tell(f"+ start {action.unit} on {action.host}" + (f" ({action.reason})" * ended))
+        if ended:  # the scheduler ended its job: the pass says so
+            self.report.resubmit(f"{action.unit} ({action.reason})")
         return self._guard(action.unit, lambda: self._launch(action))
+
+    def _queued(self, fleet: str, host: str, unit_id: str) -> str | None:
+        """Why the unit's job waits in the scheduler's queue; None when it does not."""
+        try:
+            found = [r for r in self.driver(fleet).units(host) if r.id == unit_id]
+        except DenvError:
+            return None
+        pending = next((r for r in found if r.pending), None)
+        return (pending.queue_reason or "queued") if pending is not None else None
 
     def _wait_ready(self, action: Action) -> bool:
         assert action.desired is not None
@@ -357,6 +382,7 @@ class Applier:
         when SIGTERM comes."""
         driver = self.driver(fleet)
         asked = [0.0]  # when the agent was last asked: readiness is polled 5 times as often
+        began = time.monotonic()
 
         def exited_or_stopping() -> bool:  # a supervised unit (a router) between two starts
             if self.stopping():  # has exited too
@@ -364,8 +390,13 @@ class Applier:
             if time.monotonic() - asked[0] < EXIT_CHECK_S:
                 return False
             asked[0] = time.monotonic()
+            # a job the scheduler still holds back (Resources) after QUEUE_GRACE_S is not
+            # waited for: the pass says it is pending, the next one looks again
+            held_back = time.monotonic() - began > QUEUE_GRACE_S
             return any(
-                r.id == unit_id and (not r.alive or r.exit_code is not None)
+                r.id == unit_id
+                and (r.exit_code is not None or not r.alive)
+                and (not r.pending or (held_back and r.queue_reason is not None))
                 for r in driver.units(host)
             )
 

@@ -85,6 +85,8 @@ class PassResult:
             line += f"; {len(self.report.errors)} error(s): {self.report.errors[0]}"
         if self.report.waiting:
             line += f"; waiting: {self.report.waiting[0]}"
+        if self.report.resubmitted:
+            line += "; resubmitted: " + ", ".join(self.report.resubmitted)
         return line
 
 
@@ -237,6 +239,7 @@ class Reconciler:
             "at": self.clock(),
             "errors": report.errors + [e.message for e in snap.plan.errors],
             "waiting": report.waiting,
+            "resubmitted": report.resubmitted,
             "summary": result.summary(),
             "checks": self._checked,
             "unreachable": dump(self._reach),

@@ -146,6 +146,8 @@ def plan(desired: Desired, observed: ObservedUnits) -> Plan:
             match = _match(found, unit.host)
             actions.append(_pair(unit, match, room))
             for host, record in found:
+                if _ended_job(record):
+                    continue  # nothing runs to stop
                 if match is None or record is not match[1]:
                     why = f"{unit.id} runs on {unit.host}" + (" now" if match is None else "")
                     actions.append(_stop(record, host, Wave.TRIM, why))
@@ -195,6 +197,9 @@ def _pair(
         return Action.model_validate(_base(unit, ActionKind.START, Wave.START, "new"))
     record = match[1]
     before = {"running": record, "gpus_before": tuple(record.gpus)}
+    if record.pending and record.digest == unit.digest:  # a job the scheduler has not started
+        why = f"pending: {record.queue_reason or 'queued'}"
+        return Action.model_validate({**_base(unit, ActionKind.KEEP, Wave.NONE, why), **before})
     if record.digest == unit.digest:
         if record.alive:
             return Action.model_validate(
@@ -203,7 +208,7 @@ def _pair(
         why = _exited(record) + "; start it again"
         return Action.model_validate({**_base(unit, ActionKind.START, Wave.START, why), **before})
     changes = tuple(unit_changes(record, unit.unit))
-    if not record.alive:
+    if not record.alive:  # a pending job too: its spec changes before it starts
         why = _exited(record) + "; start it with the new spec"
         fields = {**_base(unit, ActionKind.START, Wave.START, why), **before, "changes": changes}
         return Action.model_validate(fields)
@@ -218,6 +223,10 @@ def _pair(
 
 
 def _exited(record: UnitRecord) -> str:
+    if record.queue is not None:  # a scheduler's job: what the scheduler says of it
+        if record.pending:
+            return f"job {record.job} pending ({record.queue_reason or 'queued'})"
+        return f"job {record.job} ended: {record.queue}"
     return "exited" + (f" with code {record.exit_code}" if record.exit_code is not None else "")
 
 
@@ -241,6 +250,11 @@ def _stop(record: UnitRecord, host: str, wave: Wave, reason: str) -> Action:
     )
 
 
+def _ended_job(record: UnitRecord) -> bool:
+    """A scheduler's job that ended (the queue remembers it a while): nothing to stop."""
+    return record.queue is not None and not record.alive and not record.pending
+
+
 def _int(text: str | None) -> int:
     return int(text) if text is not None and text.isdigit() else 0
 
@@ -261,7 +275,7 @@ def _leftovers(
             assert key is not None  # only labelled records were collected
             if key not in covered:
                 covered[key] = any(error.covers(key) for error in desired.errors)
-            if covered[key]:
+            if covered[key] or _ended_job(record):
                 continue
             release, stage, fleet = key
             if key in wanted:

@@ -10,7 +10,13 @@ from collections.abc import Sequence
 from reconciler.forge.views import PlanFleet, PlanGroup, PlanView
 from reconciler.reconcile.plan import Action, ActionKind, FleetUsage, Group, Plan
 
-SYMBOLS = {ActionKind.START: "+", ActionKind.REPLACE: "~", ActionKind.STOP: "-"}
+# A kept unit is shown only while its job waits in a scheduler's queue.
+SYMBOLS = {
+    ActionKind.START: "+",
+    ActionKind.REPLACE: "~",
+    ActionKind.STOP: "-",
+    ActionKind.KEEP: "…",
+}
 
 
 def indices(gpus: Sequence[int]) -> str:
@@ -60,9 +66,15 @@ def group_title(group: Group) -> str:
     return f"{title} — {revision} — GPUs {group.gpus_before} → {group.gpus_after}"
 
 
+def queued(action: Action) -> bool:
+    """A kept unit whose job the scheduler has not started yet."""
+    return action.kind == ActionKind.KEEP and action.running is not None and action.running.pending
+
+
 def action_lines(actions: Sequence[Action], symbols: dict[ActionKind, str]) -> list[str]:
-    """One line per action, columns aligned, then one indented line per change."""
-    shown = [a for a in actions if a.kind != ActionKind.KEEP]
+    """One line per action, columns aligned, then one indented line per change; a unit kept
+    while its job waits in the scheduler's queue is shown too (pending: Resources)."""
+    shown = [a for a in actions if a.kind != ActionKind.KEEP or queued(a)]
     width = max((len(a.unit) for a in shown), default=0)
     host_width = max((len(a.host) for a in shown), default=0)
     lines = []
@@ -148,7 +160,12 @@ def render_text(plan: Plan) -> str:
 
 
 # GitHub colours `!` lines of a diff block orange: the replace marker in markdown.
-MARKDOWN_SYMBOLS = {ActionKind.START: "+", ActionKind.REPLACE: "!", ActionKind.STOP: "-"}
+MARKDOWN_SYMBOLS = {
+    ActionKind.START: "+",
+    ActionKind.REPLACE: "!",
+    ActionKind.STOP: "-",
+    ActionKind.KEEP: "#",  # a job waiting in the scheduler's queue: a comment line
+}
 
 
 def plan_view(

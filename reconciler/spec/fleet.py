@@ -60,6 +60,26 @@ class WeightsSettings(Spec):
     s3_command: list[str] | None = None
 
 
+class SlurmSettings(Spec):
+    """A fleet whose GPU hosts are the nodes of a Slurm cluster: engines run as jobs that
+    the scheduler places on them; the fleet's host without GPUs is the login node, where the
+    agent submits and watches jobs and routers run (docs/fleets.md)."""
+
+    partition: str = Field(min_length=1, pattern=r"^[A-Za-z0-9._-]+$")
+    account: str | None = Field(default=None, pattern=r"^[A-Za-z0-9._-]+$")
+    qos: str | None = Field(default=None, pattern=r"^[A-Za-z0-9._-]+$")
+    # Bench runs and optimizer trials: their own partition or QOS (the site's policy for
+    # work that may wait or be preempted); default: the serving partition and QOS.
+    trial_partition: str | None = Field(default=None, pattern=r"^[A-Za-z0-9._-]+$")
+    trial_qos: str | None = Field(default=None, pattern=r"^[A-Za-z0-9._-]+$")
+    # sbatch --time for serving jobs (`UNLIMITED`, `7-00:00:00`); None: the partition's
+    # default. A job ended at its limit is submitted again at the next pass.
+    time_limit: str | None = Field(default=None, pattern=r"^(UNLIMITED|[0-9:-]+)$")
+    trial_time_limit: str | None = Field(default=None, pattern=r"^(UNLIMITED|[0-9:-]+)$")
+    # How a job asks for GPUs: `gres` (--gres=gpu:N) or `gpus` (--gpus-per-node=N).
+    gpu_request: Literal["gres", "gpus"] = "gres"
+
+
 class Fleet(Spec):
     name: Slug
     provider: str = Field(min_length=1)
@@ -67,8 +87,10 @@ class Fleet(Spec):
     hardware: Slug
     domain: PositiveInt | None = None  # GPUs per NVLink domain; default: the hardware's
     price: FleetPrice | None = None
-    transport: Literal["local", "ssh"] = "ssh"
+    transport: Literal["local", "ssh", "slurm"] = "ssh"
+    # ssh: how to reach the hosts (slurm: the login node; without it, the bot runs there)
     ssh: SshSettings | None = None
+    slurm: SlurmSettings | None = None
     hosts: list[Host] = Field(min_length=1)
     trial_gpus: NonNegativeInt = 0
     simulated: bool = False
@@ -89,6 +111,13 @@ class Fleet(Spec):
     def _consistent(self) -> Fleet:
         if self.transport == "ssh" and self.ssh is None:
             raise ValueError("transport ssh needs an ssh block (user, key_file, port)")
+        if (self.transport == "slurm") != (self.slurm is not None):
+            raise ValueError("a slurm block goes with transport slurm, and only with it")
+        if self.transport == "slurm" and not any(host.gpus == 0 for host in self.hosts):
+            raise ValueError(
+                "transport slurm needs the login node as a host with gpus: 0 "
+                "(where jobs are submitted and routers run)"
+            )
         names = [host.name for host in self.hosts]
         duplicates = sorted({n for n in names if names.count(n) > 1})
         if duplicates:

@@ -54,7 +54,8 @@ def units(deployment: Deployment, placement: Placement, context: EngineContext) 
             seed=context.seed,
         ).model_dump_json()
         for index in range(pool.replicas):
-            head = placement.replica(role, index)[0]
+            nodes = placement.replica(role, index)
+            head = nodes[0]
             port = head.at(HTTP)
             argv = [context.python, "-m", "reconciler", "sim", "serve"]
             argv += ["--host", head.address, "--port", str(port)]
@@ -79,6 +80,7 @@ def units(deployment: Deployment, placement: Placement, context: EngineContext) 
                     readiness=health(),
                     health=health(),
                     metrics=Metrics(port=port, names=metric_names()),
+                    hosts=[node.host for node in nodes] if len(nodes) > 1 else [],
                 )
             )
     return found

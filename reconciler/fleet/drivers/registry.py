@@ -10,6 +10,7 @@ from collections.abc import Callable, Mapping
 from reconciler.fleet.drivers.agent import AgentDriver
 from reconciler.fleet.drivers.base import DriverKind, FleetDriver
 from reconciler.fleet.drivers.local import LocalDriver
+from reconciler.fleet.drivers.slurm import SlurmDriver
 from reconciler.fleet.drivers.ssh import SshDriver
 from reconciler.fleet.model.rules import FleetRules
 from reconciler.spec.fleet import Fleet
@@ -17,6 +18,7 @@ from reconciler.spec.fleet import Fleet
 DRIVERS: dict[str, DriverKind] = {
     "local": LocalDriver,
     "ssh": SshDriver,
+    "slurm": SlurmDriver,
 }
 
 

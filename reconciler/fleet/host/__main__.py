@@ -16,6 +16,8 @@ no state of its own. Verbs:
   runtimes                    environments, images and weights that are ready, in use, sizes
   prune  [--keep-hours H]     remove runtimes and weights no unit needs any more
   lease  NAME --holder H --ttl S [--release]   take, renew or give back a fleet's lease
+  slurm-observe|slurm-submit|slurm-cancel|slurm-logs   on a Slurm cluster's login node:
+                              the cluster in one call, a unit as a job, scancel (slurm.py)
   serve                       stay resident: read one JSON request per line on stdin, answer
                               each with one JSON line (same `id`), requests on threads, until
                               stdin closes; the first line says hello with this file's digest
@@ -37,6 +39,7 @@ import gpus
 import jobs
 import leases
 import runtimes
+import slurm
 import sockets
 import units
 import weights
@@ -104,6 +107,8 @@ def main(argv, payload=lambda: json.loads(sys.stdin.read())):
         return None
     if verb == "hf-fetch":
         return weights.hf_fetch_main(args)
+    if verb.startswith("slurm-"):
+        return slurm.main(verb, args, payload)
     raise AgentError(f"unknown verb {verb!r}")
 
 
@@ -135,7 +140,7 @@ def serve():
             emit(value)
 
     def handle(request):
-        if request.get("verb") in ("serve", "supervise", "run-job", "hf-fetch"):
+        if request.get("verb") in ("serve", "supervise", "run-job", "hf-fetch", "slurm-task"):
             result = {"ok": False, "error": "verb {!r} is not served".format(request["verb"])}
         else:
             given = request.get("payload")

@@ -68,6 +68,18 @@ class UnitRecord(Observed):
     alive: bool = False
     env: dict[str, str] = {}
     labels: dict[str, str] = {}  # what the reconciler launched it as: release, stage, fleet, …
+    # A unit that runs as a scheduler's job (a Slurm fleet): the job, its state in the queue
+    # (PENDING, RUNNING, CANCELLED, TIMEOUT, …) and the scheduler's reason, its nodes.
+    job: str | None = None
+    queue: str | None = None
+    queue_reason: str | None = None
+    nodes: tuple[str, ...] = ()
+    partition: str | None = None
+
+    @property
+    def pending(self) -> bool:
+        """Waiting in the scheduler's queue: neither running nor ended."""
+        return self.queue == "PENDING"
 
 
 class HostObservation(Observed):
@@ -81,6 +93,8 @@ class HostObservation(Observed):
     home: str | None = None  # the agent's state folder (DENV_HOME) on the host
     container_engine: str | None = None  # docker or podman when on PATH
     listening: tuple[int, ...] = ()  # TCP ports some process listens on (denv's units too)
+    # Takes nothing new, and what runs there moves elsewhere: a Slurm node drained or down.
+    cordoned: str | None = None  # why (the scheduler's state and reason)
 
 
 @dataclass

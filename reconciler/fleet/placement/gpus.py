@@ -185,11 +185,13 @@ class GpuBook:
         for name, state in hosts.items():
             for gpus in state.units.values():
                 self.used[name] |= set(gpus)
-        self.running = {
-            unit: (name, gpus)
-            for name, state in hosts.items()
-            for unit, gpus in state.units.items()
-        }
+        # running unit -> its slots, in the fleet file's order of hosts (node 0's first: a
+        # scheduler's job over several nodes is held on each)
+        self.running: dict[str, list[Slot]] = {}
+        for declared in fleet.hosts:
+            found = hosts.get(declared.name)
+            for unit, gpus in found.units.items() if found is not None else ():
+                self.running.setdefault(unit, []).append(Slot(declared.name, tuple(gpus)))
         self.domains = _domains(fleet, hosts, domain_size)
         self._largest = max((sum(len(g) for _, g in d) for d in self.domains), default=0)
         # Members in the order the search prefers them on a tie: domain, then host order.
@@ -256,8 +258,8 @@ class GpuBook:
         pending = []
         for demand in demands:
             running = self.running.get(demand.key)
-            if running is not None and len(running[1]) == demand.gpus:
-                result.slots[demand.key] = (Slot(running[0], tuple(running[1])),)
+            if running is not None and sum(len(slot.gpus) for slot in running) == demand.gpus:
+                result.slots[demand.key] = tuple(running)
             else:
                 pending.append(demand)
         taken: list[Slot] = []

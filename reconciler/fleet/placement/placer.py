@@ -6,7 +6,8 @@ and kept up to date, so placing N deployments costs about N times one, not N².
 
 Held while placing: GPUs and ports of every unit the agents report, except units of
 deployments nothing wants any more (the plan stops those first), and GPUs busy with
-processes denv did not start. Hosts that did not answer get nothing new.
+processes denv did not start. Hosts that did not answer get nothing new; a cordoned host
+(a drained Slurm node) neither, and the replicas on it are placed elsewhere.
 """
 
 from __future__ import annotations
@@ -37,9 +38,19 @@ def host_states(
     if observation is None:
         return declared_states(fleet)
     states = {}
+    spans: dict[str, dict[str, tuple[int, ...]]] = {}  # node -> unit -> GPUs, of jobs over nodes
+    for head in observation.hosts.values():
+        for record in head.units if not head.cordoned else ():
+            key = fleet_key(record, fleet.name)
+            if record.alive and record.nodes[1:] and (key is None or keeps(key)):
+                for node in record.nodes[1:]:
+                    spans.setdefault(node, {})[record.id] = record.gpus
     for host in fleet.hosts:
         seen = observation.hosts.get(host.name)
         if seen is None:
+            continue
+        if seen.cordoned:  # nothing is placed there, and its replicas are placed anew
+            states[host.name] = HostState(gpus=())
             continue
         held: dict[str, tuple[int, ...]] = {}
         for record in seen.units:
@@ -49,7 +60,9 @@ def host_states(
             if key is None and not record.alive:
                 continue
             held[record.id] = record.gpus  # a wanted unit that exited restarts in place
+        held |= spans.get(host.name, {})  # node 1… of a job over several nodes
         busy = {i for record in seen.units if record.alive for i in record.gpus}
+        busy |= {i for gpus in spans.get(host.name, {}).values() for i in gpus}
         foreign = frozenset(g.index for g in seen.gpus if g.processes and g.index not in busy)
         states[host.name] = HostState(
             gpus=tuple(g.index for g in seen.gpus), foreign=foreign, units=held
@@ -123,9 +136,9 @@ class FleetPlacer:
         for role, pool in deployment.recipe.topology.pools():
             for index in range(pool.replicas):
                 found = self.running.get(f"{prefix}{role}-{index}")
-                if found is None or len(found[1]) != pool.gpus:
+                if found is None or sum(len(slot.gpus) for slot in found) != pool.gpus:
                     return None
-                replicas.append((role, index, [(found[0], list(found[1]))]))
+                replicas.append((role, index, [(slot.host, list(slot.gpus)) for slot in found]))
         return with_ports(self.fleet, replicas, self.rules, self.base_port, self.book.known)
 
     def room(self, sizes: set[int]) -> dict[int, bool]:

@@ -1,0 +1,111 @@
+"""A Slurm fleet of the test cluster in a git repository of this project's denv files: the
+login node is this machine (the bot runs there, so its agent and the routers are local), the
+compute nodes are the lab's, and `denv` runs as a subprocess with the lab's SLURM_CONF."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from reconciler.fleet.hostagent import AgentClient
+from reconciler.fleet.transport import LocalTransport
+from tests.reconcile.conftest import GitRepo
+from tests.slurm.lab import SlurmLab
+
+RELEASE = """\
+release:
+  model: chat-8b
+  weights: hf://meta-llama/Llama-3.1-8B-Instruct@0e9e39f249a16976918f6564b8830bc894c89659
+  recipe: llama-3.1-8b/vllm@1
+  overrides:
+    settings: {{ max_batch: {batch} }}
+  topology: {{ mode: aggregated, replicas: {replicas}, gpus: {gpus}, parallel: {{ tp: {gpus} }} }}
+stages:
+  - name: canary
+    fleets: [hpc]
+"""
+
+
+def fleet_file(lab: SlurmLab, trial_gpus: int = 4, rack: tuple[str, ...] = ()) -> str:
+    """Fleet `hpc`: partition serve, trials in partition trial; nodes in `rack` share one
+    NVLink domain (a replica may span them)."""
+    hosts = [f"    - {{ name: login, address: {lab.controller_address}, gpus: 0 }}"]
+    for node in lab.nodes:
+        domain = ", domain: rack" if node.name in rack else ""
+        hosts.append(f"    - {{ name: {node.name}, address: {node.address}, gpus: 4{domain} }}")
+    return (
+        "fleet:\n  name: hpc\n  provider: test\n  hardware: h200\n  simulated: true\n"
+        f"  python: {sys.executable}\n  transport: slurm\n"
+        "  slurm: { partition: serve, trial_partition: trial }\n"
+        f"  trial_gpus: {trial_gpus}\n  hosts:\n" + "\n".join(hosts) + "\n"
+    )
+
+
+@dataclass
+class SlurmFleet:
+    repo: GitRepo
+    lab: SlurmLab
+    cache: Path
+
+    @property
+    def env(self) -> dict[str, str]:
+        env = {**self.lab.env, "DENV_CACHE": str(self.cache), "DENV_HOME": str(self.home)}
+        env.pop("DENV_REPO", None)
+        return env
+
+    @property
+    def home(self) -> Path:
+        return self.cache / "home"
+
+    def release(self, replicas: int = 2, batch: int = 128, gpus: int = 1) -> str:
+        text = RELEASE.format(replicas=replicas, batch=batch, gpus=gpus)
+        self.repo.write("releases/chat-8b/denv.yaml", text)
+        return self.repo.commit(f"chat-8b: {replicas} replicas, max_batch {batch}")
+
+    def denv(self, *args: str, fault: str | None = None) -> subprocess.CompletedProcess[str]:
+        env = self.env | ({"DENV_FAULT_KILL_AT": fault} if fault else {})
+        return subprocess.run(
+            [sys.executable, "-m", "reconciler", *args, "--repo", str(self.repo.path)],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=300,
+        )
+
+    def reconcile(
+        self, *args: str, fault: str | None = None, ok: bool = True
+    ) -> subprocess.CompletedProcess[str]:
+        timing = ("--ready-timeout", "90s", "--drain", "3s")
+        done = self.denv("reconcile", "--once", *timing, *args, fault=fault)
+        if ok:
+            assert done.returncode == 0, done.stdout + done.stderr
+        return done
+
+    def status(self) -> dict[str, Any]:
+        done = self.denv("status", "--json")
+        assert done.returncode == 0, done.stdout + done.stderr
+        answer: dict[str, Any] = json.loads(done.stdout)
+        return answer
+
+    def jobs(self, active: bool = True) -> list[dict[str, str]]:
+        """denv's jobs in the queue: id, name, state, nodes, partition."""
+        states = ["-t", "PENDING,RUNNING,CONFIGURING,COMPLETING"] if active else ["-t", "all"]
+        text = self.lab.run("squeue", "-h", *states, "-o", "%i|%j|%T|%N|%P|%k")
+        rows = [dict(zip(("job", "name", "state", "nodes", "partition", "comment"),
+                         line.split("|"), strict=True)) for line in text.splitlines()]  # fmt: skip
+        return [row for row in rows if row["comment"].startswith("denv:")]
+
+    def login_agent(self) -> AgentClient:
+        return AgentClient(LocalTransport("login", env=self.env), python=sys.executable)
+
+    def stop_all(self) -> None:
+        """Cancel every job and stop every unit on the login node (also after a failure)."""
+        for job in self.jobs():
+            self.lab.run("scancel", job["job"])
+        agent = self.login_agent()
+        for unit in agent.units():
+            agent.stop(unit.id, grace=1)

@@ -1,0 +1,138 @@
+"""`denv reconcile` on a Slurm fleet, end to end: the lab's real slurmctld and slurmd nodes,
+simulator engines as jobs, the real sglang-router on the login node, the official openai
+client through the endpoint."""
+
+from __future__ import annotations
+
+import threading
+
+import openai
+
+from tests.fleet.conftest import wait_for
+from tests.slurm.fleetlab import SlurmFleet
+
+
+def endpoint(status: dict[str, object]) -> str:
+    [row] = status["deployments"]  # type: ignore[index]
+    return f"{row['endpoint']}/v1"  # type: ignore[index]
+
+
+def ask(url: str) -> str:
+    client = openai.OpenAI(base_url=url, api_key="unused", max_retries=0, timeout=10)
+    answer = client.chat.completions.create(
+        model="chat-8b", messages=[{"role": "user", "content": "hello"}], max_tokens=8
+    )
+    return answer.choices[0].message.content or ""
+
+
+def converged(fleet: SlurmFleet, replicas: int) -> list[dict[str, str]]:
+    """Status: every replica ready, no drift; one running job per replica, each named by its
+    unit, no name twice."""
+    status = fleet.status()
+    [row] = status["deployments"]
+    assert (row["ready"], row["replicas"], row["drift"]) == (replicas, replicas, ""), fleet.denv("plan").stdout
+    jobs = fleet.jobs()
+    assert len(jobs) == replicas and all(j["state"] == "RUNNING" for j in jobs), jobs
+    assert len({j["name"] for j in jobs}) == replicas, jobs
+    return jobs
+
+
+def test_two_replicas_and_a_router_as_jobs(slurm_fleet: SlurmFleet) -> None:
+    slurm_fleet.release(replicas=2)
+    slurm_fleet.reconcile()
+    jobs = converged(slurm_fleet, 2)
+    assert {j["partition"] for j in jobs} == {"serve"}
+    assert sorted(j["name"] for j in jobs) == [
+        "chat-8b.canary.hpc.aggregated-0",
+        "chat-8b.canary.hpc.aggregated-1",
+    ]
+    assert ask(endpoint(slurm_fleet.status())).strip()
+    logs = slurm_fleet.denv("fleet", "logs", "hpc", jobs[0]["name"], "--json")
+    assert logs.returncode == 0, logs.stdout + logs.stderr
+    assert "denv: node rank 0 of 1" in logs.stdout
+
+
+def test_a_job_cancelled_outside_denv_is_submitted_again(slurm_fleet: SlurmFleet) -> None:
+    slurm_fleet.release(replicas=1)
+    slurm_fleet.reconcile()
+    [job] = converged(slurm_fleet, 1)
+    slurm_fleet.lab.run("scancel", job["job"])
+    wait_for(lambda: not slurm_fleet.jobs(), timeout=60, what="the job cancelled")
+    again = slurm_fleet.reconcile()
+    assert f"job {job['job']} ended: CANCELLED" in again.stderr + again.stdout
+    [new] = converged(slurm_fleet, 1)
+    assert new["name"] == job["name"] and new["job"] != job["job"]
+
+
+def test_a_drained_node_moves_its_replicas(slurm_fleet: SlurmFleet) -> None:
+    slurm_fleet.release(replicas=2)
+    slurm_fleet.reconcile()
+    before = converged(slurm_fleet, 2)
+    node = before[0]["nodes"]
+    slurm_fleet.lab.run("scontrol", "update", f"nodename={node}", "state=drain", "reason=test")
+    slurm_fleet.reconcile()
+    after = converged(slurm_fleet, 2)
+    assert node not in {j["nodes"] for j in after}, after
+    assert ask(endpoint(slurm_fleet.status())).strip()
+
+
+def test_sigkill_after_a_submit_leaves_no_duplicate(slurm_fleet: SlurmFleet) -> None:
+    slurm_fleet.release(replicas=2)
+    killed = slurm_fleet.reconcile(fault="launched", ok=False)
+    assert killed.returncode == -9, killed.stdout + killed.stderr
+    slurm_fleet.reconcile()
+    converged(slurm_fleet, 2)
+
+
+def test_a_roll_loses_no_request(slurm_fleet: SlurmFleet) -> None:
+    slurm_fleet.release(replicas=1, batch=128)
+    slurm_fleet.reconcile()
+    url = endpoint(slurm_fleet.status())
+    [before] = converged(slurm_fleet, 1)
+    answered, failed = [0], []
+    stop = threading.Event()
+
+    def load() -> None:
+        while not stop.is_set():
+            try:
+                ask(url)
+                answered[0] += 1
+            except openai.OpenAIError as exc:
+                failed.append(repr(exc))
+                stop.wait(0.1)
+
+    worker = threading.Thread(target=load, daemon=True)
+    worker.start()
+    try:
+        wait_for(lambda: answered[0] >= 3, timeout=30, what="traffic before the roll")
+        slurm_fleet.release(replicas=1, batch=64)
+        rolled = slurm_fleet.reconcile()
+        seen = answered[0]
+        wait_for(lambda: answered[0] >= seen + 3, timeout=30, what="traffic after the roll")
+    finally:
+        stop.set()
+        worker.join(timeout=30)
+    assert "+ surge" in rolled.stderr, rolled.stderr
+    assert failed == []
+    [after] = converged(slurm_fleet, 1)
+    assert after["job"] != before["job"]
+
+
+def test_a_two_node_replica_takes_its_rank_and_master_from_slurm(
+    slurm_fleet: SlurmFleet,
+) -> None:
+    lab = slurm_fleet.lab
+    from tests.slurm.fleetlab import fleet_file
+
+    slurm_fleet.repo.write("fleets/hpc.yaml", fleet_file(lab, trial_gpus=0, rack=("n1", "n2")))
+    slurm_fleet.release(replicas=1, gpus=8)
+    slurm_fleet.reconcile()
+    [job] = converged(slurm_fleet, 1)
+    assert job["nodes"] == "n[1-2]", job
+    logs = slurm_fleet.denv("fleet", "logs", "hpc", job["name"])
+    ranks = sorted(line for line in logs.stdout.splitlines() if "node rank" in line)
+    master = lab.node("n1").address
+    assert len(ranks) == 2, logs.stdout
+    assert "node rank 0 of 2 on n1" in ranks[0] and f"master n1 at {master}" in ranks[0]
+    assert "node rank 1 of 2 on n2" in ranks[1] and f"master n1 at {master}" in ranks[1]
+    assert ask(endpoint(slurm_fleet.status())).strip()
