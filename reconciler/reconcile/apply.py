@@ -215,6 +215,8 @@ class Applier:
             "labels": dict(record.labels),
             "restart": record.restart,
         }
+        if len(record.nodes) > 1:  # a scheduler's job over several nodes: all of them again
+            payload["hosts"] = list(record.nodes)
         self.driver(fleet).launch(host, payload)
 
     def _guard(self, what: str, step: Callable[[], object]) -> bool:

@@ -43,6 +43,8 @@ class HostState:
     gpus: tuple[int, ...]  # indices present
     foreign: frozenset[int] = frozenset()  # GPUs used by processes denv did not start
     units: Mapping[str, tuple[int, ...]] = field(default_factory=dict)  # running unit -> GPUs
+    # unit -> GPUs here of a job over several nodes whose first node is another host
+    spans: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -185,13 +187,17 @@ class GpuBook:
         for name, state in hosts.items():
             for gpus in state.units.values():
                 self.used[name] |= set(gpus)
-        # running unit -> its slots, in the fleet file's order of hosts (node 0's first: a
-        # scheduler's job over several nodes is held on each)
-        self.running: dict[str, list[Slot]] = {}
-        for declared in fleet.hosts:
-            found = hosts.get(declared.name)
-            for unit, gpus in found.units.items() if found is not None else ():
-                self.running.setdefault(unit, []).append(Slot(declared.name, tuple(gpus)))
+        # running unit -> its slots: node 0's, then those of a job over several nodes
+        self.running: dict[str, list[Slot]] = {
+            unit: [Slot(name, tuple(gpus))]
+            for name, state in hosts.items()
+            for unit, gpus in state.units.items()
+        }
+        for name, state in hosts.items():
+            for unit, gpus in state.spans.items():
+                self.used[name] |= set(gpus)
+                if unit in self.running:
+                    self.running[unit].append(Slot(name, tuple(gpus)))
         self.domains = _domains(fleet, hosts, domain_size)
         self._largest = max((sum(len(g) for _, g in d) for d in self.domains), default=0)
         # Members in the order the search prefers them on a tie: domain, then host order.

@@ -60,12 +60,14 @@ def host_states(
             if key is None and not record.alive:
                 continue
             held[record.id] = record.gpus  # a wanted unit that exited restarts in place
-        held |= spans.get(host.name, {})  # node 1… of a job over several nodes
         busy = {i for record in seen.units if record.alive for i in record.gpus}
         busy |= {i for gpus in spans.get(host.name, {}).values() for i in gpus}
         foreign = frozenset(g.index for g in seen.gpus if g.processes and g.index not in busy)
         states[host.name] = HostState(
-            gpus=tuple(g.index for g in seen.gpus), foreign=foreign, units=held
+            gpus=tuple(g.index for g in seen.gpus),
+            foreign=foreign,
+            units=held,
+            spans=spans.get(host.name, {}),
         )
     return states
 
