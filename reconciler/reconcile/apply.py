@@ -52,6 +52,7 @@ from reconciler.errors import DenvError
 from reconciler.fleet.drivers.base import FleetDriver
 from reconciler.fleet.drivers.registry import Drivers
 from reconciler.fleet.launching import launch_payload
+from reconciler.fleet.model.labels import DeploymentKey
 from reconciler.fleet.model.observed import FleetObservation, UnitRecord
 from reconciler.fleet.placement.gpus import declared_states, trial_gpus
 from reconciler.fleet.prepare import JobState, prepare_hosts, prepare_payload, weights_request
@@ -326,18 +327,26 @@ class Applier:
     def _start(self, actions: list[Action]) -> None:
         engines = [a for a in actions if a.role != "router"]
         routers = [a for a in actions if a.role == "router"]
+        queued: set[DeploymentKey] = set()  # deployments with an engine the queue holds
         for batch in (engines, routers):
             launched = self._each(self._start_one, batch, _fleet)
             started = [a for a, ok in zip(batch, launched, strict=True) if ok]
+            # a router whose engines wait in a scheduler's queue cannot be ready yet
+            idle = [a for a in started if a.role == "router" and _key(a) in queued]
+            for action in idle:
+                self.report.count("start")
+                self.report.wait(f"{action.unit}: started, ready once its engines run")
+            started = [a for a in started if a not in idle]
             ready = run_all(self._wait_ready, started, min(16, len(started)))
             for action, ok in zip(started, ready, strict=True):
                 if ok:
                     self.report.count("start")
                 elif self.stopping():
                     self._left(action.unit, "started, not ready yet")
-                elif queued := self._queued(action.fleet, action.host, action.unit):
+                elif why := self._queued(action.fleet, action.host, action.unit):
                     self.report.count("submit")
-                    self.report.wait(f"{action.unit} on {action.host}: pending ({queued})")
+                    self.report.wait(f"{action.unit} on {action.host}: pending ({why})")
+                    queued.add(_key(action))
                 else:
                     self.report.error(
                         f"{action.unit} on {action.host}: not ready after "
@@ -610,6 +619,10 @@ class Applier:
             if deployment is not None:
                 self._sync_router(deployment)
         return False
+
+
+def _key(action: Action) -> DeploymentKey:
+    return action.release, action.stage, action.fleet
 
 
 def _fleet(action: Action) -> str:

@@ -136,3 +136,28 @@ def test_a_two_node_replica_takes_its_rank_and_master_from_slurm(
     assert "node rank 0 of 2 on n1" in ranks[0] and f"master n1 at {master}" in ranks[0]
     assert "node rank 1 of 2 on n2" in ranks[1] and f"master n1 at {master}" in ranks[1]
     assert ask(endpoint(slurm_fleet.status())).strip()
+
+
+def test_a_job_the_queue_holds_is_pending_with_slurms_reason(slurm_fleet: SlurmFleet) -> None:
+    """A reservation holds every node (sinfo still shows their GPUs free): the job is
+    submitted, the pass says it is pending and why, status and plan show it; once the
+    reservation goes, Slurm starts it and the next pass finds the replica ready."""
+    lab = slurm_fleet.lab
+    hold = ("reservationname=hold", "starttime=now", "duration=10", "users=root", "nodes=ALL")
+    lab.run("scontrol", "create", "reservation", *hold)
+    slurm_fleet.release(replicas=1)
+    waited = slurm_fleet.reconcile()
+    assert "pending (ReqNodeNotAvail, Reserved for maintenance)" in waited.stdout, waited.stdout
+    [row] = slurm_fleet.status()["deployments"]
+    assert row["queued"] == {
+        "chat-8b.canary.hpc.aggregated-0": "ReqNodeNotAvail, Reserved for maintenance"
+    }
+    assert row["drift"] == "pending 1"
+    shown = slurm_fleet.denv("plan").stdout
+    assert "… chat-8b.canary.hpc.aggregated-0" in shown and "pending: ReqNodeNotAvail" in shown
+    [job] = slurm_fleet.jobs()
+    lab.run("scontrol", "delete", "reservationname=hold")
+    wait_for(lambda: slurm_fleet.jobs()[0]["state"] == "RUNNING", timeout=60, what="the job")
+    slurm_fleet.reconcile()
+    [running] = converged(slurm_fleet, 1)
+    assert running["job"] == job["job"]  # the same job: nothing was submitted twice
