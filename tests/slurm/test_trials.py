@@ -75,8 +75,8 @@ def test_a_bench_run_runs_its_engine_as_a_job_in_the_trial_partition(
     assert [level["load"]["concurrency"] for level in outcome["levels"]] == [2]
     assert len(outcome["results"]) == 1
     [(trial, jobs)] = trial_jobs(seen).items()
-    assert [(j["name"], j["partition"], j["nodes"]) for j in jobs] == [
-        (f"{trial}.aggregated-0", "trial", "n3")
+    assert [(j["name"], j["partition"], j["nodes"], j["state"]) for j in jobs] == [
+        (f"{trial}.aggregated-0", "trial", "n3", "CANCELLED")
     ]
     assert slurm_fleet.jobs() == []  # nothing left in the queue
     assert "- stopped trial" in done.stderr, done.stderr
@@ -100,7 +100,9 @@ def test_two_optimizer_trials_run_in_the_trial_partition(slurm_fleet: SlurmFleet
     # the current release, deployed once for the whole study, and one deployment a trial
     assert len(trials) == 3, trials
     for jobs in trials.values():
-        assert [(j["partition"], j["nodes"]) for j in jobs] == [("trial", "n3")], jobs
+        assert [(j["partition"], j["nodes"], j["state"]) for j in jobs] == [
+            ("trial", "n3", "CANCELLED")
+        ], jobs
     assert fleet.jobs() == []  # every trial's job cancelled
 
 
@@ -114,6 +116,7 @@ def test_a_trial_whose_job_never_starts_says_why_and_leaves_no_job(
         done = slurm_fleet.denv(*argv)
     assert done.returncode == 1, done.stdout + done.stderr
     [(trial, [job])] = trial_jobs(seen).items()
+    assert job["state"] == "CANCELLED", job
     assert (
         f"{trial}.aggregated-0 on n3: job {job['job']} still pending in partition trial "
         "after 3s (PartitionDown)"
