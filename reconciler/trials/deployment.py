@@ -5,10 +5,14 @@ same KeyboardInterrupt). `denv bench run` uses it, and parity and the optimizer 
 knows nothing of the CLI.
 
 On a fleet of real GPUs the hosts first make the engine's runtime and the weights ready
-(reconciler.fleet.prepare), as for a release. A process killed with SIGKILL cannot tear down:
-its units keep their trial GPUs, and the reconciler leaves them alone. Each unit names its
-owning process (reconciler.trials.owner); the next trial placed on the fleet from this
-machine stops those whose owner is gone first, and `denv fleet trials` stops any by hand.
+(reconciler.fleet.prepare), as for a release. On a Slurm fleet each engine is a job in the
+trial partition: one still waiting in the queue is waited for within the ready timeout (a
+trial has no next pass to look again), and the error then gives the scheduler's reason.
+
+A process killed with SIGKILL cannot tear down: its units keep their trial GPUs, and the
+reconciler leaves them alone. Each unit names its owning process (reconciler.trials.owner);
+the next trial placed on the fleet from this machine stops those whose owner is gone first,
+and `denv fleet trials` stops any by hand.
 """
 
 from __future__ import annotations
@@ -88,9 +92,10 @@ def new_trial_id(now: dt.datetime) -> str:
 
 
 def _not_running(driver: FleetDriver, unit_id: str, host: str) -> str | None:
-    """Why a unit is not running — its exit code and last log lines — or None when it runs."""
+    """Why a unit is not running — its exit code (a scheduler's job: its end state) and last
+    log lines — or None when it runs or waits in the scheduler's queue to start."""
     record = next((r for r in driver.units(host) if r.id == unit_id), None)
-    if record is not None and record.alive:
+    if record is not None and (record.alive or record.pending):
         return None
     if record is None:
         return f"{unit_id} on {host} is gone"
@@ -100,7 +105,21 @@ def _not_running(driver: FleetDriver, unit_id: str, host: str) -> str | None:
         tail = []
     shown = [line if len(line) <= 200 else line[:200] + "…" for line in tail]
     log = ("; its last log lines: " + " | ".join(shown)) if shown else ""
+    if record.job is not None and record.exit_code is None:
+        return f"{unit_id} on {host}: job {record.job} ended: {record.queue}{log}"
     return f"{unit_id} on {host} exited (exit {record.exit_code}){log}"
+
+
+def _not_ready(driver: FleetDriver, unit_id: str, host: str, timeout: float) -> str:
+    """Why a unit still running (or still queued) is not ready after `timeout`."""
+    record = next((r for r in driver.units(host) if r.id == unit_id), None)
+    if record is not None and record.pending:
+        reason = record.queue_reason or "no reason given"
+        return (
+            f"{unit_id} on {host}: job {record.job} still pending in partition "
+            f"{record.partition} after {timeout:g}s ({reason})"
+        )
+    return f"{unit_id} on {host}: not ready after {timeout:g}s"
 
 
 class _Trial:
@@ -160,7 +179,7 @@ class _Trial:
             ready = functools.partial(probes.is_ready, unit.unit)
             if not probes.wait_until(ready, timeout, abort=stopped):
                 raise UnitExited(
-                    why[0] if why else f"{unit.id} on {unit.host}: not ready after {timeout:g}s"
+                    why[0] if why else _not_ready(self.driver, unit.id, unit.host, timeout)
                 )
 
     def stop_all(self, grace: float, say: Say) -> list[str]:
