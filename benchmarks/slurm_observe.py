@@ -8,14 +8,16 @@ The cluster is the tests' (tests/slurm/lab.py: a real slurmctld, three slurmd no
 network namespaces on this machine) and the fleet tests/slurm/fleetlab.py's `hpc` (the login
 node is this machine; its agent is local). At each jobs point, denv's jobs are that many units
 launched through the driver (`SlurmDriver.launch`: sbatch on the login node), a `sleep` of one
-GPU each, four to a node; the point is timed once every one of them runs. The peers, each once
-per repeat, interleaved:
+GPU each, four to a node; the point is timed once every one of them runs, after 3 untimed
+rounds. The peers, each once per repeat, interleaved:
 
 - driver: `Drivers().get(fleet).observe(None)` on a kept agent — one agent call that runs squeue
   and sinfo on the login node, beside the login node's probe;
 - floor: the same squeue and sinfo as the agent runs them, straight from this process;
 - squeue_each: an operator's script, one `squeue -j <id>` per job, then sinfo;
-- scontrol_each: the same with `scontrol show job <id>` per job.
+- scontrol_each: the same with `scontrol show job <id>` per job;
+- and, to say where the driver's time goes, its two calls each alone: slurm_call (the agent's
+  slurm-observe: squeue and sinfo) and login_probe (the login node's GPUs, units and ports).
 
 Plan: this repository's catalog and recipes with the fleet and one release of --replicas
 one-GPU replicas; `desired_units` and `plan()` (reconciler.reconcile) for a fresh deploy on
@@ -23,7 +25,7 @@ the cluster as the driver observed it with no job, and for the steady state (eve
 reported running; a running loop's DesiredMemo), as benchmarks/plan_scale.py times them.
 
 `--json` prints one object: `observe`, a list of one object per jobs point (`jobs`, and for
-each peer `<peer>_s`, the median seconds per pass; `<peer>_per_job_s`, that over the jobs;
+each peer and part `<peer>_s`, the median seconds per pass; `<peer>_per_job_s`, that over the jobs;
 `<peer>_added_per_job_s`, what a job adds, (pass - pass at 0 jobs) / jobs; both null at 0
 jobs, the latter also without a 0 point), `plan` (`units`, `replicas`, `desired_fresh_s`,
 `plan_fresh_s`, `desired_steady_s`, `plan_steady_s`, `counts`: started, kept), `repeats`,
@@ -51,6 +53,7 @@ from ruamel.yaml import YAML
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from reconciler.fleet.drivers.agent import simulated_gpus  # noqa: E402
 from reconciler.fleet.drivers.registry import Drivers, rules_of  # noqa: E402
 from reconciler.fleet.drivers.slurm import SlurmDriver  # noqa: E402
 from reconciler.fleet.model.observed import FleetObservation, UnitRecord  # noqa: E402
@@ -69,6 +72,10 @@ from tests.slurm.fleetlab import RELEASE, fleet_file  # noqa: E402
 from tests.slurm.lab import GPUS_PER_NODE, SlurmLab, installed  # noqa: E402
 
 PEERS = ("driver", "floor", "squeue_each", "scontrol_each")
+PARTS = ("slurm_call", "login_probe")  # the driver's two calls, each alone
+# rounds of every peer, untimed, before each point's: the jobs just started (each job's task is
+# a Python process that execs the unit) and the lab's daemons settle
+WARMUP = 3
 HEAD = "0" * 40
 # what the agent asks Slurm (reconciler/fleet/host/slurm.py's JOB_FORMAT and NODE_FORMAT)
 JOB_FORMAT = "%i|%j|%T|%r|%N|%k|%P|%n|%S|%e"
@@ -128,7 +135,7 @@ def slurm(lab: SlurmLab, *argv: str) -> str:
     return done.stdout
 
 
-def timed(action: Callable[[], None]) -> float:
+def timed(action: Callable[[], object]) -> float:
     started = time.perf_counter()
     action()
     return time.perf_counter() - started
@@ -163,18 +170,24 @@ def measure_observe(
     driver: SlurmDriver, lab: SlurmLab, ids: list[str], repeats: int
 ) -> dict[str, Any]:
     jobs = len(ids)
-    timers: dict[str, Callable[[], None]] = {
+    timers: dict[str, Callable[[], object]] = {
         "driver": lambda: observe(driver, jobs),
         "floor": lambda: floor(lab, jobs),
         "squeue_each": lambda: squeue_each(lab, ids),
         "scontrol_each": lambda: scontrol_each(lab, ids),
     }
-    figures: dict[str, list[float]] = {peer: [] for peer in PEERS}
-    for _ in range(repeats):
-        for peer in PEERS:
-            figures[peer].append(timed(timers[peer]))
+    login = next(host for host in driver.fleet.hosts if host.gpus == 0)
+    declared = simulated_gpus(driver.fleet, login, None)
+    timers["slurm_call"] = lambda: driver.cluster()
+    timers["login_probe"] = lambda: driver.agent(login.name).probe(declared)
+    figures: dict[str, list[float]] = {peer: [] for peer in PEERS + PARTS}
+    for round_ in range(WARMUP + repeats):
+        for peer in PEERS + PARTS:
+            elapsed = timed(timers[peer])
+            if round_ >= WARMUP:
+                figures[peer].append(elapsed)
     row: dict[str, Any] = {"jobs": jobs}
-    for peer in PEERS:
+    for peer in PEERS + PARTS:
         median = statistics.median(figures[peer])
         row[f"{peer}_s"] = round(median, 4)
         row[f"{peer}_per_job_s"] = round(median / jobs, 4) if jobs else None
@@ -310,7 +323,7 @@ def added_per_job(rows: list[dict[str, Any]]) -> None:
     has a 0 point."""
     base = next((row for row in rows if row["jobs"] == 0), None)
     for row in rows:
-        for peer in PEERS:
+        for peer in PEERS + PARTS:
             added = None
             if base is not None and row["jobs"]:
                 added = round((row[f"{peer}_s"] - base[f"{peer}_s"]) / row["jobs"], 4)
@@ -352,7 +365,7 @@ def main() -> None:
     )
     print("jobs | peer | pass | per job | added per job | pass / driver's")
     for row in result["observe"]:
-        for peer in PEERS:
+        for peer in PEERS + PARTS:
             cells = [str(row["jobs"]), peer]
             cells += [ms(row[f"{peer}{key}"]) for key in ("_s", "_per_job_s", "_added_per_job_s")]
             print(" | ".join([*cells, ratio(row, f"{peer}_s", "driver_s")]))

@@ -12,7 +12,7 @@ from tests.conftest import require_installed
 from tests.slurm.lab import installed
 
 ROOT = Path(__file__).resolve().parent.parent.parent
-PEERS = ("driver", "floor", "squeue_each", "scontrol_each")
+PEERS = ("driver", "floor", "squeue_each", "scontrol_each", "slurm_call", "login_probe")
 
 
 def test_smallest_run_reports_every_peer_and_the_plan_and_stops_its_lab() -> None:
