@@ -30,14 +30,19 @@ def converged(fleet: SlurmFleet, replicas: int) -> list[dict[str, str]]:
     unit, no name twice."""
     status = fleet.status()
     [row] = status["deployments"]
-    assert (row["ready"], row["replicas"], row["drift"]) == (replicas, replicas, ""), fleet.denv("plan").stdout
+    assert (row["ready"], row["replicas"], row["drift"]) == (replicas, replicas, ""), fleet.denv(
+        "plan"
+    ).stdout
     jobs = fleet.jobs()
     assert len(jobs) == replicas and all(j["state"] == "RUNNING" for j in jobs), jobs
     assert len({j["name"] for j in jobs}) == replicas, jobs
     return jobs
 
 
-def test_two_replicas_and_a_router_as_jobs(slurm_fleet: SlurmFleet) -> None:
+def test_jobs_deployed_cancelled_outside_denv_and_drained(slurm_fleet: SlurmFleet) -> None:
+    """Two replicas as jobs named by their units, in partition serve, behind the router on
+    the login node; a job scancelled outside denv is submitted again, the pass says why; a
+    node drained has its replica moved to another node, the endpoint answering."""
     slurm_fleet.release(replicas=2)
     slurm_fleet.reconcile()
     jobs = converged(slurm_fleet, 2)
@@ -51,28 +56,21 @@ def test_two_replicas_and_a_router_as_jobs(slurm_fleet: SlurmFleet) -> None:
     assert logs.returncode == 0, logs.stdout + logs.stderr
     assert "denv: node rank 0 of 1" in logs.stdout
 
-
-def test_a_job_cancelled_outside_denv_is_submitted_again(slurm_fleet: SlurmFleet) -> None:
-    slurm_fleet.release(replicas=1)
-    slurm_fleet.reconcile()
-    [job] = converged(slurm_fleet, 1)
-    slurm_fleet.lab.run("scancel", job["job"])
-    wait_for(lambda: not slurm_fleet.jobs(), timeout=60, what="the job cancelled")
+    cancelled = jobs[0]
+    slurm_fleet.lab.run("scancel", cancelled["job"])
+    wait_for(lambda: len(slurm_fleet.jobs()) == 1, timeout=60, what="the job cancelled")
     again = slurm_fleet.reconcile()
-    assert f"job {job['job']} ended: CANCELLED" in again.stderr + again.stdout
-    [new] = converged(slurm_fleet, 1)
-    assert new["name"] == job["name"] and new["job"] != job["job"]
+    why = f"job {cancelled['job']} ended: CANCELLED; start it again"
+    assert f"resubmitted: {cancelled['name']} ({why})" in again.stdout, again.stdout
+    jobs = converged(slurm_fleet, 2)
+    [new] = [j for j in jobs if j["name"] == cancelled["name"]]
+    assert new["job"] != cancelled["job"]
 
-
-def test_a_drained_node_moves_its_replicas(slurm_fleet: SlurmFleet) -> None:
-    slurm_fleet.release(replicas=2)
-    slurm_fleet.reconcile()
-    before = converged(slurm_fleet, 2)
-    node = before[0]["nodes"]
+    node = jobs[0]["nodes"]
     slurm_fleet.lab.run("scontrol", "update", f"nodename={node}", "state=drain", "reason=test")
     slurm_fleet.reconcile()
-    after = converged(slurm_fleet, 2)
-    assert node not in {j["nodes"] for j in after}, after
+    moved = converged(slurm_fleet, 2)
+    assert node not in {j["nodes"] for j in moved}, moved
     assert ask(endpoint(slurm_fleet.status())).strip()
 
 
