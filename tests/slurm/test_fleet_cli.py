@@ -24,7 +24,7 @@ def test_probe_and_list_show_nodes_free_gpus_and_the_queue(slurm_fleet: SlurmFle
     busy, drained = [n.name for n in slurm_fleet.lab.nodes if n.name != ours["nodes"]]
     foreign = slurm_fleet.lab.run(
         "sbatch", "--parsable", "--job-name", "someone-else", "--nodelist", busy,
-        "--gres=gpu:2", "--time=10", "--wrap", "sleep 600",
+        "--gres=gpu:2", "--time=10", "--output=/dev/null", "--wrap", "sleep 600",
     ).strip()  # fmt: skip
     wait_for(lambda: running(slurm_fleet, foreign), timeout=30, what="the foreign job running")
     slurm_fleet.lab.run(
