@@ -12,6 +12,7 @@ from rich.table import Table
 from reconciler.catalog.deployments import declared_free_gpus
 from reconciler.cli import fleet_trials
 from reconciler.cli.common import JsonOption, RepoOption, console, load, print_json
+from reconciler.cli.fleet_slurm import free_gpus, print_slurm, slurm_view
 from reconciler.errors import DenvError, NotFound
 from reconciler.fleet.drivers.registry import Drivers
 from reconciler.fleet.model.observed import FleetObservation
@@ -40,6 +41,12 @@ def _observe(repo: Repo, fleet: Fleet, drivers: Drivers) -> FleetObservation:
     return drivers.get(fleet).observe(repo.resolve_hardware(fleet.hardware))
 
 
+def _runs_here(fleet: Fleet) -> bool:
+    """Its agent runs on this machine: a local fleet, a Slurm fleet without SSH (the bot runs
+    on the login node). Asking it dials no host."""
+    return fleet.transport == "local" or (fleet.transport == "slurm" and fleet.ssh is None)
+
+
 def _row(repo: Repo, name: str, fleet: Fleet, seen: FleetObservation | None) -> dict[str, Any]:
     row: dict[str, Any] = {
         "fleet": name,
@@ -55,6 +62,7 @@ def _row(repo: Repo, name: str, fleet: Fleet, seen: FleetObservation | None) -> 
         "figures": "declared",
         "unreachable": [],
         "errors": {},  # host -> why it was not reached
+        "slurm": None,  # a Slurm fleet's nodes and queue, when observed (fleet_slurm.py)
     }
     if seen is None:
         return row
@@ -63,6 +71,9 @@ def _row(repo: Repo, name: str, fleet: Fleet, seen: FleetObservation | None) -> 
     if not seen.hosts:
         return row  # every host unreachable: the declared figures stand, marked so
     unused = sum(len(seen.free_gpus(host)) for host in seen.hosts)
+    if fleet.transport == "slurm":
+        row["slurm"] = slurm_view(fleet, seen)
+        unused = free_gpus(row["slurm"])  # a job over several nodes holds GPUs on each
     row.update(
         {
             "gpus": sum(len(h.gpus) for h in seen.hosts.values()),
@@ -79,8 +90,8 @@ def list_fleets(
     probe: Annotated[
         Literal["local", "all", "none"],
         typer.Option(
-            help="Which fleets to ask for live figures: local ones (default), all (connects to "
-            "every SSH host), or none."
+            help="Which fleets to ask for live figures: local ones (default; and Slurm fleets "
+            "whose login node is this machine), all (connects to every SSH host), or none."
         ),
     ] = "local",
     repo: RepoOption = Path("."),
@@ -93,7 +104,7 @@ def list_fleets(
     rows = []
     try:
         for name, fleet in sorted(loaded.fleets.items()):
-            live = probe == "all" or (probe == "local" and fleet.transport == "local")
+            live = probe == "all" or (probe == "local" and _runs_here(fleet))
             seen = _observe(loaded, fleet, drivers) if live else None
             rows.append(_row(loaded, name, fleet, seen))
     finally:
@@ -126,6 +137,9 @@ def _print_fleets(rows: list[dict[str, Any]]) -> None:
         "what releases ask); live FREE-GPUS = unused GPUs − trial GPUs"
     )
     for row in rows:
+        if row["slurm"] is not None:
+            print_slurm(row["fleet"], row["slurm"])
+    for row in rows:
         for why in row["errors"].values():
             console.print(f"{row['fleet']}: {why}", markup=False, soft_wrap=True)
 
@@ -146,15 +160,21 @@ def probe_fleet(fleet: FleetArg, repo: RepoOption = Path("."), as_json: JsonOpti
                 "fleet": fleet,
                 "hosts": {k: v.model_dump(mode="json") for k, v in sorted(seen.hosts.items())},
                 "errors": seen.errors,
+                "slurm": slurm_view(spec, seen) if spec.transport == "slurm" else None,
             }
         )
+    elif spec.transport == "slurm":
+        print_slurm(fleet, slurm_view(spec, seen))
+        _print_probe(seen, only={h.name for h in spec.hosts if h.gpus == 0})
     else:
         _print_probe(seen)
     if seen.errors:
         raise typer.Exit(1)
 
 
-def _print_probe(seen: FleetObservation) -> None:
+def _print_probe(seen: FleetObservation, only: set[str] | None = None) -> None:
+    """GPUs and units of every host (of the hosts `only` names: on a Slurm fleet, the login
+    node's units, the routers; its nodes' GPUs and jobs are in print_slurm's tables)."""
     gpus = Table(
         "HOST",
         "GPU",
@@ -177,10 +197,12 @@ def _print_probe(seen: FleetObservation) -> None:
         "RESTARTS",
         "EXIT",
         box=None,
-        title=f"{seen.fleet}: units",
+        title=f"{seen.fleet}: units" + (f" on {', '.join(sorted(only))}" if only else ""),
         title_justify="left",
     )
     for host, found in sorted(seen.hosts.items()):
+        if only is not None and host not in only:
+            continue
         for gpu in found.gpus:
             gpus.add_row(
                 host,
@@ -202,7 +224,8 @@ def _print_probe(seen: FleetObservation) -> None:
                 str(unit.restarts),
                 "…" if unit.exit_code is None else str(unit.exit_code),
             )
-    console.print(gpus)
+    if only is None:
+        console.print(gpus)
     console.print(units)
     for _, error in sorted(seen.errors.items()):
         console.print(error, markup=False, soft_wrap=True)

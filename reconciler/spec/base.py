@@ -6,6 +6,7 @@ import re
 from typing import Annotated, Any
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema
+from pydantic_core import PydanticCustomError
 
 SLUG = r"^[a-z0-9][a-z0-9._-]*$"
 RECIPE_ID = r"^[a-z0-9][a-z0-9._-]*/[a-z0-9][a-z0-9._-]*@[0-9]+$"
@@ -16,6 +17,12 @@ class Spec(BaseModel):
     """Every file model: unknown keys are errors, values never change after loading."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
+
+
+def field_error(field: str, message: str) -> PydanticCustomError:
+    """A model validator's refusal about one of its fields: the problem names that field and
+    its line, not the model's first line (reconciler/spec/problems.py reads `at`)."""
+    return PydanticCustomError("field_error", message, {"at": field})
 
 
 _DURATION = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*(ms|s|m|h|d)\s*$")

@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field, NonNegativeInt, PositiveFloat, PositiveInt, model_validator
 
-from reconciler.spec.base import Slug, Spec
+from reconciler.spec.base import Slug, Spec, field_error
 
 # Names reserved for documentation and tests (RFC 2606, RFC 6761): they never resolve, so an
 # example fleet that names them can never reach anyone's machines.
@@ -109,21 +109,33 @@ class Fleet(Spec):
 
     @model_validator(mode="after")
     def _consistent(self) -> Fleet:
+        if self.slurm is not None and self.transport != "slurm":
+            raise field_error(
+                "slurm",
+                f"a slurm block goes with transport slurm (this fleet's is {self.transport})",
+            )
         if self.transport == "ssh" and self.ssh is None:
-            raise ValueError("transport ssh needs an ssh block (user, key_file, port)")
-        if (self.transport == "slurm") != (self.slurm is not None):
-            raise ValueError("a slurm block goes with transport slurm, and only with it")
+            raise field_error(
+                "transport", "transport ssh (the default) needs an ssh block (user, key_file, port)"
+            )
+        if self.transport == "slurm" and self.slurm is None:
+            raise field_error(
+                "transport", "transport slurm needs a slurm block (at least its partition)"
+            )
         if self.transport == "slurm" and not any(host.gpus == 0 for host in self.hosts):
-            raise ValueError(
+            raise field_error(
+                "hosts",
                 "transport slurm needs the login node as a host with gpus: 0 "
-                "(where jobs are submitted and routers run)"
+                "(where jobs are submitted and routers run)",
             )
         names = [host.name for host in self.hosts]
         duplicates = sorted({n for n in names if names.count(n) > 1})
         if duplicates:
-            raise ValueError(f"host names must be unique: {', '.join(duplicates)}")
+            raise field_error("hosts", f"host names must be unique: {', '.join(duplicates)}")
         if self.trial_gpus > self.gpus:
-            raise ValueError(f"trial_gpus ({self.trial_gpus}) exceeds the fleet's {self.gpus} GPUs")
+            raise field_error(
+                "trial_gpus", f"trial_gpus ({self.trial_gpus}) exceeds the fleet's {self.gpus} GPUs"
+            )
         return self
 
 

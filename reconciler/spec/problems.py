@@ -66,7 +66,8 @@ def from_validation(
     """One problem per place in the file; alternatives of a union are joined with 'or'."""
     grouped: dict[tuple[str | int, ...], list[str]] = {}
     for error in exc.errors():
-        where = data_path(data, [*base, *error["loc"]], keep_last=error["type"] == "missing")
+        at = [error["ctx"]["at"]] if error["type"] == "field_error" else []  # spec/base.py
+        where = data_path(data, [*base, *error["loc"], *at], keep_last=error["type"] == "missing")
         message = _message(error)
         if message not in grouped.setdefault(where, []):
             grouped[where].append(message)

@@ -53,6 +53,38 @@ def test_every_error_at_once_one_per_line_exit_1(denv_repo: Path) -> None:
         assert row.isdigit() and col.isdigit() and message.strip(), line
 
 
+SLURM_HOSTS = "  hosts:\n    - { name: login, gpus: 0 }\n    - { name: n1, gpus: 4 }\n"
+BAD_SLURM = {  # file -> (its text, the field named, the line of the field)
+    "no-block": ("  transport: slurm\n" + SLURM_HOSTS, "fleet.transport", 5),
+    "no-login": (
+        "  transport: slurm\n  slurm: { partition: gpu }\n  hosts:\n    - { name: n1, gpus: 4 }\n",
+        "fleet.hosts",
+        7,
+    ),
+    "gpu-request": (
+        "  transport: slurm\n  slurm: { partition: gpu, gpu_request: tres }\n" + SLURM_HOSTS,
+        "fleet.slurm.gpu_request",
+        6,
+    ),
+    "on-ssh": (
+        "  ssh: { user: denv }\n  slurm: { partition: gpu }\n" + SLURM_HOSTS,
+        "fleet.slurm",
+        6,
+    ),
+}
+
+
+def test_bad_slurm_fleets_name_file_line_and_field_exit_1(denv_repo: Path) -> None:
+    for name, (body, _, _) in BAD_SLURM.items():
+        head = f"fleet:\n  name: {name}\n  provider: test\n  hardware: h200\n"
+        (denv_repo / f"fleets/{name}.yaml").write_text(head + body)
+    run = denv("validate", str(denv_repo))
+    assert run.returncode == 1 and "Traceback" not in run.stderr
+    for name, (_, field, line) in BAD_SLURM.items():
+        (problem,) = [p for p in run.stderr.splitlines() if p.startswith(f"fleets/{name}.yaml:")]
+        assert problem.startswith(f"fleets/{name}.yaml:{line}:") and f": {field}: " in problem
+
+
 def test_json_output_lists_problems(denv_repo: Path, edit: Edit) -> None:
     edit("fleets/local.yaml", "trial_gpus: 8", "trial_gpus: 80")
     run = denv("validate", str(denv_repo), "--json")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from reconciler.spec.fleet import reserved_name
@@ -48,3 +50,90 @@ def test_every_example_ssh_fleet_names_only_reserved_hosts() -> None:
                 f"fleets/{name}.yaml: host {host.name} ({host.address}) is not under a name "
                 "reserved for documentation (.example)"
             )
+
+
+SLURM_FLEET = """\
+fleet:
+  name: hpc
+  provider: test
+  hardware: h200
+  transport: slurm
+  slurm:
+    partition: gpu
+    gpu_request: gres
+  hosts:
+    - { name: login, address: login.hpc.example, gpus: 0 }
+    - { name: n1, address: n1.hpc.example, gpus: 4 }
+"""
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "at", "message"),
+    [
+        pytest.param(
+            "  slurm:\n    partition: gpu\n    gpu_request: gres\n",
+            "",
+            "transport: slurm",
+            "fleet.transport: transport slurm needs a slurm block (at least its partition)",
+            id="no-slurm-block",
+        ),
+        pytest.param(
+            "    - { name: login, address: login.hpc.example, gpus: 0 }\n",
+            "",
+            "hosts:",
+            "fleet.hosts: transport slurm needs the login node as a host with gpus: 0 (where "
+            "jobs are submitted and routers run)",
+            id="no-login-node",
+        ),
+        pytest.param(
+            "gpu_request: gres",
+            "gpu_request: tres",
+            "gpu_request:",
+            "fleet.slurm.gpu_request: Input should be 'gres' or 'gpus'",
+            id="bad-gpu-request",
+        ),
+        pytest.param(
+            "transport: slurm",
+            "transport: ssh\n  ssh: { user: denv }",
+            "slurm:",
+            "fleet.slurm: a slurm block goes with transport slurm (this fleet's is ssh)",
+            id="slurm-block-on-ssh-fleet",
+        ),
+        pytest.param(
+            "partition: gpu",
+            "partition: gpu,debug",
+            "partition:",
+            "fleet.slurm.partition: String should match pattern '^[A-Za-z0-9._-]+$'",
+            id="partition-list",
+        ),
+        pytest.param(
+            "    - { name: n1,",
+            "    - { name: n1, address: n1.hpc.example, gpus: 4 }\n    - { name: n1,",
+            "hosts:",
+            "fleet.hosts: host names must be unique: n1",
+            id="node-twice",
+        ),
+    ],
+)
+def test_a_bad_slurm_fleet_is_refused_at_its_field(
+    denv_repo: Path, old: str, new: str, at: str, message: str
+) -> None:
+    assert SLURM_FLEET.count(old) == 1
+    text = SLURM_FLEET.replace(old, new)
+    (denv_repo / "fleets/hpc.yaml").write_text(text)
+    line = next(n for n, row in enumerate(text.splitlines(), 1) if at in row)
+    problems = [str(p) for p in open_repo(denv_repo).errors]
+    assert [p.split(":", 3)[:2] for p in problems] == [["fleets/hpc.yaml", str(line)]], problems
+    assert problems[0].split(":", 3)[3].strip() == message
+
+
+def test_the_slurm_fleet_of_the_docs_validates(denv_repo: Path) -> None:
+    """docs/fleets.md's example Slurm fleet, as printed, is a fleet file denv accepts."""
+    doc = (ROOT / "docs/fleets.md").read_text().split("## Slurm fleets", 1)[1]
+    example = doc.split("```yaml\n", 1)[1].split("```", 1)[0]
+    (denv_repo / "fleets/hpc.yaml").write_text(example)
+    repo = open_repo(denv_repo)
+    assert [str(p) for p in repo.problems] == []
+    fleet = repo.fleets["hpc"]
+    assert fleet.transport == "slurm" and [h.name for h in fleet.hosts if h.gpus == 0]
+    assert all(reserved_name(h.address or h.name) for h in fleet.hosts)

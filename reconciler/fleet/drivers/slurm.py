@@ -257,4 +257,5 @@ def node_observation(
         units=tuple(records),
         home=home,
         cordoned=cordoned,
+        scheduler_state=state or None,
     )

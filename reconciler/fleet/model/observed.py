@@ -95,6 +95,7 @@ class HostObservation(Observed):
     listening: tuple[int, ...] = ()  # TCP ports some process listens on (denv's units too)
     # Takes nothing new, and what runs there moves elsewhere: a Slurm node drained or down.
     cordoned: str | None = None  # why (the scheduler's state and reason)
+    scheduler_state: str | None = None  # a Slurm node's: idle, mixed, allocated, drained, …
 
 
 @dataclass
