@@ -14,6 +14,7 @@ the bridge, also when a test failed.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import shutil
 import signal
@@ -24,6 +25,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import IO
 
 SBIN = ("/usr/sbin", "/usr/bin")
 PARTITIONS = ("serve", "trial")  # the first is the default
@@ -69,8 +71,9 @@ class SlurmLab:
 
     def __post_init__(self) -> None:
         self.folder.mkdir(parents=True, exist_ok=True)
-        self.tag = f"{os.getpid() % 10000}"
-        self.subnet = f"10.232.{os.getpid() % 250}"
+        self._slot = _claim_slot()  # held until the process ends: no two labs share a subnet
+        self.tag = f"{self._slot.number}"
+        self.subnet = f"10.232.{self._slot.number}"
         self.controller_address = f"{self.subnet}.1"
         self.conf = self.folder / "slurm.conf"
         self.munge_socket = self.folder / "munge" / "munge.socket"
@@ -293,6 +296,7 @@ class SlurmLab:
         self.processes.clear()
         self.links.clear()
         self.namespaces.clear()
+        self._slot.lock.close()  # the subnet is free again
 
     def _kill_namespace(self, namespace: str) -> None:
         for _ in range(50):
@@ -326,6 +330,28 @@ def _wait(
         time.sleep(0.1)
     tail = log.read_text()[-3000:] if log and log.exists() else ""
     raise RuntimeError(f"Slurm lab: waited for {what}\n{tail}")
+
+
+@dataclass
+class _Slot:
+    number: int
+    lock: IO[str]  # the open lock file: the claim lasts as long as it stays open
+
+
+def _claim_slot() -> _Slot:
+    """A subnet number (0…249) no other lab on this machine holds: the first from this
+    process's id on whose lock file an exclusive flock succeeds."""
+    start = os.getpid() % 250
+    for offset in range(250):
+        number = (start + offset) % 250
+        handle = open(f"/tmp/denv-slurm-lab-{number}.lock", "w")  # noqa: SIM115
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.close()
+            continue
+        return _Slot(number, handle)
+    raise RuntimeError("no free subnet for a Slurm lab (250 labs running?)")
 
 
 def _free_port() -> int:
