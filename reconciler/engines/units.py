@@ -109,3 +109,6 @@ class Unit(Spec):
     # The replica's hosts, node 0's first, when this one process stands for a replica that
     # spans several (the simulator): a scheduler's job holds all of them for it.
     hosts: list[str] = []
+    # The other nodes' processes of that replica, by host, when one scheduler's job runs them
+    # all (a Slurm fleet): each node's task runs its own.
+    node_argv: dict[str, list[str]] = {}

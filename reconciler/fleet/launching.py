@@ -17,9 +17,16 @@ def unit_digest(unit: Unit) -> str:
     A router's worker list is left out: the reconciler keeps it current through the router's
     API, so scaling out or in never restarts the endpoint."""
     argv = _without_workers(unit.argv) if unit.role == "router" else unit.argv
-    essence = {"argv": argv, "env": unit.env, "gpus": unit.gpu_indices, "port": unit.port}
+    essence: dict[str, object] = {
+        "argv": argv,
+        "env": unit.env,
+        "gpus": unit.gpu_indices,
+        "port": unit.port,
+    }
     if unit.restart:
         essence["restart"] = True
+    if unit.node_argv:
+        essence["node_argv"] = unit.node_argv
     return hashlib.sha256(json.dumps(essence, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -29,6 +36,27 @@ def _without_workers(argv: list[str]) -> list[str]:
     start = argv.index("--worker-urls") + 1
     end = next((i for i in range(start, len(argv)) if argv[i].startswith("--")), len(argv))
     return argv[: start - 1] + argv[end:]
+
+
+def one_unit_per_replica(units: list[Unit]) -> list[Unit]:
+    """Each replica over several hosts as one unit, node 0's, that carries the other nodes'
+    processes (`node_argv`, by host) and names every host (`hosts`): what a scheduler starts
+    as one job over its nodes. Units of one host, routers and the simulator's one process for
+    a whole replica are left as they are."""
+    nodes: dict[tuple[str, int], list[Unit]] = {}
+    for unit in units:
+        nodes.setdefault((unit.role, unit.replica), []).append(unit)
+    found = []
+    for unit in units:
+        replica = sorted(nodes[(unit.role, unit.replica)], key=lambda u: u.node)
+        if unit.role == "router" or len(replica) == 1:
+            found.append(unit)
+        elif unit.node == 0:
+            others = replica[1:]
+            hosts = [unit.host, *(u.host for u in others)]
+            node_argv = {u.host: u.argv for u in others}
+            found.append(unit.model_copy(update={"hosts": hosts, "node_argv": node_argv}))
+    return found
 
 
 def launch_payload(
@@ -48,6 +76,8 @@ def launch_payload(
         payload["restart"] = True
     if unit.hosts:
         payload["hosts"] = unit.hosts
+    if unit.node_argv:
+        payload["node_argv"] = unit.node_argv
     if cleanup:
         payload["cleanup"] = cleanup
     if image:

@@ -21,9 +21,9 @@ from reconciler.engines.launch import engine_name, launch_units
 from reconciler.engines.placement import PORT_BLOCK
 from reconciler.engines.runtime import HostRuntime
 from reconciler.engines.units import EngineContext, Unit
-from reconciler.fleet.launching import HostedUnit
+from reconciler.fleet.launching import HostedUnit, one_unit_per_replica
 from reconciler.fleet.model.observed import FleetObservation
-from reconciler.fleet.model.rules import FleetRules
+from reconciler.fleet.model.rules import FleetRules, one_job_per_replica
 from reconciler.fleet.placement.gpus import place_on_trial_gpus
 from reconciler.fleet.placement.placer import host_states
 from reconciler.fleet.placement.ports import PortBook
@@ -168,6 +168,8 @@ def plan_trial(
         }
     )
     units = launch_units(deployment, fleet, placement, context)
+    if one_job_per_replica(fleet):
+        units = one_unit_per_replica(units)
     runtimes = host_runtimes(fleet, context.hardware, observation, home)
     return TrialPlan(
         trial=trial,

@@ -269,37 +269,37 @@ def logs(unit_id, tail):
 
 
 def task(path):
-    """One task of a unit's job, on its node: the rank and the master from Slurm, then the
-    unit's process (on every node when the unit says so; else on the first node, the others
-    holding their GPUs for it until the job ends)."""
+    """One task of a unit's job, on its node: the rank and the master from Slurm, then this
+    node's process of the replica — node 0's the unit's argv, another node its own from
+    `node_argv` — or, for a unit that is one process for the whole replica (the simulator),
+    nothing: the node holds its GPUs for it until the job ends."""
     launched = read_json(path)
     if launched is None:
         raise AgentError(f"no launch file {path}")
-    unit = launched["unit"]
+    unit, hosts = launched["unit"], launched.get("nodes") or []
+    here = os.environ.get("SLURMD_NODENAME") or socket.gethostname()
     rank = int(os.environ.get("SLURM_NODEID", "0"))
     size = int(os.environ.get("SLURM_JOB_NUM_NODES") or os.environ.get("SLURM_NNODES") or "1")
     names = slurm("scontrol", "show", "hostnames", os.environ.get("SLURM_JOB_NODELIST", ""))
-    master = (names.stdout.split() or [socket.gethostname()])[0]
+    master = (names.stdout.split() or [here])[0]
     address = master_address(master)
-    print(
-        "denv: node rank {} of {} on {}, master {} at {}".format(
-            rank, size, os.environ.get("SLURMD_NODENAME") or socket.gethostname(), master, address
-        ),
-        flush=True,
-    )
+    print(f"denv: node rank {rank} of {size} on {here}, master {master} at {address}", flush=True)
+    others = unit.get("node_argv") or {}
+    if here in others:
+        argv = others[here]
+    elif hosts[:1] == [here] or (here not in hosts and rank == 0):
+        argv = unit["argv"]
+    else:
+        signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+        while True:
+            signal.pause()
     env = clean_environment(unit.get("env", {}))
     if "CUDA_VISIBLE_DEVICES" in os.environ:  # the GPUs Slurm gave this job win
         env["CUDA_VISIBLE_DEVICES"] = os.environ["CUDA_VISIBLE_DEVICES"]
     env.update({"DENV_NODE_RANK": str(rank), "DENV_NNODES": str(size),
                 "DENV_MASTER_ADDR": address})  # fmt: skip
-    tokens = {"{node_rank}": str(rank), "{nnodes}": str(size), "{master_addr}": address}
-    argv = [_fill(a, tokens) for a in unit["argv"]]
-    if rank == 0 or unit.get("every_node"):
-        os.chdir(unit.get("cwd") or HOME)
-        os.execvpe(argv[0], argv, env)
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-    while True:
-        signal.pause()
+    os.chdir(unit.get("cwd") or HOME)
+    os.execvpe(argv[0], argv, env)
 
 
 def master_address(name):
@@ -308,12 +308,6 @@ def master_address(name):
         if item.startswith("NodeAddr="):
             return item.split("=", 1)[1]
     return name
-
-
-def _fill(text, tokens):
-    for token, value in tokens.items():
-        text = text.replace(token, value)
-    return text
 
 
 def main(verb, args, payload):

@@ -27,3 +27,9 @@ class FleetRules(Protocol):
 
 
 RulesOf = Callable[[Fleet], FleetRules]  # the rules of each fleet, by its kind
+
+
+def one_job_per_replica(fleet: Fleet) -> bool:
+    """Whether a replica over several hosts runs as one unit: a scheduler's job over its
+    nodes (a Slurm fleet), rather than one process per host that denv starts itself."""
+    return fleet.transport == "slurm"

@@ -18,9 +18,10 @@ from reconciler.catalog.deployments import Deployment
 from reconciler.engines.launch import launch_units
 from reconciler.engines.placement import Placement
 from reconciler.engines.units import EngineContext, Unit
+from reconciler.fleet.launching import one_unit_per_replica
 from reconciler.fleet.model.labels import DeploymentKey, fleet_key, unit_id
 from reconciler.fleet.model.observed import FleetObservation
-from reconciler.fleet.model.rules import FleetRules
+from reconciler.fleet.model.rules import FleetRules, one_job_per_replica
 from reconciler.fleet.placement.gpus import Demand, GpuBook, HostState, declared_states
 from reconciler.fleet.placement.ports import PortBook
 from reconciler.fleet.placement.slots import Nodes, with_ports
@@ -122,12 +123,17 @@ class FleetPlacer:
         )
         placement = self.ports.choose(placement, key, self.routers.get(key), self.base_port)
         units = known(placement) or launch_units(deployment, self.fleet, placement, context)
+        if one_job_per_replica(self.fleet):
+            units = one_unit_per_replica(units)
         self.ports.take(placement, key)
         # A running unit being replaced on other GPUs keeps its old ones held too, until the
         # roll stops it (the book holds every unit's GPUs as the agents report them).
         for unit in units:
             if unit.gpu_indices:
                 self.book.take(unit.host, unit.gpu_indices)
+            if unit.node_argv and unit.role != "router":  # one job over several nodes
+                for slot in placement.replica(unit.role, unit.replica)[1:]:
+                    self.book.take(slot.host, slot.gpu_indices)
         return units
 
     def _as_running(self, deployment: Deployment, prefix: str) -> Placement | None:
