@@ -10,19 +10,19 @@ import re
 import signal
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import openai
 import pytest
 
 from reconciler.fleet.hostagent import AgentClient
 from reconciler.fleet.model.observed import UnitRecord
 from reconciler.fleet.ssh import SshTransport
 from reconciler.spec.fleet import Host
+from tests.e2e.bot import bot_env, run_denv
+from tests.e2e.load import ask, light_load
 from tests.fleet.conftest import ssh_lab, ssh_settings, wait_for
 from tests.fleet.sshd import SshLab, SshServer
 from tests.reconcile.conftest import GitRepo
@@ -66,18 +66,7 @@ class Lab:
         return self.repo.commit(f"chat-8b: {replicas} replicas, max_batch {batch}")
 
     def denv(self, *args: str, fault: str | None = None) -> subprocess.CompletedProcess[str]:
-        # the local fleet's agent keeps its state beside the test's, never in ~/.denv
-        env = {**os.environ, "DENV_CACHE": str(self.cache), "DENV_HOME": str(self.cache / "home")}
-        env.pop("DENV_REPO", None)
-        if fault:
-            env["DENV_FAULT_KILL_AT"] = fault
-        return subprocess.run(
-            [sys.executable, "-m", "reconciler", *args, "--repo", str(self.repo.path)],
-            capture_output=True,
-            text=True,
-            env=env,
-            timeout=240,
-        )
+        return run_denv(self.repo.path, bot_env(self.cache), *args, fault=fault, timeout=240)
 
     def reconcile(
         self, *args: str, fault: str | None = None, ok: bool = True
@@ -124,14 +113,6 @@ def endpoint(status: dict[str, Any], fleet: str = "lab") -> str:
     return f"{row['endpoint']}/v1"
 
 
-def ask(url: str) -> str:
-    client = openai.OpenAI(base_url=url, api_key="unused", max_retries=0, timeout=10)
-    answer = client.chat.completions.create(
-        model="chat-8b", messages=[{"role": "user", "content": "hello"}], max_tokens=8
-    )
-    return answer.choices[0].message.content or ""
-
-
 def converged(lab: Lab, replicas: int) -> None:
     """Status says no drift and every replica ready; the host runs exactly the wanted units,
     no two of them on one GPU."""
@@ -171,35 +152,15 @@ def test_rolling_replace_loses_no_request(lab: Lab, replicas: int) -> None:
     lab.release(replicas=replicas, batch=128)
     lab.reconcile()
     url = endpoint(lab.status())
-    answered, failed = [0], []
-    stop = threading.Event()
-
-    def load() -> None:
-        while not stop.is_set():
-            try:
-                ask(url)
-                answered[0] += 1
-            except openai.OpenAIError as exc:
-                failed.append(repr(exc))
-                stop.wait(0.1)  # a refused connection must not become a busy loop
-
-    workers = [threading.Thread(target=load, daemon=True) for _ in range(2)]
-    for worker in workers:
-        worker.start()
-    try:
-        wait_for(lambda: answered[0] >= 5, timeout=30, what="traffic before the roll")
+    with light_load(url, workers=2) as load:
+        load.more(5, "traffic before the roll")
         before = {u.id: u.pid for u in lab.units()}
         lab.release(replicas=replicas, batch=64)
         rolled = lab.reconcile()
-        seen = answered[0]
-        wait_for(lambda: answered[0] >= seen + 5, timeout=30, what="traffic after the roll")
-    finally:  # the load stops whatever happened
-        stop.set()
-        for worker in workers:
-            worker.join(timeout=30)
+        load.more(5, "traffic after the roll")
     assert "~ replace" in rolled.stderr and "max_batch" in rolled.stderr
     assert ("+ surge" in rolled.stderr) == (replicas < 4), rolled.stderr
-    assert failed == []
+    assert load.failed == []
     after = {u.id: u.pid for u in lab.units()}
     engines = [i for i in after if not i.endswith("router")]
     assert all(after[i] != before[i] for i in engines)  # every replica was replaced

@@ -13,6 +13,7 @@ from typing import Any
 
 from reconciler.fleet.hostagent import AgentClient
 from reconciler.fleet.transport import LocalTransport
+from tests.e2e.bot import bot_env, run_denv
 from tests.reconcile.conftest import GitRepo
 from tests.slurm.lab import SlurmLab
 
@@ -53,9 +54,7 @@ class SlurmFleet:
 
     @property
     def env(self) -> dict[str, str]:
-        env = {**self.lab.env, "DENV_CACHE": str(self.cache), "DENV_HOME": str(self.home)}
-        env.pop("DENV_REPO", None)
-        return env
+        return bot_env(self.cache, self.lab.env)
 
     @property
     def home(self) -> Path:
@@ -67,14 +66,7 @@ class SlurmFleet:
         return self.repo.commit(f"chat-8b: {replicas} replicas, max_batch {batch}")
 
     def denv(self, *args: str, fault: str | None = None) -> subprocess.CompletedProcess[str]:
-        env = self.env | ({"DENV_FAULT_KILL_AT": fault} if fault else {})
-        return subprocess.run(
-            [sys.executable, "-m", "reconciler", *args, "--repo", str(self.repo.path)],
-            capture_output=True,
-            text=True,
-            env=env,
-            timeout=300,
-        )
+        return run_denv(self.repo.path, self.env, *args, fault=fault)
 
     def reconcile(
         self, *args: str, fault: str | None = None, ok: bool = True

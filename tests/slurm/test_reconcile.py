@@ -4,10 +4,7 @@ client through the endpoint."""
 
 from __future__ import annotations
 
-import threading
-
-import openai
-
+from tests.e2e.load import ask, light_load
 from tests.fleet.conftest import wait_for
 from tests.slurm.fleetlab import SlurmFleet
 
@@ -15,14 +12,6 @@ from tests.slurm.fleetlab import SlurmFleet
 def endpoint(status: dict[str, object]) -> str:
     [row] = status["deployments"]  # type: ignore[index]
     return f"{row['endpoint']}/v1"  # type: ignore[index]
-
-
-def ask(url: str) -> str:
-    client = openai.OpenAI(base_url=url, api_key="unused", max_retries=0, timeout=10)
-    answer = client.chat.completions.create(
-        model="chat-8b", messages=[{"role": "user", "content": "hello"}], max_tokens=8
-    )
-    return answer.choices[0].message.content or ""
 
 
 def converged(fleet: SlurmFleet, replicas: int) -> list[dict[str, str]]:
@@ -87,31 +76,13 @@ def test_a_roll_loses_no_request(slurm_fleet: SlurmFleet) -> None:
     slurm_fleet.reconcile()
     url = endpoint(slurm_fleet.status())
     [before] = converged(slurm_fleet, 1)
-    answered, failed = [0], []
-    stop = threading.Event()
-
-    def load() -> None:
-        while not stop.is_set():
-            try:
-                ask(url)
-                answered[0] += 1
-            except openai.OpenAIError as exc:
-                failed.append(repr(exc))
-                stop.wait(0.1)
-
-    worker = threading.Thread(target=load, daemon=True)
-    worker.start()
-    try:
-        wait_for(lambda: answered[0] >= 3, timeout=30, what="traffic before the roll")
+    with light_load(url) as load:
+        load.more(3, "traffic before the roll")
         slurm_fleet.release(replicas=1, batch=64)
         rolled = slurm_fleet.reconcile()
-        seen = answered[0]
-        wait_for(lambda: answered[0] >= seen + 3, timeout=30, what="traffic after the roll")
-    finally:
-        stop.set()
-        worker.join(timeout=30)
+        load.more(3, "traffic after the roll")
     assert "+ surge" in rolled.stderr, rolled.stderr
-    assert failed == []
+    assert load.failed == []
     [after] = converged(slurm_fleet, 1)
     assert after["job"] != before["job"]
 
