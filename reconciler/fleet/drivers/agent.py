@@ -35,6 +35,13 @@ def simulated_gpus(fleet: Fleet, host: Host, hardware: Hardware | None) -> dict[
     }
 
 
+def unreached(found: FleetObservation, host: str, error: DenvError) -> None:
+    """`host` was not observed: one line that starts with its name, and its cause."""
+    message = str(error)
+    found.errors[host] = message if message.startswith(host) else f"{host}: {message}"
+    found.causes[host] = error.cause if isinstance(error, HostUnreachable) else Cause.FAILED
+
+
 class AgentDriver:
     """A fleet whose hosts run the agent; subclasses dial and give the kind's rules."""
 
@@ -113,13 +120,7 @@ class AgentDriver:
         with ThreadPoolExecutor(max_workers=workers) as pool:
             for name, outcome in pool.map(probe, fleet.hosts):
                 if isinstance(outcome, DenvError):
-                    message = str(outcome)
-                    found.errors[name] = (
-                        message if message.startswith(name) else f"{name}: {message}"
-                    )
-                    found.causes[name] = (
-                        outcome.cause if isinstance(outcome, HostUnreachable) else Cause.FAILED
-                    )
+                    unreached(found, name, outcome)
                 else:
                     found.hosts[name] = outcome
         return found

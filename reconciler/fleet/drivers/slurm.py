@@ -20,7 +20,7 @@ from threading import Lock
 from typing import Any
 
 from reconciler.errors import DenvError
-from reconciler.fleet.drivers.agent import AgentDriver, simulated_gpus
+from reconciler.fleet.drivers.agent import AgentDriver, simulated_gpus, unreached
 from reconciler.fleet.model.observed import (
     Cause,
     FleetObservation,
@@ -29,7 +29,7 @@ from reconciler.fleet.model.observed import (
     HostObservation,
     UnitRecord,
 )
-from reconciler.fleet.transport import HostUnreachable, LocalTransport, Transport
+from reconciler.fleet.transport import LocalTransport, Transport
 from reconciler.spec.catalog import Hardware
 from reconciler.spec.fleet import Fleet, Host, SlurmSettings
 
@@ -122,12 +122,13 @@ class SlurmDriver(AgentDriver):
                     outcomes.append(exc)
         seen, cluster = outcomes
         if isinstance(seen, DenvError):
-            self._unreached(found, [login.name], seen)
+            unreached(found, login.name, seen)
         else:
             found.hosts[login.name] = seen
         nodes = [h for h in fleet.hosts if h.gpus > 0]
         if isinstance(cluster, DenvError):
-            self._unreached(found, [h.name for h in nodes], cluster)
+            for host in nodes:
+                unreached(found, host.name, cluster)
             return found
         home = seen.home if isinstance(seen, HostObservation) else None
         by_name = {node["name"]: node for node in cluster.get("nodes", [])}
@@ -151,14 +152,6 @@ class SlurmDriver(AgentDriver):
                 host, node, mine, ours.get(host.name, set()), home
             )
         return found
-
-    @staticmethod
-    def _unreached(found: FleetObservation, hosts: list[str], error: DenvError) -> None:
-        cause = error.cause if isinstance(error, HostUnreachable) else Cause.FAILED
-        for name in hosts:
-            message = str(error)
-            found.errors[name] = message if message.startswith(name) else f"{name}: {message}"
-            found.causes[name] = cause
 
     # --- units --------------------------------------------------------------------------
 

@@ -18,6 +18,7 @@ import subprocess
 import sys
 import time
 
+import units
 from common import (
     HOME,
     LOGS,
@@ -257,14 +258,7 @@ def cancel(request):
 
 def logs(unit_id, tail):
     path = os.path.join(LOGS, unit_id + ".log")
-    try:
-        with open(path, "rb") as stream:
-            stream.seek(0, os.SEEK_END)
-            stream.seek(max(0, stream.tell() - 256 * 1024))
-            lines = stream.read().decode("utf-8", "replace").splitlines()[-tail:]
-        error = None
-    except OSError as exc:
-        lines, error = [], f"cannot read log: {exc.strerror}"
+    lines, error = units.tail_lines(path, tail)
     return {"id": unit_id, "lines": lines, "log": path, "log_error": error}
 
 

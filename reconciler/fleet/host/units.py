@@ -283,18 +283,25 @@ def run_cleanup(record):
             subprocess.run(argv, capture_output=True, timeout=60)
 
 
+def tail_lines(path, tail):
+    """The last `tail` lines of a log (read from its last 256 KiB), and why not when it cannot
+    be read."""
+    try:
+        with open(path, "rb") as stream:
+            stream.seek(0, os.SEEK_END)
+            stream.seek(max(0, stream.tell() - 256 * 1024))
+            return stream.read().decode("utf-8", "replace").splitlines()[-tail:], None
+    except OSError as exc:
+        return [], f"cannot read log: {exc.strerror}"
+
+
 def logs(unit_id, tail):
     record = read_json(record_path(unit_id))
     if record is None:
         raise AgentError(f"no unit {unit_id} on this host")
-    try:
-        with open(record["log"], "rb") as stream:
-            stream.seek(0, os.SEEK_END)
-            stream.seek(max(0, stream.tell() - 256 * 1024))
-            lines = stream.read().decode("utf-8", "replace").splitlines()[-tail:]
-    except OSError as exc:
-        lines = []
-        record["log_error"] = record.get("log_error") or f"cannot read log: {exc.strerror}"
+    lines, error = tail_lines(record["log"], tail)
+    if error:
+        record["log_error"] = record.get("log_error") or error
     return {
         "id": unit_id,
         "lines": lines,
