@@ -15,7 +15,9 @@ import pytest
 from playwright.sync_api import Browser, BrowserContext, Page, ViewportSize, sync_playwright
 
 from tests.conftest import ROOT, require_installed
-from tests.reconcile.conftest import git_repo
+from tests.e2e.bot import bot_env
+from tests.reconcile.conftest import GitRepo, git_repo
+from tests.ui.denv import Denv
 
 __all__ = ["git_repo"]
 
@@ -75,6 +77,15 @@ def pages(browser: Browser) -> Iterator[Pages]:
 @pytest.fixture
 def page(pages: Pages) -> Page:
     return pages()
+
+
+@pytest.fixture
+def denv(git_repo: GitRepo, tmp_path: Path) -> Iterator[Denv]:
+    """`denv` processes on a repository of this one's denv files, the local forge's; all
+    stopped at the end, with the units they started."""
+    found = Denv(git_repo, bot_env(tmp_path / "cache") | {"DENV_FORGE": "local"}, tmp_path)
+    yield found
+    found.stop()
 
 
 def screenshot(page: Page, name: str) -> Path:
