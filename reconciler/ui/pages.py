@@ -7,5 +7,5 @@ from reconciler.ui.site import Route
 
 ROUTES: list[Route] = [
     Route("overview", "/", overview.overview, nav="Overview"),
-    Route("release", "/releases/{name}", overview.release),
+    Route("release", "/releases/{name}", overview.release, exported=overview.releases),
 ]
