@@ -11,11 +11,12 @@ import re
 import urllib.request
 
 from playwright.sync_api import Page, expect
+from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 
 from reconciler.fleet.model.observed import UnitRecord
 from tests.e2e.load import light_load
 from tests.e2e.test_rollout import ALARMS, WEIGHTS
-from tests.ui.conftest import screenshot
+from tests.ui.conftest import Pages, screenshot
 from tests.ui.denv import Denv
 
 RELEASE = """\
@@ -67,9 +68,15 @@ WATCH = """state => {
 
 def shown(page: Page, phase: str, timeout: float) -> None:
     """Wait until the canary's state has shown `phase` (seen by WATCH)."""
-    page.wait_for_function(
-        "phase => window.denvSeen.some(s => s.startsWith(phase))", arg=phase, timeout=timeout * 1000
-    )
+    try:
+        page.wait_for_function(
+            "phase => window.denvSeen.some(s => s.startsWith(phase))",
+            arg=phase,
+            timeout=timeout * 1000,
+        )
+    except PlaywrightTimeoutError:
+        seen = page.evaluate("window.denvSeen")
+        raise AssertionError(f"no {phase!r} in {timeout:g}s; the canary showed {seen}") from None
 
 
 def fault(engines: list[UnitRecord], **faults: float) -> None:
@@ -83,7 +90,7 @@ def fault(engines: list[UnitRecord], **faults: float) -> None:
 
 
 def test_the_overview_shows_a_rollout_deploy_bake_and_roll_back_live(
-    denv: Denv, page: Page
+    denv: Denv, pages: Pages, page: Page
 ) -> None:
     denv.repo.write("policies/alarms.yaml", ALARMS)
     denv.repo.write("releases/chat-8b/denv.yaml", RELEASE.format(weights=WEIGHTS, batch=128))
@@ -105,7 +112,10 @@ def test_the_overview_shows_a_rollout_deploy_bake_and_roll_back_live(
         expect(cell).to_have_text(re.compile(r"^baking \S+/1m"))
         screenshot(page, "overview-baking")
         fault(engines, spike_ms=800)
-        shown(page, "rolled back", timeout=120)
+        try:
+            shown(page, "rolled back", timeout=120)
+        finally:  # pytest shows it when the test failed
+            print(f"load: {load.answered} answered; last failures: {load.failed[-3:]}")
     expect(cell).to_contain_text(f"rolled back to {good[:12]} ({bad[:12]} rejected")
     screenshot(page, "overview-rolled-back")
 
@@ -114,3 +124,10 @@ def test_the_overview_shows_a_rollout_deploy_bake_and_roll_back_live(
     phases = [next((p for p in PHASES if text.startswith(p)), text) for text in seen]
     assert [p for p in dict.fromkeys(phases) if p in PHASES] == list(PHASES), seen
     assert page.evaluate("window.denvMarker") == 1, "the page was reloaded"
+
+    phone = pages(phone=True)
+    phone.goto(page.url)
+    expect(phone.locator(STATE)).to_contain_text("rolled back to")
+    # readable on a phone: the page never scrolls sideways (the wide table scrolls in its box)
+    assert phone.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+    screenshot(phone, "overview-phone")
