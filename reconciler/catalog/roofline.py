@@ -354,3 +354,27 @@ def summary(roof: Roofline) -> str:
     if roof.decode is None and roof.prefill is None and roof.decode_missing == roof.prefill_missing:
         return f"… ({roof.decode_missing})"
     return f"{decode}, {prefill}"
+
+
+def roofline_lines(roof: Roofline) -> list[str]:
+    """The summary, then each share's sum with its figures, then the assumptions: enough to
+    check the shares by hand (docs/benchmarks.md, Roofline)."""
+    lines = [summary(roof)]
+    d, p = roof.decode, roof.prefill
+    if d is not None:
+        lines.append(
+            f"decode: {d.bytes_per_step / GB:.1f} GB a step = weights {d.weight_bytes / GB:.1f} "
+            f"GB ({d.copies} copies, {d.tokens_per_copy:.1f} tokens each) + KV "
+            f"{d.kv_bytes / GB:.1f} GB ({d.batch:.1f} requests × {d.context_tokens:.0f} tokens × "
+            f"{d.kv_bytes_per_token / 1e3:.1f} kB × {d.kv_reads:g}), every {d.tpot_ms:g} ms = "
+            f"{d.implied_tb_s:.2f} TB/s of {roof.gpus} GPUs × {roof.hbm_tb_s:g} TB/s"
+        )
+    if p is not None:
+        lines.append(
+            f"prefill: {p.tokens_s:.0f} tok/s × {p.flops_per_token / GB:.1f} GFLOP a token "
+            f"(2 × active params {p.gemm_flops_per_token / GB:.1f} + attention "
+            f"{p.attention_flops_per_token / GB:.2f}) = {p.implied_tflops:.1f} TFLOPS of "
+            f"{roof.gpus} GPUs × {p.peak_tflops:g} {p.peak_format} TFLOPS"
+        )
+    lines += [f"assumes: {a}" for a in roof.assumptions]
+    return lines

@@ -15,6 +15,7 @@ from rich.table import Table
 from reconciler.catalog.cost import parse_price_overrides, price_for, usd_per_m_output
 from reconciler.catalog.latency import parse_latency_target
 from reconciler.catalog.ranking import ErrorBand, RankBy, Ranking, Row, rank
+from reconciler.catalog.roofline import Roofline, result_roofline, roofline_lines
 from reconciler.cli import bench_run
 from reconciler.cli.common import JsonOption, RepoOption, console, load, print_json, show
 from reconciler.errors import NotFound
@@ -287,6 +288,7 @@ def describe(repo: Repo, result: Result, prices: dict[str, float]) -> dict[str, 
             "topology_text": describe_topology(result.topology) if result.topology else None,
             "settings": recipe.settings.model_dump(exclude_defaults=True) if recipe else None,
         },
+        "roofline": result_roofline(repo, result).model_dump(),
         "source": result.source.model_dump(mode="json", exclude_none=True),
     }
 
@@ -322,6 +324,7 @@ def _ms(p: dict[str, float | None]) -> str:
 
 def _print_details(d: dict[str, Any]) -> None:
     speed, tput, cost, recipe = d["speed"], d["throughput"], d["cost"], d["recipe"]
+    roofline = Roofline.model_validate(d["roofline"])
     engine = recipe["engine"]
     lines = [
         f"[bold]{d['result']}[/]",
@@ -351,6 +354,7 @@ def _print_details(d: dict[str, Any]) -> None:
     ]
     if recipe["settings"] is not None:
         lines.append(f"  settings {_flat(recipe['settings']) or 'engine defaults'}")
+    lines += ["[bold]roofline[/]", *(f"  {line}" for line in roofline_lines(roofline))]
     source = d["source"]
     lines += [
         "[bold]source[/]",

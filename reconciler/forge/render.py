@@ -204,7 +204,8 @@ def _bench_table(row: BenchRow) -> str:
         for m in row.metrics
     ]
     body = table(("metric", "current release", "this PR", "change"), rows, right=(1, 2, 3))
-    return f"{head}\n\n{body}"
+    roofline = f"\n\nRoofline of this PR's result: {row.roofline}" if row.roofline else ""
+    return f"{head}\n\n{body}{roofline}"
 
 
 def _point_name(point: ParetoPoint) -> str:

@@ -73,6 +73,7 @@ class BenchRow(Record):
     simulated: bool
     result_id: str | None = None
     metrics: list[MetricDelta]
+    roofline: str | None = None  # the result's roofline summary (catalog/roofline.py)
 
 
 class ParetoPoint(Record):
