@@ -364,9 +364,10 @@ def roofline_lines(roof: Roofline) -> list[str]:
     if d is not None:
         lines.append(
             f"decode: {d.bytes_per_step / GB:.1f} GB a step = weights {d.weight_bytes / GB:.1f} "
-            f"GB ({d.copies} copies, {d.tokens_per_copy:.1f} tokens each) + KV "
-            f"{d.kv_bytes / GB:.1f} GB ({d.batch:.1f} requests × {d.context_tokens:.0f} tokens × "
-            f"{d.kv_bytes_per_token / 1e3:.1f} kB × {d.kv_reads:g}), every {d.tpot_ms:g} ms = "
+            f"GB ({d.copies} {'copy' if d.copies == 1 else 'copies'}, {d.tokens_per_copy:.1f} "
+            f"tokens each) + KV {d.kv_bytes / GB:.1f} GB ({d.batch:.1f} requests × "
+            f"{d.context_tokens:.0f} tokens × {d.kv_bytes_per_token / 1e3:.1f} kB × "
+            f"{d.kv_reads:g} reads), every {d.tpot_ms:g} ms = "
             f"{d.implied_tb_s:.2f} TB/s of {roof.gpus} GPUs × {roof.hbm_tb_s:g} TB/s"
         )
     if p is not None:

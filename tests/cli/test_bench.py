@@ -109,6 +109,23 @@ def test_get_row_of_the_last_ranking(denv) -> None:  # type: ignore[no-untyped-d
     assert text.returncode == 0 and first["result"] in text.stdout and "cost" in text.stdout
 
 
+H200_RESULT = "ix-deepseek-r1-h200-sglang-fp8-1024-1024-416664c3-c64-2025-12-10"
+
+
+def test_get_shows_the_roofline(denv) -> None:  # type: ignore[no-untyped-def]
+    run = denv("bench", "get", H200_RESULT, "--json")
+    assert run.returncode == 0, run.stderr
+    roofline = json.loads(run.stdout)["roofline"]
+    assert roofline["hardware"] == "h200" and roofline["gpus"] == 8
+    assert 0 < roofline["decode"]["fraction"] < 1 and 0 < roofline["prefill"]["fraction"] < 1
+    assert roofline["prefill"]["peak_format"] == "fp8"
+    decode = round(roofline["decode"]["fraction"] * 100)
+    text = denv("bench", "get", H200_RESULT)
+    assert text.returncode == 0, text.stderr
+    assert f"decode {decode}% of HBM bandwidth (4.8 TB/s)" in text.stdout
+    assert "of fp8 compute (1979 TFLOPS)" in text.stdout
+
+
 def test_price_override_reprices(denv) -> None:  # type: ignore[no-untyped-def]
     base = json.loads(denv("bench", "--hardware", "h200", "--json").stdout)["ranked"][0]
     run = denv("bench", "--hardware", "h200", "--price", "h200=10", "--json")
