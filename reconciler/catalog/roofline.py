@@ -356,6 +356,11 @@ def summary(roof: Roofline) -> str:
     return f"{decode}, {prefill}"
 
 
+def _count(n: float | None, one: str, many: str | None = None) -> str:
+    """`1 GPU`, `8 GPUs`, `1.1 GPUs`."""
+    return f"{n:g} {one if n == 1 else (many or one + 's')}"
+
+
 def roofline_lines(roof: Roofline) -> list[str]:
     """The summary, then each share's sum with its figures, then the assumptions: enough to
     check the shares by hand (docs/benchmarks.md, Roofline)."""
@@ -364,18 +369,18 @@ def roofline_lines(roof: Roofline) -> list[str]:
     if d is not None:
         lines.append(
             f"decode: {d.bytes_per_step / GB:.1f} GB a step = weights {d.weight_bytes / GB:.1f} "
-            f"GB ({d.copies} {'copy' if d.copies == 1 else 'copies'}, {d.tokens_per_copy:.1f} "
+            f"GB ({_count(d.copies, 'copy', 'copies')}, {d.tokens_per_copy:.1f} "
             f"tokens each) + KV {d.kv_bytes / GB:.1f} GB ({d.batch:.1f} requests × "
-            f"{d.context_tokens:.0f} tokens × {d.kv_bytes_per_token / 1e3:.1f} kB × "
-            f"{d.kv_reads:g} reads), every {d.tpot_ms:g} ms = "
-            f"{d.implied_tb_s:.2f} TB/s of {roof.gpus} GPUs × {roof.hbm_tb_s:g} TB/s"
+            f"{d.context_tokens:.0f} tokens × {d.kv_bytes_per_token / 1e3:.1f} kB, read by "
+            f"{_count(d.kv_reads, 'GPU')}), every {d.tpot_ms:g} ms = "
+            f"{d.implied_tb_s:.2f} TB/s of {_count(roof.gpus, 'GPU')} × {roof.hbm_tb_s:g} TB/s"
         )
     if p is not None:
         lines.append(
             f"prefill: {p.tokens_s:.0f} tok/s × {p.flops_per_token / GB:.1f} GFLOP a token "
             f"(2 × active params {p.gemm_flops_per_token / GB:.1f} + attention "
             f"{p.attention_flops_per_token / GB:.2f}) = {p.implied_tflops:.1f} TFLOPS of "
-            f"{roof.gpus} GPUs × {p.peak_tflops:g} {p.peak_format} TFLOPS"
+            f"{_count(roof.gpus, 'GPU')} × {p.peak_tflops:g} {p.peak_format} TFLOPS"
         )
     lines += [f"assumes: {a}" for a in roof.assumptions]
     return lines
