@@ -170,6 +170,8 @@ class BenchFigure(Record):
     itl_p99_ms: float | None
     source: str  # measured, simulated or published
     result_id: str
+    decode_hbm: float | None = None  # roofline: decode's share of HBM bandwidth
+    prefill_compute: float | None = None  # roofline: prefill's share of tensor compute
 
 
 class PromotionView(Record):

@@ -231,6 +231,8 @@ PROMOTION = PromotionView(
             itl_p99_ms=11.4,
             source="measured",
             result_id="llama-3.1-8b-vllm-1-h200-c8-20250313t120000",
+            decode_hbm=0.412,
+            prefill_compute=0.0371,
         ),
         BenchFigure(
             fleet="prod-h200",
