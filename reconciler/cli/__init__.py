@@ -42,6 +42,7 @@ COMMANDS: dict[str, tuple[str, str, bool]] = {
     "rollout": ("rollout", "app", True),
     "sim": ("sim", "app", True),
     "traffic": ("traffic", "app", True),
+    "ui": ("ui", "ui", False),
 }
 # What `denv --help` says of each command: the one line it lists, also given to the command
 # itself, so the listing with and without the module loaded is the same.
@@ -63,6 +64,7 @@ SUMMARIES: dict[str, str] = {
     "rollout": "Stages of a release: bake, alarms, promotion and rollback.",
     "sim": "denv's engine simulator: an OpenAI-compatible server.",
     "traffic": "Traffic shapes: generate workloads, describe a trace, record live traffic.",
+    "ui": "The read-only web UI: overview, releases, fleets, results, optimizer.",
 }
 
 

@@ -4,7 +4,6 @@ GPUs only; the candidates table; a verified winner as the bot's pull request; st
 from __future__ import annotations
 
 import contextlib
-import datetime as dt
 import time
 from pathlib import Path
 from typing import Annotated
@@ -25,8 +24,7 @@ from reconciler.fleet.drivers.registry import Drivers
 from reconciler.optimize.candidates import StudyState, headers, table
 from reconciler.optimize.goal import GOAL_METRIC, GOALS, Goal
 from reconciler.optimize.start import StartOptions, split_target
-from reconciler.optimize.state import StateStore
-from reconciler.spec.base import Spec
+from reconciler.optimize.state import study_status
 from reconciler.spec.sources import find_root
 from reconciler.trials.deployment import sigterm_as_interrupt
 
@@ -228,43 +226,11 @@ def stop(
         raise DenvError(f"process {pid} did not end within {timeout}; it is tearing down")
 
 
-class StudyStatus(Spec):
-    target: str
-    goal: str
-    study: str
-    state: str  # running (pid N), finished, stopped, failed, interrupted
-    trials: int
-    candidates: int
-    verified: list[str]
-    pull_requests: list[int]
-    started: dt.datetime
-    storage: str
-
-
-def _status_of(store: StateStore, state: StudyState) -> StudyStatus:
-    pid = store.runner_pid(state.release, state.stage)
-    shown = f"running (pid {pid})" if pid else state.state
-    if pid is None and state.state == "running":
-        shown = "interrupted"  # its process ended without saying so (SIGKILL, a crash)
-    return StudyStatus(
-        target=state.key,
-        goal=state.goal,
-        study=state.study,
-        state=shown,
-        trials=state.trials,
-        candidates=len(state.candidates),
-        verified=[r.id for r in state.candidates if r.status == "verified"],
-        pull_requests=sorted(r.pr for r in state.candidates if r.pr is not None),
-        started=state.started,
-        storage=state.storage,
-    )
-
-
 @app.command("status")
 def status(repo: RepoOption = Path("."), as_json: JsonOption = False) -> None:
     """Every study of this repository: its state, trials, verified candidates and PRs."""
     store = store_of(find_root(repo))
-    rows = [_status_of(store, state) for state in store.all()]
+    rows = [study_status(store, state) for state in store.all()]
     if as_json:
         print_json([row.model_dump(mode="json") for row in rows])
         return

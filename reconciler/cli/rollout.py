@@ -21,24 +21,12 @@ from reconciler.fleet.drivers.registry import Drivers
 from reconciler.forge.config import open_forge
 from reconciler.reconcile.source import GitSource
 from reconciler.rollout.alarms import duration_text
-from reconciler.rollout.kept import bot_checks, release_fleets
 from reconciler.rollout.manual import manual_rollback
+from reconciler.rollout.overview import release_stages
 from reconciler.rollout.revisions import Revisions
-from reconciler.rollout.state import RolloutState
-from reconciler.rollout.status import StageStatus, rollout_status
-from reconciler.spec.repo import Repo
+from reconciler.rollout.status import StageStatus
 
 app = typer.Typer(help="Stages of a release: bake, alarms, promotion and rollback.")
-
-
-def _kept(repo: Repo, fleets: list[str]) -> tuple[RolloutState | None, str]:
-    """The rollout state the bot keeps with its lease note (the first fleet that has it)."""
-    drivers = Drivers(warn=lambda m: print(f"warning: {m}", file=sys.stderr))
-    try:
-        checks, why = bot_checks(repo, fleets, drivers)
-    finally:
-        drivers.close()
-    return (RolloutState.model_validate(checks["rollout"]) if checks else None), why
 
 
 @app.command("status")
@@ -50,20 +38,13 @@ def status(
     """Per stage: the revision git names and the one running, the state (deploying, baking
     12m/30m, green, waiting for approval, rolled back, rejected) and the alarms."""
     source = GitSource(repo, cache_dir(), branch="main")
-    with Console(stderr=True).status("reading git and the bot's state"):
-        source.sync()
-        head = source.resolve()
-        loaded = source.repo_at(head)
-        spec = loaded.releases.get(release)
-        if spec is None:
-            raise UsageError(
-                f"no release '{release}' (known: {', '.join(sorted(loaded.releases))})"
-            )
-        revisions = Revisions(source)
-        kept, why = _kept(loaded, release_fleets(loaded, release))
-        first = revisions.of_stage(head, release, 0, None)
-        now = time.time()
-        rows = rollout_status(release, spec, loaded.promotions.get(release), kept, now, first)
+    drivers = Drivers(warn=lambda m: print(f"warning: {m}", file=sys.stderr))
+    try:
+        with Console(stderr=True).status("reading git and the bot's state"):
+            _, head, rows, kept, why = release_stages(source, release, drivers)
+    finally:
+        drivers.close()
+    now = time.time()
     checked_at = kept.checked_at if kept is not None else None
     if as_json:
         print_json(

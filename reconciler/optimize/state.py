@@ -15,6 +15,7 @@ names another folder. Inside it, per RELEASE/STAGE (`<release>.<stage>/`):
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import fcntl
 import os
 import signal
@@ -24,6 +25,7 @@ from pathlib import Path
 from reconciler.adapters.git import GitRepo
 from reconciler.errors import DenvError, NotFound
 from reconciler.optimize.candidates import StudyState
+from reconciler.spec.base import Spec
 
 
 class StudyBusy(DenvError):
@@ -167,3 +169,37 @@ class StateStore:
     def clear_stop(self, release: str, stage: str) -> None:
         with contextlib.suppress(FileNotFoundError):
             (self.folder(release, stage) / "stop").unlink()
+
+
+class StudyStatus(Spec):
+    target: str
+    goal: str
+    study: str
+    state: str  # running (pid N), finished, stopped, failed, interrupted
+    trials: int
+    candidates: int
+    verified: list[str]
+    pull_requests: list[int]
+    started: dt.datetime
+    storage: str
+
+
+def study_status(store: StateStore, state: StudyState) -> StudyStatus:
+    """`denv optimize status`'s row: the study's state in words (a runner that ended without
+    saying so is `interrupted`), its trials, verified candidates and pull requests."""
+    pid = store.runner_pid(state.release, state.stage)
+    shown = f"running (pid {pid})" if pid else state.state
+    if pid is None and state.state == "running":
+        shown = "interrupted"  # its process ended without saying so (SIGKILL, a crash)
+    return StudyStatus(
+        target=state.key,
+        goal=state.goal,
+        study=state.study,
+        state=shown,
+        trials=state.trials,
+        candidates=len(state.candidates),
+        verified=[r.id for r in state.candidates if r.status == "verified"],
+        pull_requests=sorted(r.pr for r in state.candidates if r.pr is not None),
+        started=state.started,
+        storage=state.storage,
+    )

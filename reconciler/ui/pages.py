@@ -1,0 +1,11 @@
+"""The UI's routes, in the order of its navigation bar."""
+
+from __future__ import annotations
+
+from reconciler.ui import overview
+from reconciler.ui.site import Route
+
+ROUTES: list[Route] = [
+    Route("overview", "/", overview.overview, nav="Overview"),
+    Route("release", "/releases/{name}", overview.release, exported=overview.releases),
+]

@@ -1,0 +1,160 @@
+"""The UI's HTTP server (aiohttp), read-only: GET pages, their in-place refresh and the static
+files. It listens on loopback unless told otherwise; with `DENV_UI_TOKEN` set (required off
+loopback) every request must carry the token: `Authorization: Bearer`, the cookie the server
+sets, or `?token=` once (answered by a redirect that drops it from the address)."""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import ipaddress
+import threading
+from collections.abc import Awaitable, Callable
+from http.cookies import SimpleCookie
+from importlib.resources import files
+from pathlib import Path
+from urllib.parse import urlencode
+
+from aiohttp import web
+from aiohttp.typedefs import Middleware
+
+from reconciler.errors import DenvError, UsageError
+from reconciler.ui.site import Links, NotFoundPage, Route, render
+from reconciler.ui.state import UiState
+
+COOKIE = "denv_ui_token"
+HEADERS = {
+    # pages load only their own script and style; nothing from elsewhere, no framing
+    "Content-Security-Policy": "default-src 'self'; img-src 'self' data:; "
+    "frame-ancestors 'none'; base-uri 'none'; form-action 'self'",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+    "Cache-Control": "no-store",
+}
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+def parse_listen(listen: str) -> tuple[str, int]:
+    """'HOST:PORT' (IPv6 in brackets) -> (host, port)."""
+    host, sep, port = listen.rpartition(":")
+    host = host.strip("[]")
+    if not sep or not host or not port.isdigit() or int(port) > 65535:
+        raise UsageError(f"--listen {listen!r}: expected HOST:PORT, e.g. 127.0.0.1:8080")
+    return host, int(port)
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False  # a name: it may resolve anywhere
+
+
+def check_listen(host: str, token: str | None) -> None:
+    if not is_loopback(host) and not token:
+        raise UsageError(
+            f"--listen {host}: off loopback the UI needs a token: set DENV_UI_TOKEN "
+            "(every request must then carry it)"
+        )
+
+
+def _token_gate(token: str) -> Middleware:
+    @web.middleware
+    async def gate(request: web.Request, handler: Handler) -> web.StreamResponse:
+        given = request.query.get("token")
+        if given is not None and hmac.compare_digest(given.encode(), token.encode()):
+            rest = {k: v for k, v in request.query.items() if k != "token"}
+            answer = web.HTTPSeeOther(request.path + ("?" + urlencode(rest) if rest else ""))
+            answer.set_cookie(COOKIE, token, httponly=True, samesite="Strict")
+            raise answer
+        bearer = request.headers.get("Authorization", "").removeprefix("Bearer ").strip()
+        cookie = SimpleCookie(request.headers.get("Cookie", "")).get(COOKIE)
+        for candidate in (bearer, cookie.value if cookie else ""):
+            if candidate and hmac.compare_digest(candidate.encode(), token.encode()):
+                return await handler(request)
+        return web.Response(
+            status=401,
+            text="401: this denv UI needs its token (DENV_UI_TOKEN): open the address once "
+            "with ?token=… or send Authorization: Bearer …\n",
+            headers=HEADERS,
+        )
+
+    return gate
+
+
+def application(state: UiState, routes: list[Route], token: str | None) -> web.Application:
+    app = web.Application(middlewares=[_token_gate(token)] if token else [])
+    links = Links(routes)
+
+    def page(route: Route) -> Handler:
+        async def handle(request: web.Request) -> web.Response:
+            params = {**request.query, **request.match_info}
+            fragment = request.headers.get("X-Denv-Fragment") == "main"
+            try:
+                with state.lock:
+                    html = render(route.view(state, params), state, links, routes, fragment)
+            except NotFoundPage as exc:
+                return web.Response(status=404, text=f"404: {exc}\n", headers=HEADERS)
+            except DenvError as exc:  # bad parameters: say which, as the CLI would
+                return web.Response(status=400, text=f"400: {exc}\n", headers=HEADERS)
+            except Exception as exc:  # a bug: say what, without a traceback
+                text = f"500: {type(exc).__name__}: {exc}\n"
+                return web.Response(status=500, text=text, headers=HEADERS)
+            return web.Response(text=html, content_type="text/html", headers=HEADERS)
+
+        return handle
+
+    for route in routes:
+        app.router.add_get(route.path, page(route), name=route.name)
+    app.router.add_static("/static", Path(str(files("reconciler.ui") / "static")))
+    return app
+
+
+class UiServer:
+    """The server on its own event loop, in a thread: for `denv ui` and beside the bot."""
+
+    def __init__(self, state: UiState, routes: list[Route], listen: str, token: str | None) -> None:
+        self.host, self.port = parse_listen(listen)
+        check_listen(self.host, token)
+        self.app = application(state, routes, token)
+        self.loop = asyncio.new_event_loop()
+        self.started = threading.Event()
+        self.failed: BaseException | None = None
+        self.url = ""
+        self.thread = threading.Thread(target=self._run, name="denv-ui", daemon=True)
+
+    def start(self) -> str:
+        """Listen; the address to open (the port chosen when 0 was given)."""
+        self.thread.start()
+        self.started.wait()
+        if self.failed is not None:
+            raise DenvError(f"the UI cannot listen on {self.host}:{self.port}: {self.failed}")
+        return self.url
+
+    def _run(self) -> None:
+        asyncio.set_event_loop(self.loop)
+        runner = web.AppRunner(self.app, access_log=None)  # a ?token= must not reach a log
+        try:
+            self.loop.run_until_complete(runner.setup())
+            site = web.TCPSite(runner, self.host, self.port)
+            self.loop.run_until_complete(site.start())
+            port = runner.addresses[0][1]
+            host = f"[{self.host}]" if ":" in self.host else self.host
+            self.url = f"http://{host}:{port}/"
+        except OSError as exc:
+            self.failed = exc
+            self.started.set()
+            return
+        self.started.set()
+        try:
+            self.loop.run_forever()
+        finally:
+            self.loop.run_until_complete(runner.cleanup())
+            self.loop.close()
+
+    def stop(self) -> None:
+        if self.thread.is_alive():
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            self.thread.join(timeout=10)

@@ -1,0 +1,140 @@
+"""What the UI's pages read: the latest look at git and the fleets (the same gathering as
+`denv status` and `denv rollout status`, rollout/overview.py), the optimizer's studies, and
+a short history of each stage's alarm readings that the UI keeps while it runs. A refresher
+thread takes a new look every `refresh` seconds; pages read the last one and never wait."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from reconciler.errors import DenvError
+from reconciler.rollout.overview import Overview
+from reconciler.spec.repo import Repo
+
+HISTORY = 240  # readings kept per stage: 2 minutes at the default refresh of 0.5 s
+
+
+@dataclass
+class AlarmReading:
+    at: float
+    values: dict[str, float | None]  # alarm -> value (None: too few requests yet)
+    firing: list[str]
+
+
+@dataclass
+class UiState:
+    """The last look; `error` says why the latest one failed (the previous look stays)."""
+
+    refresh: float = 2.0
+    label: str = ""  # the repository, as the CLI names it
+    overview: Overview | None = None
+    repo: Repo | None = None  # the head's repository: releases, fleets, results, catalog
+    studies: list[Any] = field(default_factory=list)  # optimize.state.StudyState
+    study_rows: list[Any] = field(default_factory=list)  # optimize.state.StudyStatus
+    history: dict[str, deque[AlarmReading]] = field(default_factory=dict)  # 'release/stage'
+    error: str | None = None
+    at: float | None = None  # when the last successful look ended
+    looks: int = 0
+    # held while a look is recorded and while a page reads the state
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def record(self, overview: Overview) -> None:
+        """Keep `overview` as the last look, and its alarm readings in the history."""
+        with self.lock:
+            self._record(overview)
+
+    def _record(self, overview: Overview) -> None:
+        for release, stages in overview.stages.items():
+            for stage in stages:
+                if not stage.alarms:
+                    continue
+                kept = self.history.setdefault(f"{release}/{stage.stage}", deque(maxlen=HISTORY))
+                kept.append(
+                    AlarmReading(
+                        overview.at,
+                        {a.name: a.value for a in stage.alarms},
+                        [a.name for a in stage.alarms if a.firing],
+                    )
+                )
+        self.overview, self.repo = overview, overview.repo
+        self.at, self.error = overview.at, None
+        self.looks += 1
+
+
+class Gather:
+    """One look as `denv status` takes it, with each release's stages, and the optimizer's
+    studies where the repository is a local folder (they live in its git directory)."""
+
+    def __init__(self, location: str, cache: Path) -> None:
+        from reconciler.fleet.drivers.registry import Drivers
+        from reconciler.reconcile.source import GitSource
+
+        self.source = GitSource(location, cache, branch="main")
+        self.drivers = Drivers(warn=lambda message: None)  # a failure shows as the page's error
+        local = "://" not in location and Path(location).is_dir()
+        self.root = Path(location) if local else None
+
+    def __call__(self, state: UiState) -> None:
+        from reconciler.rollout.overview import look
+
+        seen = look(self.source, self.drivers, stages=True)
+        studies = _studies(self.root) if self.root is not None else ([], [])
+        with state.lock:
+            state.label = self.source.label
+            state.studies, state.study_rows = studies
+        state.record(seen)
+
+    def close(self) -> None:
+        self.drivers.close()
+
+
+def _studies(root: Path) -> tuple[list[Any], list[Any]]:
+    """The optimizer's studies of the repository at `root`, and their rows as `denv optimize
+    status` shows them."""
+    from reconciler.optimize.state import StateStore, state_home, study_status
+
+    store = StateStore(state_home(root, os.environ))
+    studies = store.all()
+    return studies, [study_status(store, s) for s in studies]
+
+
+class Refresher:
+    """Takes a look now and then every `state.refresh` seconds, in a thread, until stopped."""
+
+    def __init__(self, state: UiState, gather: Callable[[UiState], None]) -> None:
+        self.state, self.gather = state, gather
+        self.stopped = threading.Event()
+        self.first = threading.Event()  # the first look ended (well or not)
+        self.thread = threading.Thread(target=self._run, name="denv-ui-refresh", daemon=True)
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def once(self) -> None:
+        try:
+            self.gather(self.state)
+        except DenvError as exc:
+            with self.state.lock:
+                self.state.error = str(exc)
+        except Exception as exc:  # a bug must not stop the pages: they say what failed
+            with self.state.lock:
+                self.state.error = f"{type(exc).__name__}: {exc}"
+        finally:
+            self.first.set()
+
+    def _run(self) -> None:
+        while not self.stopped.is_set():
+            began = time.monotonic()
+            self.once()
+            self.stopped.wait(max(0.0, self.state.refresh - (time.monotonic() - began)))
+
+    def stop(self) -> None:
+        self.stopped.set()
+        self.thread.join(timeout=30)
