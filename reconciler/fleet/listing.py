@@ -146,9 +146,9 @@ def host_rows(fleet: Fleet, seen: FleetObservation | None) -> list[HostRow]:
         return [HostRow(h.name, h.gpus, answered=False) for h in fleet.hosts]
     kept = trial_gpus(fleet, host_states(fleet, seen, keeps=lambda key: True))
     held: dict[str, set[int]] = {}
-    for host, found in seen.hosts.items():
-        for record in found.units:
-            for node in (record.nodes or (host,)) if record.alive else ():
+    for name, reported in seen.hosts.items():
+        for record in reported.units:
+            for node in (record.nodes or (name,)) if record.alive else ():
                 held.setdefault(node, set()).update(record.gpus)
     rows = []
     for host in fleet.hosts:
