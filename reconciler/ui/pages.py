@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from reconciler.ui import overview
+from reconciler.ui import fleets, overview
 from reconciler.ui.site import Route
 
 ROUTES: list[Route] = [
     Route("overview", "/", overview.overview, nav="Overview"),
     Route("release", "/releases/{name}", overview.release),
+    Route("fleets", "/fleets", fleets.fleets, nav="Fleets"),
 ]
