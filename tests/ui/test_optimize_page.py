@@ -18,8 +18,10 @@ from reconciler.forge.local import LocalForge
 from reconciler.forge.models import CheckRun, Conclusion
 from reconciler.optimize.candidates import Row, Run, Status, StudyState, table
 from reconciler.optimize.state import StateStore, state_home
+from reconciler.rollout.state import PromotionPr, RolloutState, StageRecord
 from reconciler.spec.result import Metrics, Percentiles, TrafficLine
 from reconciler.ui.pages import ROUTES
+from reconciler.ui.pulls import mentioned
 from reconciler.ui.site import Links, NotFoundPage, render
 from reconciler.ui.state import UiState
 from tests.reconcile.conftest import GitRepo, git_repo
@@ -150,3 +152,23 @@ def test_on_github_a_pr_links_to_github(looked: UiState) -> None:
     html = page(looked, "optimize")
     assert '<a href="https://github.com/acme/models/pull/1">PR #1</a>' in html
     assert "/pulls/1" not in html
+
+
+def test_the_overview_and_release_pages_link_local_prs_to_their_page(looked: UiState) -> None:
+    assert looked.overview is not None
+    local = f"file://{Path(looked.label).resolve()}#pr/1"  # the local forge's url: no page
+    looked.overview.rollout = RolloutState(
+        stages={
+            "chat-8b/canary": StageRecord(
+                promotion=PromotionPr(number=1, url=local, revision="a" * 40, stage="prod"),
+                rollback_pr=1,
+            )
+        }
+    )
+    assert '<a href="/pulls/1">PR #1</a>' in page(looked, "release", name="chat-8b")
+    assert 'rollback in <a href="/pulls/1">PR #1</a>' in page(looked, "overview")
+    assert mentioned(looked) == [1]
+    looked.overview.rollout.stages["chat-8b/canary"].rollback_url = "https://github.com/a/b/pull/1"
+    assert 'rollback in <a href="https://github.com/a/b/pull/1">PR #1</a>' in page(
+        looked, "overview"
+    )
