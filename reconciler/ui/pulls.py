@@ -54,6 +54,8 @@ def pull(state: UiState, params: Mapping[str, str]) -> Page:
         number = int(params["number"])
     except ValueError:
         raise NotFoundPage(f"'{params['number']}' is not a pull request's number") from None
+    if state.looks == 0:
+        raise NotFoundPage("the first look at the repository has not ended yet: reload soon")
     if state.root is None:
         where = f" (they are on GitHub: {state.github}/pulls)" if state.github else ""
         raise NotFoundPage(f"this UI reads no local forge: --repo is not a folder{where}")
@@ -89,4 +91,11 @@ def pull(state: UiState, params: Mapping[str, str]) -> Page:
 
 
 def exported(state: UiState) -> list[dict[str, str]]:
-    return [{"number": str(n)} for n in mentioned(state)]
+    """The pages an export writes: the pull requests the other pages mention that the local
+    forge has (a pin may name another forge's)."""
+    from reconciler.forge.local import LocalForge
+
+    if state.root is None:
+        return []
+    known = set(LocalForge(state.root).store.numbers())
+    return [{"number": str(n)} for n in mentioned(state) if n in known]
