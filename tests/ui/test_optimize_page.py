@@ -20,6 +20,7 @@ from reconciler.optimize.candidates import Row, Run, Status, StudyState, table
 from reconciler.optimize.state import StateStore, state_home
 from reconciler.rollout.state import PromotionPr, RolloutState, StageRecord
 from reconciler.spec.result import Metrics, Percentiles, TrafficLine
+from reconciler.ui.export import export
 from reconciler.ui.pages import ROUTES
 from reconciler.ui.pulls import mentioned
 from reconciler.ui.site import Links, NotFoundPage, render
@@ -171,4 +172,15 @@ def test_the_overview_and_release_pages_link_local_prs_to_their_page(looked: UiS
     looked.overview.rollout.stages["chat-8b/canary"].rollback_url = "https://github.com/a/b/pull/1"
     assert 'rollback in <a href="https://github.com/a/b/pull/1">PR #1</a>' in page(
         looked, "overview"
+    )
+
+
+def test_the_export_writes_the_pages_of_the_prs_the_others_mention(
+    looked: UiState, tmp_path: Path
+) -> None:
+    written = {p.name for p in export(looked, ROUTES, tmp_path / "site")}
+    assert {"optimize.html", "pull-1.html"} <= written
+    assert '<a href="pull-1.html">PR #1</a>' in (tmp_path / "site" / "optimize.html").read_text()
+    assert (
+        "<h1>#1 chat-8b: c-win for canary</h1>" in (tmp_path / "site" / "pull-1.html").read_text()
     )
