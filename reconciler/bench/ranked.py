@@ -40,7 +40,7 @@ def ranking(
     workload or rank, a malformed latency target)."""
     if rank_by not in RANK_BY:
         raise UsageError(f"unknown rank '{rank_by}' (known: {', '.join(RANK_BY)})")
-    by: RankBy = rank_by  # type: ignore[assignment]  # checked above
+    by: RankBy = rank_by  # narrowed by the check above
     target = parse_latency_target(latency) if latency else None
     hardware_aliases, model_aliases = aliases(repo)
     return rank(
