@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 from reconciler.catalog.cost import price_for, usd_per_m_output
 from reconciler.catalog.latency import parse_latency_target
-from reconciler.catalog.ranking import ErrorBand, RankBy, Ranking, rank
+from reconciler.catalog.ranking import ErrorBand, RankBy, Ranking, Row, rank
 from reconciler.errors import UsageError
 from reconciler.spec.recipe import AggregatedTopology, describe_topology, total_gpus
 from reconciler.spec.repo import Repo
@@ -57,6 +57,34 @@ def ranking(
         model_aliases=model_aliases,
         bands=error_bands(repo.results, by),
     )
+
+
+SIMULATED_NOTE = (
+    "simulated: predicted by denv's performance model, not measured; ±N% = its median "
+    "error on that figure where calibrated (docs/simulator.md); * = extrapolated: no "
+    "calibration point of that hardware, engine or model"
+)
+
+
+def row_cells(row: Row) -> list[str]:
+    """A ranking row's cells after its number, as `denv bench` writes them: model, GPU,
+    recipe, TTFT p99, tok/s, tok/s/GPU, $/M output, source (with a simulated one's band)."""
+    # No denv recipe: the engine that ran it, e.g. "(sglang 0.5.8 via dynamo)"
+    recipe = row.recipe or "(" + row.engine.replace(" (", " via ").rstrip(")") + ")"
+    return [
+        row.model,
+        row.hardware,
+        recipe,
+        f"{row.ttft_p99_s:.2f}s" if row.ttft_p99_s is not None else "…",
+        _figure(row.output_tok_s, 0),
+        _figure(row.output_tok_s_per_gpu, 1),
+        f"${row.usd_per_m_output:.3f}" if row.usd_per_m_output is not None else "…",
+        row.source + (f" {row.band.text}" if row.band is not None else ""),
+    ]
+
+
+def _figure(value: float | None, digits: int) -> str:
+    return "…" if value is None else f"{value:,.{digits}f}"
 
 
 def error_bands(results: list[Result], rank_by: RankBy) -> dict[str, ErrorBand]:

@@ -131,29 +131,12 @@ def _print_ranking(ranking: Ranking, rank_by: str, limit: int, criteria: str) ->
         )
     rows = ranking.ranked[:limit] + ranking.missed[:limit]
     if any(row.band is not None for row in rows):
-        console.print(
-            "simulated: predicted by denv's performance model, not measured; ±N% = its median "
-            "error on that figure where calibrated (docs/simulator.md); * = extrapolated: no "
-            "calibration point of that hardware, engine or model",
-            markup=False,
-        )
+        console.print(ranked.SIMULATED_NOTE, markup=False)
     console.print("row details: denv bench get N; '…' = the source does not give the figure")
 
 
 def _cells(number: int, row: Row) -> list[str]:
-    # No denv recipe: the engine that ran it, e.g. "(sglang 0.5.8 via dynamo)"
-    recipe = row.recipe or "(" + row.engine.replace(" (", " via ").rstrip(")") + ")"
-    return [
-        str(number),
-        row.model,
-        row.hardware,
-        recipe,
-        f"{row.ttft_p99_s:.2f}s" if row.ttft_p99_s is not None else "…",
-        show(row.output_tok_s, 0),
-        show(row.output_tok_s_per_gpu, 1),
-        f"${row.usd_per_m_output:.3f}" if row.usd_per_m_output is not None else "…",
-        row.source + (f" {row.band.text}" if row.band is not None else ""),
-    ]
+    return [str(number), *ranked.row_cells(row)]
 
 
 def _remember(repo: Repo, ranking: Ranking, prices: dict[str, float]) -> None:
