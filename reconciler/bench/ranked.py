@@ -163,6 +163,33 @@ def describe(repo: Repo, result: Result, prices: dict[str, float]) -> dict[str, 
     }
 
 
+def workload_text(workload: dict[str, Any]) -> str:
+    """describe()'s workload in words, e.g. 'chat 1024 in / 1024 out'."""
+    text = workload.get("name") or "fixed lengths"
+    if workload.get("isl") and workload.get("osl"):
+        text += f" {workload['isl']} in / {workload['osl']} out"
+    if workload.get("length_range_ratio"):
+        text += f" (drawn from {workload['length_range_ratio']:g}–1× of that)"
+    if workload.get("dataset"):
+        text += f", {workload['dataset']} prompts"
+    return text
+
+
+def load_text(load: dict[str, Any]) -> str:
+    """describe()'s load in words, e.g. 'concurrency 64'."""
+    if "concurrency" in load:
+        return f"concurrency {load['concurrency']}"
+    return f"{load['rate']} requests/s" if "rate" in load else "load …"
+
+
+def flat(values: dict[str, Any], prefix: str = "") -> str:
+    """{'kv_cache': {'dtype': 'fp8'}} -> 'kv_cache.dtype fp8'."""
+    return ", ".join(
+        flat(v, f"{prefix}{k}.") if isinstance(v, dict) else f"{prefix}{k} {v}"
+        for k, v in values.items()
+    )
+
+
 def priced(result: Result, prices: dict[str, float], the_repo: Callable[[], Repo]) -> Result:
     """The result with its $/M output: its own, else at the given price or the public offer.
     `the_repo` is asked only when the offers are needed."""

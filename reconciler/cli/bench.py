@@ -186,31 +186,6 @@ def _lookup(which: str) -> tuple[str, dict[str, float]]:
     return rows[number - 1], dict(state.get("prices", {}))
 
 
-def _workload_text(workload: dict[str, Any]) -> str:
-    text = workload.get("name") or "fixed lengths"
-    if workload.get("isl") and workload.get("osl"):
-        text += f" {workload['isl']} in / {workload['osl']} out"
-    if workload.get("length_range_ratio"):
-        text += f" (drawn from {workload['length_range_ratio']:g}–1× of that)"
-    if workload.get("dataset"):
-        text += f", {workload['dataset']} prompts"
-    return text
-
-
-def _load_text(load: dict[str, Any]) -> str:
-    if "concurrency" in load:
-        return f"concurrency {load['concurrency']}"
-    return f"{load['rate']} requests/s" if "rate" in load else "load …"
-
-
-def _flat(values: dict[str, Any], prefix: str = "") -> str:
-    """{'kv_cache': {'dtype': 'fp8'}} -> 'kv_cache.dtype fp8'."""
-    return ", ".join(
-        _flat(v, f"{prefix}{k}.") if isinstance(v, dict) else f"{prefix}{k} {v}"
-        for k, v in values.items()
-    )
-
-
 def _ms(p: dict[str, float | None]) -> str:
     return "  ".join(f"{k} {show(v, 1)}" for k, v in p.items()) + "  (ms)"
 
@@ -221,7 +196,7 @@ def _print_details(d: dict[str, Any]) -> None:
     lines = [
         f"[bold]{d['result']}[/]",
         f"{d['model']} on {d['hardware']}, precision {d['precision'] or '…'}, "
-        f"{_workload_text(d['workload'])}, {_load_text(d['load'])}",
+        f"{ranked.workload_text(d['workload'])}, {ranked.load_text(d['load'])}",
         "",
         "[bold]speed[/]",
         f"  TTFT  {_ms(speed['ttft_ms'])}",
@@ -245,7 +220,7 @@ def _print_details(d: dict[str, Any]) -> None:
         f"  topology {recipe['topology_text'] or '…'}",
     ]
     if recipe["settings"] is not None:
-        lines.append(f"  settings {_flat(recipe['settings']) or 'engine defaults'}")
+        lines.append(f"  settings {ranked.flat(recipe['settings']) or 'engine defaults'}")
     source = d["source"]
     lines += [
         "[bold]source[/]",
