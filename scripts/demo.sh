@@ -11,14 +11,29 @@ WORK=$(mktemp -d -t denv-demo.XXXXXX)
 export DENV_HOME="$WORK/home" DENV_CACHE="$WORK/cache"
 unset DENV_REPO
 
+UI=""
 teardown() {
-  # Whatever happened above, no simulator or router outlives the demo.
+  # Whatever happened above, no simulator, router or UI outlives the demo.
+  [ -n "$UI" ] && kill -TERM "$UI" 2>/dev/null && wait "$UI" 2>/dev/null || true
   "$PY" scripts/stop_units.py "$DENV_HOME" || true
   rm -rf "$WORK"
 }
 trap teardown EXIT
 
 step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
+
+step "A throwaway clone of this repository (the desired state lives in git), and the UI over it"
+git clone -q . "$WORK/repo"
+git -C "$WORK/repo" checkout -q -B main  # the base branch, whatever this checkout is on
+git -C "$WORK/repo" config user.name "denv demo"
+git -C "$WORK/repo" config user.email "demo@denv.invalid"
+REPO="$WORK/repo"
+# The read-only web UI over the clone, up until the demo ends: open its address to watch.
+"$DENV" ui --repo "$REPO" --listen "127.0.0.1:${DENV_UI_PORT:-0}" --refresh 2s > "$WORK/ui.log" 2>&1 &
+UI=$!
+for _ in $(seq 300); do grep -q '^denv ui: ' "$WORK/ui.log" && break; sleep 0.1; done
+grep '^denv ui: ' "$WORK/ui.log" || { cat "$WORK/ui.log"; exit 1; }
+echo "(the UI stays up while the demo runs; it shows each step as it happens)"
 
 step "Choose: published results ranked for an agent workload under a p99 target"
 "$DENV" validate
@@ -33,12 +48,6 @@ done > "$WORK/shape.jsonl"
 "$DENV" bench run --recipe llama-3.1-8b/vllm@1 --target local --traffic "$WORK/shape.jsonl" \
   --concurrency 1,4 --requests 8 --ready-timeout 60s --out "$WORK"
 
-step "A throwaway clone of this repository: the desired state lives in git"
-git clone -q . "$WORK/repo"
-git -C "$WORK/repo" checkout -q -B main  # the base branch, whatever this checkout is on
-git -C "$WORK/repo" config user.name "denv demo"
-git -C "$WORK/repo" config user.email "demo@denv.invalid"
-REPO="$WORK/repo"
 
 step "Plan, then reconcile the example release onto the local fleet"
 "$DENV" plan --repo "$REPO"
@@ -83,8 +92,8 @@ git -C "$REPO" rm -q -r releases/chat-8b
 git -C "$REPO" commit -q -m "retire chat-8b"
 "$DENV" reconcile --once --repo "$REPO"
 
-# Stages: the same local fleet, a two-stage release of its own (its own throwaway clone).
-BIN="$BIN" bash scripts/demo_stages.sh
+# Stages: the same local fleet and clone (the UI shows it), a two-stage release.
+BIN="$BIN" REPO="$REPO" bash scripts/demo_stages.sh
 
 # Last: the optimizer, on the first clone, opens a local pull request for a better recipe.
 REPO="$REPO" DENV="$DENV" PY="$PY" bash scripts/demo_optimize.sh

@@ -2,7 +2,8 @@
 # Stages on the local fleet: chat-8b baked on canary, promoted to prod by an approval, then a
 # latency fault injected into the canary during the next bake rolls it back at once.
 # Kept quick: few `denv` calls (each loads the repository), state read from the bot's note.
-# Standalone, or from scripts/demo.sh (which may export DENV_HOME and DENV_CACHE first).
+# Standalone, or from scripts/demo.sh (which may export DENV_HOME and DENV_CACHE first, and
+# pass REPO, its clone, where chat-8b was retired: the stages write it again).
 set -euo pipefail
 
 BIN=${BIN:-.venv/bin}
@@ -58,9 +59,11 @@ PYEOF
 }
 
 step "A two-stage release in a throwaway clone: canary bakes 3s, prod needs one approval"
-git clone -q . "$WORK/repo"
-git -C "$WORK/repo" checkout -q -B main  # the base branch, whatever this checkout is on
-REPO="$WORK/repo"
+if [ -z "${REPO:-}" ]; then  # scripts/demo.sh passes its clone (its UI watches it)
+  git clone -q . "$WORK/repo"
+  git -C "$WORK/repo" checkout -q -B main  # the base branch, whatever this checkout is on
+  REPO="$WORK/repo"
+fi
 git -C "$REPO" config user.name "denv demo"
 git -C "$REPO" config user.email "demo@denv.invalid"
 ssh-keygen -q -t ed25519 -N "" -C grace -f "$WORK/grace-key"  # grace signs her approvals
@@ -71,6 +74,7 @@ alarms:
   ttft-fast: { metric: ttft, stat: p99, max: 500ms, window: 2s, min_requests: 3 }
 YAML
 release() {  # release MAX_BATCH CANARY_BAKE
+  mkdir -p "$REPO/releases/chat-8b"
   cat > "$REPO/releases/chat-8b/denv.yaml" <<YAML
 release:
   model: chat-8b
@@ -90,6 +94,7 @@ stages:
     alarms: [ttft-fast]
     approvals: 1
 YAML
+  git -C "$REPO" add releases/chat-8b/denv.yaml
   git -C "$REPO" commit -q -am "chat-8b: max_batch $1"
 }
 release 128 3s

@@ -47,6 +47,13 @@ def reconcile(
     metrics_port: Annotated[
         int | None, typer.Option(help="Serve the bot's Prometheus metrics on this port.")
     ] = None,
+    ui: Annotated[
+        str | None,
+        typer.Option(
+            "--ui",
+            help="Serve the read-only web UI too, on HOST:PORT (as `denv ui --listen`).",
+        ),
+    ] = None,
     as_json: JsonOption = False,
 ) -> None:
     """Make the fleets run what git says: read, observe, plan, apply — level-triggered. On
@@ -75,6 +82,12 @@ def reconcile(
         out.print("SIGTERM: stopping after the current step; the next pass resumes", markup=False)
         bot.stop_requested.set()
 
+    beside = None
+    if ui is not None:
+        from reconciler.cli.ui import Beside
+
+        beside = Beside(repo, ui, refresh=min(every, 2.0))
+        out.print(f"denv ui: {beside.start()}", markup=False)
     previous = signal.signal(signal.SIGTERM, finish)
     passes: list[PassResult] = []
 
@@ -94,6 +107,8 @@ def reconcile(
     finally:
         signal.signal(signal.SIGTERM, previous)
         bot.close()
+        if beside is not None:
+            beside.close()
     if once and errors:
         raise typer.Exit(1)
 

@@ -36,41 +36,42 @@ def ui(
     as_json: JsonOption = False,
 ) -> None:
     """Serve the UI: overview, releases, fleets, results, optimizer; read-only."""
-    from reconciler.ui.pages import ROUTES
-    from reconciler.ui.server import UiServer
-    from reconciler.ui.state import Gather, Refresher, UiState
-
-    state = UiState(refresh=seconds("--refresh", refresh))
-    gather = Gather(repo, cache_dir())
-    refresher = Refresher(state, gather)
+    every = seconds("--refresh", refresh)
+    if export is not None:
+        _export(repo, export, as_json)
+        return
+    beside = Beside(repo, listen, every)
     try:
-        if export is not None:
-            from reconciler.ui.export import export as write
-
-            refresher.once()
-            written = write(state, ROUTES, export)
-            pages = [p for p in written if p.suffix == ".html"]
-            if as_json:
-                print_json({"folder": str(export), "pages": [p.name for p in pages],
-                            "error": state.error})  # fmt: skip
-                return
-            console.print(f"{len(pages)} pages in {export} (open {export / 'index.html'})",
-                          markup=False)  # fmt: skip
-            if state.error:
-                console.print(f"warning: the look failed: {state.error}", markup=False)
-            return
-        server = UiServer(state, ROUTES, listen, os.environ.get("DENV_UI_TOKEN") or None)
-        url = server.start()
-        refresher.start()
+        url = beside.start()
         if as_json:
             print_json({"url": url})
         else:
             print(f"denv ui: {url}", flush=True)
         _wait_for_a_signal()
-        server.stop()
-        refresher.stop()
+    finally:
+        beside.close()
+
+
+def _export(repo: str, folder: Path, as_json: bool) -> None:
+    """One look, every page written into `folder`."""
+    from reconciler.ui.export import export
+    from reconciler.ui.pages import ROUTES
+    from reconciler.ui.state import Gather, Refresher, UiState
+
+    state = UiState()
+    gather = Gather(repo, cache_dir())
+    try:
+        Refresher(state, gather).once()
     finally:
         gather.close()
+    written = export(state, ROUTES, folder)
+    pages = [p.name for p in written if p.suffix == ".html"]
+    if as_json:
+        print_json({"folder": str(folder), "pages": pages, "error": state.error})
+        return
+    console.print(f"{len(pages)} pages in {folder}; open {folder / 'index.html'}", markup=False)
+    if state.error:
+        console.print(f"warning: the look at git and the fleets failed: {state.error}")
 
 
 def _wait_for_a_signal() -> None:
@@ -78,3 +79,27 @@ def _wait_for_a_signal() -> None:
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda *_: done.set())
     done.wait()
+
+
+class Beside:
+    """The UI served beside another command (`denv reconcile --ui`), until closed."""
+
+    def __init__(self, repo: str, listen: str, refresh: float) -> None:
+        from reconciler.ui.pages import ROUTES
+        from reconciler.ui.server import UiServer
+        from reconciler.ui.state import Gather, Refresher, UiState
+
+        state = UiState(refresh=refresh)
+        self.server = UiServer(state, ROUTES, listen, os.environ.get("DENV_UI_TOKEN") or None)
+        self.gather = Gather(repo, cache_dir())
+        self.refresher = Refresher(state, self.gather)
+
+    def start(self) -> str:
+        url = self.server.start()
+        self.refresher.start()
+        return url
+
+    def close(self) -> None:
+        self.server.stop()
+        self.refresher.stop()
+        self.gather.close()

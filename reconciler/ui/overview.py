@@ -130,3 +130,8 @@ def release(state: UiState, params: Mapping[str, str]) -> Page:
     return Page(
         "release.html", f"Release {name}", {"name": name, "stages": stages, "rejected": rejected}
     )
+
+
+def releases(state: UiState) -> list[dict[str, str]]:
+    """The release pages an export writes: one per release at the head."""
+    return [{"name": name} for name in sorted(state.repo.releases)] if state.repo else []

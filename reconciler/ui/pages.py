@@ -7,7 +7,7 @@ from reconciler.ui.site import Route
 
 ROUTES: list[Route] = [
     Route("overview", "/", overview.overview, nav="Overview"),
-    Route("release", "/releases/{name}", overview.release),
+    Route("release", "/releases/{name}", overview.release, exported=overview.releases),
     Route("results", "/results", results.explorer, nav="Results", exported=results.exported_views),
     Route("result", "/results/{id}", results.result, exported=results.exported_results),
     # two results side by side need a server to pick them: an export has no compare page

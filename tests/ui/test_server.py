@@ -1,0 +1,126 @@
+"""`denv ui`'s server over a real look at this repository's release on the local fleet: the
+pages, their in-place refresh, the token gate, the loopback rule and the export."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from reconciler.errors import UsageError
+from reconciler.ui.export import export
+from reconciler.ui.pages import ROUTES
+from reconciler.ui.server import UiServer
+from reconciler.ui.state import Gather, Refresher, UiState
+from tests.reconcile.conftest import GitRepo, git_repo
+
+__all__ = ["git_repo"]  # the fixture
+
+
+@pytest.fixture
+def looked(git_repo: GitRepo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> UiState:
+    """One look at the repository: chat-8b on the local fleet, which runs nothing yet."""
+    monkeypatch.setenv("DENV_HOME", str(tmp_path / "home"))
+    state = UiState(refresh=60)
+    gather = Gather(str(git_repo.path), git_repo.cache)
+    try:
+        Refresher(state, gather).once()
+    finally:
+        gather.close()
+    assert state.error is None
+    return state
+
+
+def serve(state: UiState, token: str | None = None) -> Iterator[str]:
+    server = UiServer(state, ROUTES, "127.0.0.1:0", token)
+    try:
+        yield server.start()
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def url(looked: UiState) -> Iterator[str]:
+    yield from serve(looked)
+
+
+class NoRedirect(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, *args: object, **kwargs: object) -> None:
+        return None
+
+
+def get(address: str, headers: dict[str, str] | None = None) -> tuple[int, str, dict[str, str]]:
+    opener = urllib.request.build_opener(NoRedirect)
+    request = urllib.request.Request(address, headers=headers or {})
+    try:
+        with opener.open(request, timeout=30) as answer:
+            return answer.status, answer.read().decode(), dict(answer.headers)
+    except urllib.error.HTTPError as error:
+        return error.code, error.read().decode(), dict(error.headers)
+
+
+def test_the_overview_shows_each_stage_of_the_release_on_its_fleet(url: str) -> None:
+    status, html, headers = get(url)
+    assert status == 200
+    assert 'data-key="chat-8b/canary/local"' in html and 'data-key="chat-8b/prod/local"' in html
+    assert "waiting for the bot" in html  # nothing ran: the words of `denv rollout status`
+    assert "local: no reconciler has run here yet" in html
+    assert "default-src 'self'" in headers["Content-Security-Policy"]
+
+
+def test_a_refresh_asks_for_the_main_content_only(url: str) -> None:
+    status, html, _ = get(url + "releases/chat-8b", {"X-Denv-Fragment": "main"})
+    assert status == 200
+    assert html.lstrip().startswith("<h1>Release chat-8b</h1>")
+    assert "<html" not in html and 'data-stage="chat-8b/canary"' in html
+
+
+def test_an_unknown_release_is_not_found(url: str) -> None:
+    status, text, _ = get(url + "releases/nope")
+    assert (status, text) == (404, "404: no release 'nope'\n")
+
+
+def test_with_a_token_every_request_must_carry_it(looked: UiState) -> None:
+    for url in serve(looked, token="s3cret-token"):
+        assert get(url)[0] == 401
+        assert get(url + "static/denv.css")[0] == 401
+        assert get(url, {"Authorization": "Bearer wrong"})[0] == 401
+        assert get(url, {"Authorization": "Bearer s3cret-token"})[0] == 200
+        # once in the address: a cookie, and a redirect to the address without it
+        status, _, headers = get(url + "releases/chat-8b?token=s3cret-token")
+        assert status == 303 and headers["Location"] == "/releases/chat-8b"
+        cookie = headers["Set-Cookie"].split(";")[0]
+        assert "HttpOnly" in headers["Set-Cookie"]
+        assert get(url + "releases/chat-8b", {"Cookie": cookie})[0] == 200
+        assert get(url, {"Cookie": "denv_ui_token=wrong"})[0] == 401
+
+
+def test_off_loopback_it_needs_a_token(looked: UiState) -> None:
+    with pytest.raises(UsageError, match="DENV_UI_TOKEN"):
+        UiServer(looked, ROUTES, "0.0.0.0:0", None)
+    cli = subprocess.run(
+        [sys.executable, "-m", "reconciler", "ui", "--listen", "0.0.0.0:0"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={"PATH": "/usr/bin:/bin", "HOME": str(Path.home())},
+    )
+    assert cli.returncode == 1
+    assert "needs a token: set DENV_UI_TOKEN" in cli.stderr and "Traceback" not in cli.stderr
+
+
+def test_the_export_writes_pages_that_link_to_each_other_by_file(
+    looked: UiState, tmp_path: Path
+) -> None:
+    written = export(looked, ROUTES, tmp_path / "site")
+    names = {p.relative_to(tmp_path / "site").as_posix() for p in written}
+    assert {"index.html", "release-chat-8b.html", "static/denv.css", "static/denv.js"} <= names
+    index = (tmp_path / "site" / "index.html").read_text()
+    assert 'href="release-chat-8b.html"' in index and 'href="static/denv.css"' in index
+    assert "data-refresh-ms" not in index  # a snapshot: nothing to poll
+    assert 'data-key="chat-8b/canary/local"' in index
