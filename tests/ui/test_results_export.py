@@ -19,7 +19,7 @@ def test_the_export_writes_each_workload_and_rank_and_their_results(tmp_path: Pa
     folder = tmp_path / "site"
     written = {p.name for p in export(seen, RESULT_ROUTES, folder) if p.suffix == ".html"}
     workloads = list(seen.repo.workloads) if seen.repo else []
-    views = [{}] + [
+    views: list[dict[str, str]] = [{}] + [
         {k: v for k, v in (("workload", w), ("rank", r)) if v and v != "cost"}
         for w in ["", *workloads]
         for r in RANK_BY
