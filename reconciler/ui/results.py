@@ -16,6 +16,7 @@ from reconciler.bench.compare import (
     figure_label,
     figure_text,
 )
+from reconciler.catalog.latency import parse_latency_target
 from reconciler.catalog.ranking import Ranking, Row
 from reconciler.errors import DenvError
 from reconciler.spec.repo import Repo
@@ -50,12 +51,13 @@ def query(given: Mapping[str, str]) -> dict[str, str]:
 
 
 # The last rankings asked for, of the last repository: a page and its export share them.
+KEPT = 64  # at most; filters are typed by whoever asks
 _kept: dict[str, Any] = {"repo": None, "rankings": {}}
 
 
 def ranking(repo: Repo, given: Mapping[str, str]) -> Ranking:
     """`denv bench`'s ranking for these filters; UsageError (a DenvError) for a bad one."""
-    if _kept["repo"] is not repo:
+    if _kept["repo"] is not repo or len(_kept["rankings"]) >= KEPT:
         _kept.update(repo=repo, rankings={})
     key = tuple(given.get(k, "") for k in FILTERS)
     found: Ranking | None = _kept["rankings"].get(key)
@@ -133,8 +135,13 @@ def explorer(state: UiState, params: Mapping[str, str]) -> Page:
         context["error"] = str(exc)
         return Page("results.html", "Results", context, live=False, status=400)
     shown = pareto.points(found.ranked)
+    words = (
+        {**given, "latency": str(parse_latency_target(given["latency"]))}
+        if given["latency"]
+        else given
+    )  # the target as `denv bench` writes it in its heading
     criteria = ", ".join(
-        f"{k} {given[k]}" for k in ("workload", "latency", "model", "hardware") if given[k]
+        f"{k} {words[k]}" for k in ("workload", "latency", "model", "hardware") if words[k]
     )
     caption = (
         f"Throughput per GPU against interactivity, {len(shown)} ranked results of "
