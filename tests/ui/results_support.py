@@ -29,7 +29,7 @@ def state(repo: Repo | None = None) -> UiState:
     return UiState(repo=repo or head(), label="denv")
 
 
-def small(every: int = 12) -> Repo:
+def small(every: int = 30) -> Repo:
     """The head with every `every`-th result only: an export of it is quick to write."""
     repo = copy.copy(head())
     repo.results = head().results[::every]
