@@ -11,6 +11,7 @@ from typing import Any, Literal
 from reconciler.catalog.cost import price_for, usd_per_m_output
 from reconciler.catalog.latency import parse_latency_target
 from reconciler.catalog.ranking import ErrorBand, RankBy, Ranking, Row, rank
+from reconciler.catalog.roofline import result_roofline
 from reconciler.errors import UsageError
 from reconciler.spec.recipe import AggregatedTopology, describe_topology, total_gpus
 from reconciler.spec.repo import Repo
@@ -159,6 +160,7 @@ def describe(repo: Repo, result: Result, prices: dict[str, float]) -> dict[str, 
             "topology_text": describe_topology(result.topology) if result.topology else None,
             "settings": recipe.settings.model_dump(exclude_defaults=True) if recipe else None,
         },
+        "roofline": result_roofline(repo, result).model_dump(),
         "source": result.source.model_dump(mode="json", exclude_none=True),
     }
 

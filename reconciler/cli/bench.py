@@ -16,6 +16,7 @@ from reconciler.bench import ranked
 from reconciler.catalog.cost import parse_price_overrides
 from reconciler.catalog.latency import parse_latency_target
 from reconciler.catalog.ranking import Ranking, Row
+from reconciler.catalog.roofline import Roofline, roofline_lines
 from reconciler.cli import bench_run
 from reconciler.cli.common import JsonOption, RepoOption, console, load, print_json, show
 from reconciler.errors import NotFound
@@ -192,6 +193,7 @@ def _ms(p: dict[str, float | None]) -> str:
 
 def _print_details(d: dict[str, Any]) -> None:
     speed, tput, cost, recipe = d["speed"], d["throughput"], d["cost"], d["recipe"]
+    roofline = Roofline.model_validate(d["roofline"])
     engine = recipe["engine"]
     lines = [
         f"[bold]{d['result']}[/]",
@@ -221,6 +223,7 @@ def _print_details(d: dict[str, Any]) -> None:
     ]
     if recipe["settings"] is not None:
         lines.append(f"  settings {ranked.flat(recipe['settings']) or 'engine defaults'}")
+    lines += ["[bold]roofline[/]", *(f"  {line}" for line in roofline_lines(roofline))]
     source = d["source"]
     lines += [
         "[bold]source[/]",

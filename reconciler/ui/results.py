@@ -18,6 +18,7 @@ from reconciler.bench.compare import (
 )
 from reconciler.catalog.latency import parse_latency_target
 from reconciler.catalog.ranking import Ranking, Row
+from reconciler.catalog.roofline import Roofline, roofline_lines
 from reconciler.errors import DenvError
 from reconciler.spec.repo import Repo
 from reconciler.spec.result import Result
@@ -191,8 +192,8 @@ def result(state: UiState, params: Mapping[str, str]) -> Page:
             if details["recipe"]["settings"] is not None
             else None
         ),
-        # the roofline figures, once describe() gives them (issue 22's roofline)
-        "roofline": details.get("roofline"),
+        # decode's share of HBM bandwidth and prefill's of compute, as `bench get` says them
+        "roofline": roofline_lines(Roofline.model_validate(details["roofline"])),
     }
     return Page("result.html", f"Result {result_id}", context, live=False)
 

@@ -17,6 +17,7 @@ from reconciler.bench import ranked
 from reconciler.bench.compare import compare, figure_text
 from reconciler.catalog.latency import parse_latency_target
 from reconciler.catalog.ranking import ErrorBand
+from reconciler.catalog.roofline import result_roofline, roofline_lines
 from reconciler.errors import UsageError
 from reconciler.ui.pages import ROUTES
 from reconciler.ui.server import UiServer
@@ -130,17 +131,14 @@ def test_an_unknown_result_is_not_found() -> None:
         page("result", {"id": "nope"})
 
 
-def test_the_roofline_shows_once_describe_gives_it(monkeypatch: pytest.MonkeyPatch) -> None:
-    result = head().results[0]
-    assert "Not computed for this result." in page("result", {"id": result.id})[1]
-    plain = ranked.describe
-
-    def with_roofline(*args, **kwargs):  # type: ignore[no-untyped-def]
-        return {**plain(*args, **kwargs), "roofline": {"decode": "41% of memory bandwidth"}}
-
-    monkeypatch.setattr(ranked, "describe", with_roofline)
+def test_a_result_shows_its_roofline_as_bench_get_does() -> None:
+    repo = head()
+    result = next(r for r in repo.results if r.source.kind == "published")
+    lines = roofline_lines(result_roofline(repo, result))
     html = page("result", {"id": result.id})[1]
-    assert "<dt>decode</dt><dd>41% of memory bandwidth</dd>" in html
+    assert f'<p class="roofline-summary">{escape(lines[0])}</p>' in html
+    for line in lines[1:]:
+        assert f"<li>{escape(line)}</li>" in html
 
 
 def test_compare_shows_bench_compare_s_figures() -> None:
