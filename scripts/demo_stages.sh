@@ -58,7 +58,7 @@ sys.exit(f"timed out waiting for: {sys.argv[3]}")
 PYEOF
 }
 
-step "A two-stage release in a throwaway clone: canary bakes 3s, prod needs one approval"
+step "A two-stage release: canary bakes 3s, prod needs one approval"
 if [ -z "${REPO:-}" ]; then  # scripts/demo.sh passes its clone (its UI watches it)
   git clone -q . "$WORK/repo"
   git -C "$WORK/repo" checkout -q -B main  # the base branch, whatever this checkout is on
@@ -69,10 +69,9 @@ git -C "$REPO" config user.email "demo@denv.invalid"
 ssh-keygen -q -t ed25519 -N "" -C grace -f "$WORK/grace-key"  # grace signs her approvals
 printf 'grace %s\n' "$(cat "$WORK/grace-key.pub")" > "$REPO/policies/allowed_signers"
 git -C "$REPO" add policies/allowed_signers
-cat > "$REPO/policies/alarms.yaml" <<'YAML'
-alarms:
-  ttft-fast: { metric: ttft, stat: p99, max: 500ms, window: 2s, min_requests: 3 }
-YAML
+# one alarm more, tight enough for a latency fault to fire it within the canary's bake
+printf '  ttft-fast: { metric: ttft, stat: p99, max: 500ms, window: 2s, min_requests: 3 }\n' \
+  >> "$REPO/policies/alarms.yaml"
 release() {  # release MAX_BATCH CANARY_BAKE
   mkdir -p "$REPO/releases/chat-8b"
   cat > "$REPO/releases/chat-8b/denv.yaml" <<YAML

@@ -26,4 +26,5 @@ def sparkline(points: Sequence[tuple[float, float | None]], label: str) -> Marku
         f'<svg class="spark" role="img" aria-label="{escape(summary)}" viewBox="0 0 {WIDTH} '
         f'{HEIGHT}" width="{WIDTH}" height="{HEIGHT}"><title>{escape(summary)}</title>'
         f'<polyline fill="none" stroke="currentColor" stroke-width="1.5" points="{path}"/></svg>'
+        f' <span class="muted">last {known[-1][1]:.4g} (range {low:.4g}–{high:.4g})</span>'
     )
