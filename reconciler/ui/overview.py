@@ -84,10 +84,22 @@ def overview(state: UiState, params: Mapping[str, str]) -> Page:
                             "drift": drift_text(row) if row else "—",
                             "endpoint": row["endpoint"] if row else None,
                             **common,
+                            **_deploying(common, row),
                         }
                     )
     lines = status_lines(seen) if seen is not None else []
     return Page("overview.html", "Overview", {"rows": rows, "lines": lines})
+
+
+def _deploying(common: dict[str, Any], row: dict[str, Any] | None) -> dict[str, Any]:
+    """The bot records a stage's state at the end of its pass, once the apply is done: until
+    then `rollout status` says it waits for the bot. Where this look's plan has units to start
+    or replace for that stage, it is deploying, and the page says so with what is left."""
+    if common["state"] != "waiting for the bot" or row is None or not row["drift"]:
+        return {}
+    if not any(kind in row["drift"] for kind in ("start", "replace")):
+        return {}
+    return {"state": f"deploying ({row['drift']})", "kind": "deploying"}
 
 
 def release(state: UiState, params: Mapping[str, str]) -> Page:
