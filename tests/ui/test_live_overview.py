@@ -136,3 +136,13 @@ def test_the_overview_shows_a_rollout_deploy_bake_and_roll_back_live(
     # readable on a phone: the page never scrolls sideways (the wide table scrolls in its box)
     assert phone.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
     screenshot(phone, "overview-phone")
+
+    # the rollback's pull request (the local forge's) opens from the row, and so does the
+    # release's pipeline with the alarm's history the UI kept while it watched
+    page.locator(STATE).get_by_role("link", name=re.compile(r"PR #\d+")).click()
+    expect(page.locator("main h1")).to_contain_text("Roll back chat-8b canary")
+    screenshot(page, "pull")
+    page.goto(page.url.split("/pulls/")[0] + "/releases/chat-8b")
+    expect(page.locator('[data-stage="chat-8b/canary"]')).to_contain_text("Alarm history")
+    expect(page.locator('[data-stage="chat-8b/canary"] svg.spark')).to_be_visible()
+    screenshot(page, "release-rolled-back")
