@@ -133,7 +133,7 @@ def test_repo_yaml_names_its_schema(path: str) -> None:
             "settings: { max_batch: 128 }",
             "settings: { max_batch: 128 }\n    engine: { version: 0.11.0 }",
             "release.overrides.engine.version: vllm 0.11.0 has no flag table in denv "
-            "(it knows vllm 0.33.0); the nearest it could use is 0.33.0",
+            "(it knows vllm 0.32.0, 0.33.0); the nearest it could use is 0.32.0",
             id="release-override",
         ),
         pytest.param(

@@ -37,6 +37,8 @@ def test_version_order() -> None:
         ("sglang", "0.5.23rc1", "0.5.16"),
         ("vllm", "0.33.0", "0.33.0"),
         ("vllm", "0.33.1", "0.33.0"),
+        ("vllm", "0.32.0", "0.32.0"),
+        ("vllm", "0.32.1", "0.32.0"),
     ],
 )
 def test_nearest_lower_table(engine: str, version: str, table: str) -> None:
@@ -56,9 +58,9 @@ def test_nearest_lower_table(engine: str, version: str, table: str) -> None:
         ),
         (
             "vllm",
-            "0.32.1",
-            "vllm 0.32.1 is older than every flag table denv has (vllm 0.33.0); use one of those "
-            "versions or add its table (docs/engines.md, 'Adding a version')",
+            "0.31.1",
+            "vllm 0.31.1 is older than every flag table denv has (vllm 0.32.0, 0.33.0); use one of "
+            "those versions or add its table (docs/engines.md, 'Adding a version')",
         ),
     ],
 )

