@@ -122,3 +122,10 @@ def test_the_real_parser_has_no_device_flag_and_takes_a_kv_cache_size() -> None:
     } <= REAL_FLAGS  # why --device is ambiguous
     assert cpu.KV_CACHE_FLAG in REAL_FLAGS
     assert "[--kv-cache-memory-bytes KV_CACHE_MEMORY_BYTES]" in (FIXTURES / "help.txt").read_text()
+
+
+def test_the_memory_fraction_is_dropped_because_the_engine_said_why() -> None:
+    said = (FIXTURES / "errors.md").read_text()
+    assert "the `--gpu-memory-utilization` flag controls the fraction of CPU memory" in said
+    assert "ambiguous option: --device could match" in said
+    assert "Explicitly set (1.0/" in said  # VLLM_CPU_KVCACHE_SPACE=1 sized the cache
