@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from reconciler.engines.runtime import module_argv
 from reconciler.engines.vllm import argv as vllm
 from reconciler.engines.vllm import cpu
 from reconciler.errors import UnsupportedSetting
@@ -83,6 +84,8 @@ def test_a_cuda_argv_becomes_the_cpu_servers() -> None:
         "1G",
     ]
     assert flags_of(cpu.cpu_argv(argv, 4, CPU)[3:]) <= REAL_FLAGS  # after `python3 -m MODULE`
+    # a venv runs it as its interpreter's module, the CLI (which fails in this wheel) bypassed
+    assert module_argv(cpu.cpu_argv(argv, 1, CPU))[:4] == [*cpu.SERVER_MODULE, "--model", "/w/tiny"]
 
 
 def test_the_memory_fraction_goes_in_either_spelling() -> None:
