@@ -94,6 +94,9 @@ class Lab:
 
 @pytest.fixture
 def lab(git_repo: GitRepo, ssh_lab: SshLab, tmp_path: Path) -> Iterator[Lab]:
+    # hosts of their own: their sessions never run this machine's ~/.bashrc (a pyenv init
+    # here, every one of the hundreds of commands the bot and the checks send)
+    ssh_lab.own_home = True
     servers = {name: ssh_lab.start(name, namespaced=True) for name in ("lab", "lab2")}
     for name, server in servers.items():
         git_repo.write(f"fleets/{name}.yaml", fleet_file(name, server, ssh_lab))
