@@ -116,16 +116,18 @@ def endpoint(status: dict[str, Any], fleet: str = "lab") -> str:
     return f"{row['endpoint']}/v1"
 
 
-def converged(lab: Lab, replicas: int) -> None:
+def converged(lab: Lab, replicas: int) -> list[UnitRecord]:
     """Status says no drift and every replica ready; the host runs exactly the wanted units,
-    no two of them on one GPU."""
+    no two of them on one GPU. Returns the host's units, exited ones included."""
     status = lab.status()
     [row] = [d for d in status["deployments"] if d["fleet"] == "lab"]
     assert (row["ready"], row["replicas"], row["drift"]) == (replicas, replicas, ""), row
-    live = [u for u in lab.units() if u.alive]
+    units = lab.units()
+    live = [u for u in units if u.alive]
     assert len(live) == replicas + 1, [u.id for u in live]  # engines and the router
     gpus = [g for u in live for g in u.gpus]
     assert len(gpus) == len(set(gpus)) == replicas
+    return units
 
 
 def test_deploy_scale_and_remove(lab: Lab) -> None:
@@ -213,8 +215,7 @@ def test_sigkill_at_every_step_converges(lab: Lab) -> None:
         killed = lab.reconcile(fault=step, ok=False)
         assert killed.returncode == -signal.SIGKILL, (step, killed.stdout + killed.stderr)
         lab.reconcile()
-        converged(lab, 1)
-        ids = [u.id for u in lab.units()]
+        ids = [u.id for u in converged(lab, 1)]
         assert len(ids) == len(set(ids)) == 2, (step, ids)
 
 
