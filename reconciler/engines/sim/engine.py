@@ -174,7 +174,8 @@ class Engine:
         m = self._metrics
         streams = self._streams
         ending = set(step.finished)
-        generated = 0
+        generated = decoded = accepted = 0
+        gaps: dict[float, int] = {}  # streams by when their last token left: one ITL each
         for request_id, count in step.tokens.items():
             stream = streams.get(request_id)
             if stream is None or count <= 0:
@@ -184,10 +185,10 @@ class Engine:
                 m.ttft.observe(now - stream.arrived)
                 m.queue.observe(max(0.0, now - duration - stream.arrived))
             else:
-                m.itl.observe(now - stream.last_at)
-                if self._draft_tokens:
-                    m.draft_tokens.inc(self._draft_tokens)
-                    m.accepted_tokens.inc(count - 1)
+                last = stream.last_at
+                gaps[last] = gaps.get(last, 0) + 1
+                decoded += 1
+                accepted += count - 1  # what speculative decoding accepted: all but one token
             stream.last_at = now
             stream.emitted = min(stream.max_tokens, stream.emitted + count)
             generated += count
@@ -200,6 +201,11 @@ class Engine:
             finished = streams.pop(request_id, None)
             if finished is not None:
                 self._finish(finished, now)
+        for last, streams_at in gaps.items():
+            m.itl.observe(now - last, streams_at)
+        if self._draft_tokens and decoded:
+            m.draft_tokens.inc(self._draft_tokens * decoded)
+            m.accepted_tokens.inc(accepted)
         m.generation_tokens.inc(generated)
         # step.prompt_tokens excludes prefix-cache hits; vLLM counts whole prompts
         m.prompt_tokens.inc(step.prompt_tokens + step.cached_tokens)
