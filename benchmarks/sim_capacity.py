@@ -22,6 +22,7 @@ import asyncio
 import json
 import os
 import re
+import resource
 import statistics
 import subprocess
 import sys
@@ -62,9 +63,12 @@ def spec_for(recipe: str, hardware: str) -> SimSpec:
 
 
 def isolate(cpu: int, realtime: bool) -> None:
-    """Pin the calling process to one CPU; with `realtime`, also run it SCHED_FIFO, so that
-    other processes on that CPU cannot delay its wake-ups by a scheduler tick (root only)."""
+    """Pin the calling process to one CPU and let it open as many sockets as the hard limit
+    allows; with `realtime`, also run it SCHED_FIFO, so that other processes on that CPU
+    cannot delay its wake-ups by a scheduler tick (root only)."""
     os.sched_setaffinity(0, {cpu})
+    _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)  # a socket per stream: 1,024 is common
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     if realtime:
         os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(10))
 
