@@ -84,6 +84,11 @@ class Tokenizer:
         """The text of one output token: a leading space and a short word."""
         return " " + _word(token)
 
+    @staticmethod
+    def word(token: int) -> str:
+        """The text of one output token without its leading space."""
+        return _word(token)
+
 
 # Two base-70 digits at a time: streaming renders every token once, and a 128k vocabulary
 # defeats a cache of rendered ids, so the table keeps it to one or two look-ups.
@@ -98,6 +103,8 @@ def _word(token: int) -> str:
     if token < _BASE2:
         return _PAIRS[token]
     high, low = divmod(token, _BASE2)
+    if high < len(_SYLLABLES):  # three syllables: a 128k vocabulary's ids are nearly all here
+        return _SYLLABLES[high] + _PAIRS[low]
     return _word(high) + _PAIRS[low]
 
 
@@ -117,7 +124,9 @@ class Answer:
         return self.stream
 
     def token(self, position: int) -> int:
-        return mix64(self._seed(position) ^ ((position * GOLDEN) & MASK64)) % self.vocab_size
+        diverge_at = self.diverge_at  # _seed, inlined: streaming calls this once per token
+        seed = self.stream if diverge_at is None or position < diverge_at else self.perturbed_stream
+        return mix64(seed ^ ((position * GOLDEN) & MASK64)) % self.vocab_size
 
     def tokens(self, start: int, stop: int) -> list[int]:
         return [self.token(i) for i in range(start, stop)]
