@@ -1,13 +1,14 @@
 """How many concurrent streams one `denv sim serve` process sustains on one core.
 
-The simulator is pinned to one CPU; this script (the client: plain asyncio + aiohttp, pinned to
-another CPU) keeps C streams busy back to back for a fixed time per point and records when
-every token-carrying chunk arrives. The simulator's `GET /admin/steps` then gives each engine
-step's modelled duration and the requests whose first token it emitted; a request emits one
-token in every step after that (one-token decode steps, no preemption at these loads), so the
-modelled gap before its k-th token is the duration of the k-th step after its first. The ITL
-error of a gap is (measured gap) - (modelled gap); a point holds when its p99 is under the
-threshold. Points grow in concurrency until one fails.
+The simulator is pinned to one CPU; this script (the client: plain asyncio reading raw bytes,
+pinned to another CPU, or `--client-procs` processes of it) keeps C streams busy back to back
+for a fixed time per point and records when every token-carrying chunk arrives. The
+simulator's `GET /admin/steps` then gives each engine step's modelled duration and the requests
+whose first token it emitted; a request emits one token in every step after that (one-token
+decode steps, no preemption at these loads), so the modelled gap before its k-th token is the
+duration of the k-th step after its first. The ITL error of a gap is (measured gap) - (modelled
+gap); a point holds when its p99 is under the threshold. Points grow in concurrency until one
+fails.
 
     .venv/bin/python benchmarks/sim_capacity.py [--streams 16,32,64,...] [--seconds 10]
 
@@ -21,6 +22,7 @@ import asyncio
 import json
 import os
 import re
+import resource
 import statistics
 import subprocess
 import sys
@@ -29,8 +31,6 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-import aiohttp
-
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
@@ -38,6 +38,7 @@ from reconciler.engines.sim.spec import SimSpec  # noqa: E402
 from reconciler.spec.loader import open_repo  # noqa: E402
 
 WARM_S = 2.0  # gaps before this are left out (connections opening, first prefills)
+PROMPT_TOKENS, OUTPUT_TOKENS = 128, 128
 
 
 @dataclass
@@ -62,9 +63,12 @@ def spec_for(recipe: str, hardware: str) -> SimSpec:
 
 
 def isolate(cpu: int, realtime: bool) -> None:
-    """Pin the calling process to one CPU; with `realtime`, also run it SCHED_FIFO, so that
-    other processes on that CPU cannot delay its wake-ups by a scheduler tick (root only)."""
+    """Pin the calling process to one CPU and let it open as many sockets as the hard limit
+    allows; with `realtime`, also run it SCHED_FIFO, so that other processes on that CPU
+    cannot delay its wake-ups by a scheduler tick (root only)."""
     os.sched_setaffinity(0, {cpu})
+    _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)  # a socket per stream: 1,024 is common
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     if realtime:
         os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(10))
 
@@ -92,41 +96,151 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-async def drive(url: str, streams: int, seconds: float, prompt_len: int, out: int) -> list[Record]:
-    """Keep `streams` requests in flight for `seconds`; every request's chunk arrivals."""
-    records: list[Record] = []
-    connector = aiohttp.TCPConnector(limit=0)
-    async with aiohttp.ClientSession(connector=connector) as session:
-        stop_at = time.monotonic() + seconds
+class Reader(asyncio.Protocol):
+    """One keep-alive connection to the simulator, answers read as raw bytes: the client's cost
+    per chunk is one `bytes.count` and one clock read, so one client core keeps up with the
+    server's fan-out at a thousand streams (aiohttp's client parses every line in a task)."""
 
-        async def stream(s: int) -> None:
-            await asyncio.sleep(0.005 * s)  # no lockstep
-            n = 0
+    EVENT = b"data: {"  # every event but [DONE]; the usage event carries no token
+    END = b"\n\n\r\n0\r\n\r\n"  # the last event, then the chunked body's end
+
+    def __init__(self) -> None:
+        self.transport: asyncio.Transport | None = None
+        self.record = Record(0.0, [])
+        self.done: asyncio.Future[None] | None = None
+        self._carry = b""  # the tail of the bytes before, for a pattern split between reads
+        self._header = True
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self.done is not None and not self.done.done():
+            self.done.set_exception(exc or ConnectionError("the simulator closed the connection"))
+
+    def send(self, request: bytes) -> asyncio.Future[None]:
+        self.record = Record(time.monotonic(), [])
+        self.done = asyncio.get_running_loop().create_future()
+        self._carry, self._header = b"", True
+        assert self.transport is not None
+        self.transport.write(request)
+        return self.done
+
+    def data_received(self, data: bytes) -> None:
+        now = time.monotonic()
+        record = self.record
+        if self._header:
+            if not data.startswith(b"HTTP/1.1 200"):
+                raise SystemExit(f"the simulator answered {data[:200]!r}")
+            self._header = False
+        seen = self._carry + data
+        events = seen.count(self.EVENT)
+        if events:
+            if not record.id:
+                at = seen.find(b'"id":"') + 6
+                record.id = seen[at : seen.index(b'"', at)].decode()
+            record.arrivals.extend([now] * events)
+        self._carry = seen[-(len(self.END) - 1) :]
+        if seen.endswith(self.END) and self.done is not None:
+            self.done.set_result(None)
+
+
+async def drive(
+    url: str, first: int, streams: int, start_at: float, seconds: float, out: int, gap: float
+) -> list[Record]:
+    """Keep streams first..first+streams-1 busy, back to back, from `start_at` (monotonic) for
+    `seconds`, stream s starting `gap` × s later; every request's chunk arrivals."""
+    host, port = url.removeprefix("http://").rsplit(":", 1)
+    records: list[Record] = []
+    loop = asyncio.get_running_loop()
+    stop_at = start_at + seconds
+
+    async def stream(s: int) -> None:
+        await asyncio.sleep(max(0.0, start_at + gap * s - time.monotonic()))
+        transport, reader = await loop.create_connection(Reader, host, int(port))
+        n = 0
+        try:
             while time.monotonic() < stop_at:
-                prompt = [(s * 7919 + n * 131 + i) % 100_000 + 1 for i in range(prompt_len)]
-                body = {"prompt": prompt, "max_tokens": out, "ignore_eos": True, "stream": True}
-                record = Record(time.monotonic(), [])
-                async with session.post(url + "/v1/completions", json=body) as r:
-                    async for line in r.content:
-                        if line.startswith(b"data: {"):
-                            record.arrivals.append(time.monotonic())
-                            if not record.id:
-                                record.id = json.loads(line[6:])["id"]
-                record.arrivals = record.arrivals[:out]  # the usage chunk carries no token
+                prompt = [(s * 7919 + n * 131 + i) % 100_000 + 1 for i in range(PROMPT_TOKENS)]
+                body = json.dumps(
+                    {"prompt": prompt, "max_tokens": out, "ignore_eos": True, "stream": True}
+                ).encode()
+                head = (
+                    f"POST /v1/completions HTTP/1.1\r\nHost: {host}\r\n"
+                    f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+                )
+                await reader.send(head.encode() + body)
+                record = reader.record
+                record.arrivals = record.arrivals[:out]  # the usage event carries no token
                 records.append(record)
                 n += 1
+        finally:
+            transport.close()
 
-        await asyncio.gather(*(stream(s) for s in range(streams)))
+    await asyncio.gather(*(stream(s) for s in range(first, first + streams)))
     return records
 
 
-def point(url: str, pid: int, streams: int, seconds: float) -> dict[str, float]:
-    prompt_len, out = 128, 128
-    cpu0, own0, t0 = cpu_seconds(pid), time.process_time(), time.monotonic()
-    records = asyncio.run(drive(url, streams, seconds, prompt_len, out))
+def worker(argv: list[str]) -> None:
+    """A client process of its own (`--client-procs`): drives its share, prints its records."""
+    url, first, streams, start_at, seconds, out, gap, cpu, realtime = argv
+    isolate(int(cpu), realtime == "1")
+    own0 = time.process_time()
+    records = asyncio.run(
+        drive(url, int(first), int(streams), float(start_at), float(seconds), int(out), float(gap))
+    )
+    rows = [[r.sent, r.id, r.arrivals] for r in records]
+    print(json.dumps({"cpu": time.process_time() - own0, "records": rows}))
+
+
+def stagger(streams: int) -> float:
+    """Seconds between two streams' starts: no lockstep, and all of them in by WARM_S."""
+    return min(0.005, WARM_S / streams)
+
+
+def run_clients(
+    url: str,
+    streams: int,
+    start_at: float,
+    seconds: float,
+    cpus: list[int],
+    procs: int,
+    realtime: bool,
+) -> tuple[list[Record], float]:
+    """Every stream's records and the clients' CPU seconds, from `procs` client processes
+    pinned round-robin to `cpus` (one process: this one)."""
+    if procs == 1:
+        own0 = time.process_time()
+        gap = stagger(streams)
+        records = asyncio.run(drive(url, 0, streams, start_at, seconds, OUTPUT_TOKENS, gap))
+        return records, time.process_time() - own0
+    shares = [streams // procs + (1 if k < streams % procs else 0) for k in range(procs)]
+    firsts = [sum(shares[:k]) for k in range(procs)]
+    children = []
+    for k in range(procs):
+        argv = [sys.executable, __file__, "--client-worker", url, str(firsts[k]), str(shares[k])]
+        argv += [repr(start_at), str(seconds), str(OUTPUT_TOKENS), str(stagger(streams))]
+        argv += [str(cpus[k % len(cpus)]), "1" if realtime else "0"]
+        children.append(subprocess.Popen(argv, stdout=subprocess.PIPE))
+    records, cpu = [], 0.0
+    for child in children:
+        stdout, _ = child.communicate()
+        if child.returncode != 0:
+            raise SystemExit(f"a client process failed (exit {child.returncode})")
+        result = json.loads(stdout)
+        cpu += result["cpu"]
+        records += [Record(sent, arrivals, rid) for sent, rid, arrivals in result["records"]]
+    return records, cpu
+
+
+def point(
+    url: str, pid: int, streams: int, seconds: float, cpus: list[int], procs: int, realtime: bool
+) -> dict[str, float]:
+    cpu0, t0 = cpu_seconds(pid), time.monotonic()
+    start_at = t0 + 0.5  # client processes start together
+    records, client_cpu = run_clients(url, streams, start_at, seconds, cpus, procs, realtime)
     wall = time.monotonic() - t0
     server_cpu = cpu_seconds(pid) - cpu0
-    client_cpu = time.process_time() - own0
     with urllib.request.urlopen(url + "/admin/steps") as r:
         steps = json.loads(r.read())["steps"]
     first = {rid: i for i, (_, _, _, ids) in enumerate(steps) for rid in ids}
@@ -134,14 +248,14 @@ def point(url: str, pid: int, streams: int, seconds: float) -> dict[str, float]:
     for record in records:
         s = first.get(record.id)
         got = record.arrivals
-        if s is None or got[0] < t0 + WARM_S or s + len(got) > len(steps):
+        if s is None or got[0] < start_at + WARM_S or s + len(got) > len(steps):
             continue
         for k in range(1, len(got)):
             gap = got[k] - got[k - 1]
             gaps.append(gap)
             errors.append(gap - steps[s + k][2])
     tokens = sum(len(r.arrivals) for r in records)
-    ttft = [r.arrivals[0] - r.sent for r in records if r.arrivals and r.sent > t0 + WARM_S]
+    ttft = [r.arrivals[0] - r.sent for r in records if r.arrivals and r.sent > start_at + WARM_S]
     errors.sort()
     return {
         "streams": streams,
@@ -170,7 +284,16 @@ def main() -> None:
     )
     parser.add_argument("--threshold-ms", type=float, default=5.0)
     parser.add_argument("--server-cpu", type=int, default=0)
-    parser.add_argument("--client-cpu", type=int, default=1)
+    parser.add_argument(
+        "--client-cpu", default="1", help="CPUs for the client processes, comma-separated"
+    )
+    parser.add_argument(
+        "--client-procs",
+        type=int,
+        default=1,
+        help="client processes (round-robin over --client-cpu), for more streams than one "
+        "client core reads on time",
+    )
     parser.add_argument(
         "--realtime",
         action="store_true",
@@ -178,12 +301,14 @@ def main() -> None:
     )
     args = parser.parse_args()
 
-    isolate(args.client_cpu, args.realtime)
+    cpus = [int(c) for c in args.client_cpu.split(",")]
+    isolate(cpus[0], args.realtime)
     spec = spec_for(args.recipe, args.hardware).model_copy(update={"time_scale": args.time_scale})
     held = None
     print(
         f"{args.recipe} on {args.hardware}; server on CPU {args.server_cpu}, client on "
-        f"CPU {args.client_cpu}{' (SCHED_FIFO)' if args.realtime else ''}; "
+        f"CPU {args.client_cpu} ({args.client_procs} process(es))"
+        f"{' (SCHED_FIFO)' if args.realtime else ''}; "
         f"time scale x{args.time_scale:g}; {args.seconds:g} s per point, "
         "prompts 128, outputs 128"
     )
@@ -194,7 +319,9 @@ def main() -> None:
     for streams in (int(s) for s in args.streams.split(",")):
         proc, url = start_server(spec, args.server_cpu, args.realtime)
         try:
-            row = point(url, proc.pid, streams, args.seconds)
+            row = point(
+                url, proc.pid, streams, args.seconds, cpus, args.client_procs, args.realtime
+            )
         finally:
             proc.terminate()
             proc.wait(10)
@@ -220,4 +347,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    if sys.argv[1:2] == ["--client-worker"]:
+        worker(sys.argv[2:])
+    else:
+        main()

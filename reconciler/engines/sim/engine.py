@@ -55,6 +55,7 @@ class Stream:
         "id",
         "last_at",
         "max_tokens",
+        "sink",
     )
 
     def __init__(self, request_id: str, arrived: float, max_tokens: int, reason: str) -> None:
@@ -67,11 +68,19 @@ class Stream:
         self.first_at: float | None = None
         self.last_at = arrived
         self.event = asyncio.Event()
+        # Called in the step's fan-out, in step order, to write the new tokens at once (no
+        # task switch per token); False, or none set: the handler is woken to do it.
+        self.sink: Callable[[], bool] | None = None
 
     async def wait(self) -> None:
         """Until tokens arrive or the answer ends."""
         await self.event.wait()
         self.event.clear()
+
+    def notify(self) -> None:
+        sink = self.sink
+        if sink is None or not sink():
+            self.event.set()
 
 
 class Engine:
@@ -163,9 +172,12 @@ class Engine:
 
     def _deliver(self, step: Step, now: float, duration: float) -> None:
         m = self._metrics
-        generated = 0
+        streams = self._streams
+        ending = set(step.finished)
+        generated = decoded = accepted = 0
+        gaps: dict[float, int] = {}  # streams by when their last token left: one ITL each
         for request_id, count in step.tokens.items():
-            stream = self._streams.get(request_id)
+            stream = streams.get(request_id)
             if stream is None or count <= 0:
                 continue
             if stream.first_at is None:
@@ -173,18 +185,27 @@ class Engine:
                 m.ttft.observe(now - stream.arrived)
                 m.queue.observe(max(0.0, now - duration - stream.arrived))
             else:
-                m.itl.observe(now - stream.last_at)
-                if self._draft_tokens:
-                    m.draft_tokens.inc(self._draft_tokens)
-                    m.accepted_tokens.inc(count - 1)
+                last = stream.last_at
+                gaps[last] = gaps.get(last, 0) + 1
+                decoded += 1
+                accepted += count - 1  # what speculative decoding accepted: all but one token
             stream.last_at = now
             stream.emitted = min(stream.max_tokens, stream.emitted + count)
             generated += count
-            stream.event.set()
+            if request_id in ending:  # its last chunk leaves in step order too
+                del streams[request_id]
+                self._finish(stream, now)
+            else:
+                stream.notify()
         for request_id in step.finished:
-            finished = self._streams.pop(request_id, None)
+            finished = streams.pop(request_id, None)
             if finished is not None:
                 self._finish(finished, now)
+        for last, streams_at in gaps.items():
+            m.itl.observe(now - last, streams_at)
+        if self._draft_tokens and decoded:
+            m.draft_tokens.inc(self._draft_tokens * decoded)
+            m.accepted_tokens.inc(accepted)
         m.generation_tokens.inc(generated)
         # step.prompt_tokens excludes prefix-cache hits; vLLM counts whole prompts
         m.prompt_tokens.inc(step.prompt_tokens + step.cached_tokens)
@@ -203,7 +224,7 @@ class Engine:
         m = self._metrics
         stream.emitted = stream.max_tokens
         stream.finished = True
-        stream.event.set()
+        stream.notify()
         e2e = now - stream.arrived
         m.e2e.observe(e2e)
         if stream.first_at is not None and stream.emitted > 1:

@@ -208,21 +208,32 @@ class Render:
         self._prefix = "data: " + opening + ('"text":' if req.kind == "completion" else "")
         if req.kind == "chat":
             self._prefix += '"delta":{"content":'
+        close = "" if req.kind == "completion" else "}"
+        stop_reason = ',"stop_reason":null' if req.kind == "completion" else ""
+        self._close = close
+        self._ending = f"{stop_reason}}}]}}\n\n"
+        # most chunks: no logprobs, no finish reason; only the text between these changes
+        self._plain_prefix = self._prefix + '" '  # every token's text starts with a space
+        self._plain_suffix = f'"{close},"logprobs":null,"finish_reason":null{self._ending}'
 
     def _text(self, start: int, stop: int) -> str:
         text = self.tokenizer.text
+        if stop == start + 1:
+            return text(self.answer.token(start))
         return "".join(text(t) for t in self.answer.tokens(start, stop))
 
     def chunk(self, start: int, stop: int, finish_reason: str | None) -> bytes:
         """One SSE event carrying the tokens at positions start..stop-1."""
+        if finish_reason is None and self.req.logprobs is None and stop == start + 1:
+            # one token, whose text needs no JSON escaping (Tokenizer): splice, no encoder
+            word = self.tokenizer.word(self.answer.token(start))
+            return (self._plain_prefix + word + self._plain_suffix).encode()
         text = json.dumps(self._text(start, stop))  # a plain string: C encoder, no separators
         logprobs = "null" if self.req.logprobs is None else _dumps(self._logprobs(start, stop))
         reason = "null" if finish_reason is None else f'"{finish_reason}"'
-        close = "" if self.req.kind == "completion" else "}"
-        stop_reason = ',"stop_reason":null' if self.req.kind == "completion" else ""
         return (
-            f'{self._prefix}{text}{close},"logprobs":{logprobs},"finish_reason":{reason}'
-            f"{stop_reason}}}]}}\n\n"
+            f'{self._prefix}{text}{self._close},"logprobs":{logprobs},"finish_reason":{reason}'
+            f"{self._ending}"
         ).encode()
 
     def role_chunk(self) -> bytes:

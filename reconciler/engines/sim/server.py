@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
-from aiohttp import web
+from aiohttp import hdrs, web
 from pydantic import ValidationError
 
 from reconciler.engines.sim import info
@@ -36,6 +36,7 @@ from reconciler.engines.sim.perf import PerfModel
 from reconciler.engines.sim.protocol import DONE, ApiError, GenRequest, Kind, Render, parse
 from reconciler.engines.sim.scheduler import RequestTooLarge, Scheduler
 from reconciler.engines.sim.spec import SimSpec
+from reconciler.engines.sim.sse import ChunkSink
 from reconciler.engines.sim.tokenize import tokenize
 from reconciler.engines.sim.tokens import Answers, Tokenizer, block_hashes
 
@@ -354,23 +355,21 @@ class SimServer:
         response = web.StreamResponse(headers=SSE_HEADERS)
         await response.prepare(request)
         try:
-            if req.kind == "chat":
-                await response.write(render.role_chunk())
-            sent = 0
-            while True:
+            transport = request.transport
+            if transport is None:
+                raise ConnectionResetError("the client left")
+            # the headers leave now (aiohttp holds them for the first write): the engine's
+            # fan-out writes the chunks straight to the transport after them
+            await response.write(render.role_chunk() if req.kind == "chat" else b"")
+            chunked = response.headers.get(hdrs.TRANSFER_ENCODING) == "chunked"
+            sink = ChunkSink(response, transport, render, stream, chunked=chunked)
+            stream.sink = sink
+            while not sink.ended:
                 await stream.wait()
-                emitted, finished = stream.emitted, stream.finished
-                if emitted > sent or finished:
-                    reason = stream.finish_reason if finished else None
-                    await response.write(render.chunk(sent, emitted, reason))
-                    sent = emitted
-                if finished:
-                    break
+                await sink.catch_up()
             self._prefilled(req, prompt)
-            if req.include_usage:
-                await response.write(render.usage_chunk(prompt, sent))
-            await response.write(DONE)
-            await response.write_eof()
+            usage = render.usage_chunk(prompt, sink.sent) if req.include_usage else b""
+            await response.write_eof(usage + DONE)
         except ConnectionResetError:  # the client went away: free its slot, quietly
             self.engine.cancel(stream)
             return response, False

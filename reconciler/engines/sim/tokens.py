@@ -66,12 +66,12 @@ def block_hashes(ids: Sequence[int], block: int = BLOCK_TOKENS) -> list[int]:
 
 class Tokenizer:
     """Word pieces (up to 6 word characters, or one punctuation mark) hashed into the vocab;
-    ids rendered as syllable words (base-70 digits, so distinct ids read differently)."""
+    ids rendered as syllable words (base-70 digits, so distinct ids read differently). Every
+    token's text is a space and lowercase ASCII letters: JSON needs no escaping for it."""
 
     def __init__(self, vocab_size: int) -> None:
         self.vocab_size = vocab_size
         self._piece_id = lru_cache(maxsize=65536)(self._hash_piece)
-        self._text = lru_cache(maxsize=65536)(self._render)
 
     def _hash_piece(self, piece: str) -> int:
         return digest64(piece.encode()) % self.vocab_size
@@ -80,17 +80,32 @@ class Tokenizer:
         return [self._piece_id(piece) for piece in _PIECE.findall(text)]
 
     @staticmethod
-    def _render(token: int) -> str:
-        syllables = []
-        while True:
-            token, digit = divmod(token, len(_SYLLABLES))
-            syllables.append(_SYLLABLES[digit])
-            if token == 0:
-                return " " + "".join(reversed(syllables))
-
-    def text(self, token: int) -> str:
+    def text(token: int) -> str:
         """The text of one output token: a leading space and a short word."""
-        return self._text(token)
+        return " " + _word(token)
+
+    @staticmethod
+    def word(token: int) -> str:
+        """The text of one output token without its leading space."""
+        return _word(token)
+
+
+# Two base-70 digits at a time: streaming renders every token once, and a 128k vocabulary
+# defeats a cache of rendered ids, so the table keeps it to one or two look-ups.
+_PAIRS = [high + low for high in _SYLLABLES for low in _SYLLABLES]
+_BASE2 = len(_PAIRS)
+
+
+def _word(token: int) -> str:
+    """The syllables of a token's base-70 digits, most significant first, no leading zeros."""
+    if token < len(_SYLLABLES):
+        return _SYLLABLES[token]
+    if token < _BASE2:
+        return _PAIRS[token]
+    high, low = divmod(token, _BASE2)
+    if high < len(_SYLLABLES):  # three syllables: a 128k vocabulary's ids are nearly all here
+        return _SYLLABLES[high] + _PAIRS[low]
+    return _word(high) + _PAIRS[low]
 
 
 @dataclass(frozen=True)
@@ -109,7 +124,9 @@ class Answer:
         return self.stream
 
     def token(self, position: int) -> int:
-        return mix64(self._seed(position) ^ ((position * GOLDEN) & MASK64)) % self.vocab_size
+        diverge_at = self.diverge_at  # _seed, inlined: streaming calls this once per token
+        seed = self.stream if diverge_at is None or position < diverge_at else self.perturbed_stream
+        return mix64(seed ^ ((position * GOLDEN) & MASK64)) % self.vocab_size
 
     def tokens(self, start: int, stop: int) -> list[int]:
         return [self.token(i) for i in range(start, stop)]

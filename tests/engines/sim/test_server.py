@@ -5,9 +5,11 @@ Every simulator runs as its own process on a free loopback port."""
 from __future__ import annotations
 
 import asyncio
+import http.client
 import itertools
 import json
 import signal
+import socket
 import statistics
 import time
 from collections.abc import Iterator
@@ -319,6 +321,43 @@ def test_a_client_leaving_mid_stream_frees_its_slot_quietly(sim: Sim) -> None:
 
     wait_until(aborted, 10, "the abandoned request to be aborted")
     assert "Traceback" not in sim.log.read_text()
+
+
+def test_a_client_that_stops_reading_gets_its_whole_stream_once_it_reads(logs: Path) -> None:
+    """Past what the sockets buffer (Linux's default send buffer grows to 4 MiB), the fan-out
+    leaves a slow client's chunks to its handler, which writes the backlog and waits for the
+    client (aiohttp drains it): nothing is lost or reordered."""
+    prompt, tokens = "read me late", 30_000  # about 6 MB of events
+    body = {"prompt": prompt, "max_tokens": tokens, "temperature": 0, "ignore_eos": True}
+    with sim_process(sim_spec(time_scale=100), logs) as fast:
+        wait_until(lambda: http_get(fast.url + "/health")[0] == 200, 10, "warm-up")
+        # a greedy answer's k-th token does not depend on max_tokens: its start stands for it
+        status, start = http_post(fast.url + "/v1/completions", {**body, "max_tokens": 200})
+        assert status == 200
+        before = metrics(fast.url)
+        data = json.dumps({**body, "stream": True}).encode()
+        host, port = fast.url.removeprefix("http://").rsplit(":", 1)
+        with socket.socket() as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            sock.connect((host, int(port)))
+            head = f"POST /v1/completions HTTP/1.1\r\nHost: {host}\r\n"
+            head += f"Content-Type: application/json\r\nContent-Length: {len(data)}\r\n\r\n"
+            sock.sendall(head.encode() + data)
+
+            def generated() -> bool:  # the engine is done while the client has read nothing
+                now = metrics(fast.url)
+                done = sample(now, "vllm:request_success_total", finished_reason="length")
+                left = sample(before, "vllm:request_success_total", finished_reason="length")
+                return done - left == 1
+
+            wait_until(generated, 60, "the engine to finish the unread answer")
+            response = http.client.HTTPResponse(sock)
+            response.begin()
+            events = response.read().decode().split("\n\n")
+    texts = [json.loads(e[6:])["choices"][0]["text"] for e in events if e.startswith("data: {")]
+    words = "".join(texts).split(" ")[1:]  # every token's text is a space and a word
+    assert len(words) == tokens and " " + " ".join(words[:200]) == start["choices"][0]["text"]
+    assert events[-2:] == ["data: [DONE]", ""]
 
 
 # -- faults -------------------------------------------------------------------------------

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from reconciler.engines.sim.tokens import (
@@ -32,6 +34,24 @@ def test_token_texts_are_short_distinct_words() -> None:
     texts = [tokenizer.text(t) for t in range(VOCAB)]
     assert len(set(texts)) == VOCAB
     assert all(t.startswith(" ") and t[1:].isalpha() and len(t) <= 7 for t in texts)
+    # streamed chunks splice token texts into JSON unescaped (protocol.Render.chunk)
+    assert all(json.dumps(t) == f'"{t}"' and t.isascii() and t[1:].islower() for t in texts)
+
+
+def test_token_texts_are_the_base_70_syllables_of_their_id() -> None:
+    syllables = [c + v for c in "bdfgklmnprstvz" for v in "aeiou"]
+
+    def spelled(token: int) -> str:
+        digits = []
+        while True:
+            token, digit = divmod(token, len(syllables))
+            digits.append(syllables[digit])
+            if token == 0:
+                return " " + "".join(reversed(digits))
+
+    tokenizer = Tokenizer(VOCAB)
+    for token in [*range(0, 400_000, 7), 70**3, 70**4 - 1, 70**5 + 4899, 2**40 + 12345]:
+        assert tokenizer.text(token) == spelled(token)
 
 
 @pytest.mark.parametrize(
