@@ -44,6 +44,7 @@ from reconciler.engines.sim import calibration, traffic  # noqa: E402
 from reconciler.engines.sim.calibration import Efficiency, Tuning  # noqa: E402
 from reconciler.engines.sim.error_bands import (  # noqa: E402
     ERRORS_FILE,
+    IN_SAMPLE_FILE,
     ErrorGroup,
     ErrorTable,
     markdown_table,
@@ -545,7 +546,7 @@ def write_errors(
 
 
 CV_FOLDS = 5
-IN_SAMPLE_PATH = REPO / "reconciler/engines/sim/calibration_errors_in_sample.json"
+IN_SAMPLE_PATH = REPO / "reconciler/engines/sim" / IN_SAMPLE_FILE
 INTERVALS_PATH = REPO / "reconciler/engines/sim" / INTERVALS_FILE
 
 
@@ -593,6 +594,9 @@ def cross_validate(
     with Pool(jobs) as pool:
         for fold in range(k):
             began = time.time()
+            held = [p for p in agg + disagg if fold_of[configuration(p)] == fold]
+            if not held:  # fewer configurations than folds
+                continue
 
             def kept(pts: list[Point], fold: int = fold) -> list[Point]:
                 return [p for p in pts if fold_of[configuration(p)] != fold]
@@ -602,7 +606,8 @@ def cross_validate(
                 if frozen
                 else fit(kept(agg), kept(disagg), model, sweeps, pool, warm=True, cache=cache)
             )
-            held = [p for p in agg + disagg if fold_of[configuration(p)] == fold]
+            if not frozen:
+                fitted = _without_unfitted(fitted, kept(agg), held)
             args = [(p, model, None, _tuning(fitted, p)) for p in held]
             for point, p in zip(held, pool.starmap(run, args), strict=True):
                 if p is None or not p.output_tok_s_per_gpu:
@@ -617,6 +622,25 @@ def cross_validate(
             )
     out.fit_predictions = len(cache)
     return out
+
+
+# A generation none of whose configurations is left in a fold (Hopper: one H200 configuration
+# without MTP) takes the fold's constants of its vendor's other generation, as a GPU of a
+# generation without data would: the full fit's own would carry the held-out points.
+SUBSTITUTE = {"hopper": "blackwell", "blackwell": "hopper", "cdna3": "cdna4", "cdna4": "cdna3"}
+
+
+def _without_unfitted(fitted: Fitted, train: list[Point], held: list[Point]) -> Fitted:
+    trained = {
+        _gen(p)
+        for p in train
+        if p.result.speculative != "mtp" and p.concurrency <= FIT_MAX_CONCURRENCY
+    }
+    efficiency = dict(fitted.efficiency)
+    for gen in sorted({_gen(p) for p in held} - trained):
+        efficiency[gen] = fitted.efficiency[SUBSTITUTE[gen]]
+        print(f"  {gen}: no configuration left to fit; {SUBSTITUTE[gen]}'s", file=sys.stderr)
+    return replace(fitted, efficiency=efficiency)
 
 
 def _residual(point: Point, p: Prediction) -> Residual:
@@ -713,7 +737,7 @@ def report_cv(cv: CrossValidation, k: int, write: bool) -> None:
     if write:
         generated = f"{dt.date.today()} by {command}"
         if cv.held_out:  # bench's bands; --frozen leaves them to --errors' in-sample file
-            write_errors(*tables, generated=generated, path=ERRORS_PATH)
+            write_errors(tables[0], tables[1], generated=generated, path=ERRORS_PATH)
         intervals = IntervalTable(
             generated=generated,
             engine="sglang",
@@ -799,7 +823,7 @@ def main() -> None:
             error_groups(residuals(pts, model, args.verbose, args.jobs)) for pts in (agg, disagg)
         ]
         command = "`.venv/bin/python scripts/calibrate_sim.py --errors`"
-        write_errors(*tables, generated=f"{dt.date.today()} by {command}", path=IN_SAMPLE_PATH)
+        write_errors(tables[0], tables[1], f"{dt.date.today()} by {command}", IN_SAMPLE_PATH)
         for mode, table in zip(("aggregated", "disaggregated"), tables, strict=True):
             print(f"{mode}:\n{markdown_table(table)}")
     elif args.report or not args.fit:
