@@ -179,7 +179,7 @@ def lookup(
         if cell is not None and (cell.points >= min_points or last):
             if not skipped:
                 return cell, None
-            return cell, f"{'; '.join(skipped)}: fell back to {cell.name} ({cell.points} points)"
+            return cell, f"too few points in {'; '.join(skipped)} (fewer than {min_points})"
         held = cell.points if cell else 0
         skipped.append(f"{key}, {BAND_TEXT[b]}: {held} points")
     raise LookupError(f"no {mode} cell of {engine}")
