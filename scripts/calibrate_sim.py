@@ -323,14 +323,8 @@ def fit(
     chosen = [p for p in agg if p.concurrency <= FIT_MAX_CONCURRENCY]
     current = start or full_fit()
     cache = {} if cache is None else cache
-    step, scalar_step = (
-        (EFFICIENCY_STEP**0.25, SCALAR_STEP**0.5)
-        if warm
-        else (
-            EFFICIENCY_STEP,
-            SCALAR_STEP,
-        )
-    )
+    step = EFFICIENCY_STEP ** (0.25 if warm else 1)  # warm: two fruitless sweeps in
+    scalar_step = SCALAR_STEP ** (0.5 if warm else 1)  # warm: one
 
     def objective(subset: list[Point], trial: Fitted) -> float:
         if not subset:  # a fold without MTP or P/D points: nothing to fit, the start stays
