@@ -30,8 +30,9 @@ workflows: $(STAMP)
 
 # What the tests start for real: OpenSSH servers (in network namespaces, with iproute2),
 # Prometheus for the alarms' Prometheus mode, PostgreSQL for optimizer workers sharing a
-# study, and Slurm (controller, compute node, clients, munge) for Slurm fleets (their services
-# are not started: tests run their own).
+# study, Slurm (controller, compute node, clients, munge) for Slurm fleets (their services
+# are not started: tests run their own), and Chromium with fonts that Playwright drives headless
+# in the UI's browser tests.
 system-deps:
 	@command -v sshd >/dev/null 2>&1 || test -x /usr/sbin/sshd || \
 		{ apt-get update -q && apt-get install -y -q openssh-server; }
@@ -44,6 +45,8 @@ system-deps:
 		test -x /usr/sbin/munged || \
 		{ apt-get update -q && apt-get install -y -q --no-install-recommends \
 		slurmctld slurmd slurm-client munge; }
+	@test -x /usr/bin/chromium || { apt-get update -q && \
+		apt-get install -y -q --no-install-recommends chromium fonts-liberation; }
 
 # GitHub's own published descriptions, pinned, that the fake GitHub checks every request and
 # answer against (tests/forge/github_openapi.py): the REST API's OpenAPI description and the

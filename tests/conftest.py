@@ -70,6 +70,8 @@ LONGEST_FIRST = (
     "tests/e2e/test_trial_reclaim.py",
     "tests/e2e/test_pr_walkthrough.py",
     "tests/e2e/test_guides.py",
+    "tests/ui/test_live_overview.py",
+    "tests/ui/test_browser_pages.py",
 )
 
 

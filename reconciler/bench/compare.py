@@ -124,3 +124,32 @@ def compare(a: Result, b: Result) -> Comparison:
         settings=[Setting(name=n, a=get(a), b=get(b)) for n, get in SETTINGS],
         figures=[_figure(n, unit, get(a), get(b)) for n, unit, get in FIGURES],
     )
+
+
+# How a comparison is written, by `denv bench compare` and the UI's compare page.
+BETTER_MARK = {"a": "A", "b": "B", "same": "="}
+
+
+def figure_label(figure: Figure) -> str:
+    """The figure's name with its unit, e.g. 'TTFT p99 (ms)' (tok/s goes without)."""
+    unit = f" ({figure.unit})" if figure.unit and figure.unit != "tok/s" else ""
+    return figure.name + unit
+
+
+def figure_text(value: float | None, unit: str) -> str:
+    """One side's value: '…' where the result lacks it."""
+    if value is None:
+        return "…"
+    digits = 3 if unit == "USD" else (0 if unit in ("", "tok/s") else 2)
+    return f"{value:,.{digits}f}" if digits else f"{round(value):,}"
+
+
+def change_text(figure: Figure) -> str:
+    """B − A, and in percent of A, signed, e.g. '+12.50 (+3.1%)'."""
+    if figure.delta is None:
+        return "…"
+    sign = "+" if figure.delta > 0 else ""
+    text = sign + figure_text(figure.delta, figure.unit)
+    if figure.delta_pct is not None:
+        text += f" ({sign}{figure.delta_pct:.1f}%)"
+    return text

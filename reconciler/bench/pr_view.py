@@ -1,7 +1,7 @@
 """Pure logic: a pull request's bench results as the forge's comment views — per subject and
 load level, the figures of the current release beside the pull request's with the change
 (compare.py), and both sweeps as points of the Pareto chart (interactivity against
-throughput per GPU)."""
+throughput per GPU); each result with its roofline (catalog/roofline.py)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,9 @@ from collections.abc import Sequence
 from reconciler.bench.compare import LOWER_BETTER, Figure, compare
 from reconciler.bench.pareto import load_label
 from reconciler.bench.pr_subjects import BenchSubject
+from reconciler.catalog.roofline import result_roofline, summary
 from reconciler.forge.views import BenchRow, MetricDelta, ParetoPoint
+from reconciler.spec.repo import Repo
 from reconciler.spec.result import Result
 
 # The figures a reviewer weighs a change by: compare.py's name, then as the table shows it.
@@ -48,10 +50,15 @@ def _deltas(current: Result | None, candidate: Result) -> list[MetricDelta]:
 
 
 def bench_rows(
-    subject: BenchSubject, current: Sequence[Result], candidate: Sequence[Result], simulated: bool
+    subject: BenchSubject,
+    current: Sequence[Result],
+    candidate: Sequence[Result],
+    simulated: bool,
+    repo: Repo,
 ) -> list[BenchRow]:
     """A table per load level the pull request's side was measured at, compared with the
-    current release's result at the same load (when it has one)."""
+    current release's result at the same load (when it has one), with the roofline of the
+    pull request's result from `repo`'s catalog."""
     at_load = {r.load: r for r in current}
     rows = []
     for result in candidate:
@@ -63,6 +70,7 @@ def bench_rows(
                 simulated=simulated,
                 result_id=result.id,
                 metrics=_deltas(at_load.get(result.load), result),
+                roofline=summary(result_roofline(repo, result)),
             )
         )
     return rows

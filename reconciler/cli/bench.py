@@ -12,16 +12,17 @@ from typing import Annotated, Any, Literal
 import typer
 from rich.table import Table
 
-from reconciler.catalog.cost import parse_price_overrides, price_for, usd_per_m_output
+from reconciler.bench import ranked
+from reconciler.catalog.cost import parse_price_overrides
 from reconciler.catalog.latency import parse_latency_target
-from reconciler.catalog.ranking import ErrorBand, RankBy, Ranking, Row, rank
+from reconciler.catalog.ranking import Ranking, Row
+from reconciler.catalog.roofline import Roofline, roofline_lines
 from reconciler.cli import bench_run
 from reconciler.cli.common import JsonOption, RepoOption, console, load, print_json, show
 from reconciler.errors import NotFound
 from reconciler.spec.loader import RANKING_FILES
-from reconciler.spec.recipe import AggregatedTopology, describe_topology, total_gpus
 from reconciler.spec.repo import Repo
-from reconciler.spec.result import Percentiles, Result
+from reconciler.spec.result import Result
 
 app = typer.Typer(
     help="Rank benchmark results; show one; compare two; run one.", invoke_without_command=True
@@ -39,12 +40,6 @@ def _state_file() -> Path:
     """The last ranking, per user, so `bench get N` can name a row by its number."""
     base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
     return Path(base) / "denv" / "last-bench.json"
-
-
-def _aliases(repo: Repo) -> tuple[dict[str, str], dict[str, str]]:
-    hardware = {alias: hw.id for hw in repo.hardware.values() for alias in hw.aliases}
-    models = {alias: arch.id for arch in repo.models.values() for alias in arch.aliases}
-    return hardware, models
 
 
 @app.callback()
@@ -73,23 +68,17 @@ def bench(
     """Rank results for a workload and latency target; misses come after, with the reason."""
     if ctx.invoked_subcommand is not None:
         return
-    target = parse_latency_target(latency) if latency else None
+    target = parse_latency_target(latency) if latency else None  # a bad one: before the load
     prices = parse_price_overrides(price or [])
     loaded = load(repo, only=RANKING_FILES)
-    hardware_aliases, model_aliases = _aliases(loaded)
-    ranking = rank(
-        loaded.results,
-        profiles=list(loaded.workloads.values()),
-        offers=loaded.offers,
-        hardware_aliases=hardware_aliases,
+    ranking = ranked.ranking(
+        loaded,
         workload=workload,
-        target=target,
+        latency=latency,
         model=model,
         hardware=hardware,
-        by=rank_by,
+        rank_by=rank_by,
         prices=prices,
-        model_aliases=model_aliases,
-        bands=_bands(loaded.results, rank_by),
     )
     _remember(loaded, ranking, prices)
     if as_json:
@@ -111,31 +100,6 @@ def bench(
         if v
     )
     _print_ranking(ranking, rank_by, limit, criteria or "all results")
-
-
-def _bands(results: list[Result], rank_by: RankBy) -> dict[str, ErrorBand]:
-    """Each simulated result's error band on the rank figure, from the calibration's error
-    table (docs/simulator.md, "Errors")."""
-    from reconciler.engines.sim.error_bands import band, read_error_table
-
-    simulated = [r for r in results if r.source.kind == "simulated"]
-    if not simulated:
-        return {}
-    table = read_error_table()
-    metric: Literal["tok_s_per_gpu", "tpot_p50"] = (
-        "tpot_p50" if rank_by == "speed" else "tok_s_per_gpu"
-    )
-    out = {}
-    for r in simulated:
-        mode: Literal["aggregated", "disaggregated"] = (
-            "disaggregated"
-            if r.topology is not None and not isinstance(r.topology, AggregatedTopology)
-            else "aggregated"
-        )
-        found = band(table, r.hardware, r.engine.name, r.model, mode, metric)
-        if found is not None:
-            out[r.id] = found
-    return out
 
 
 COLUMNS = ("#", "MODEL", "GPU", "RECIPE", "TTFT-P99", "TOK/S", "TOK/S/GPU", "$/M-OUT", "SOURCE")
@@ -168,29 +132,12 @@ def _print_ranking(ranking: Ranking, rank_by: str, limit: int, criteria: str) ->
         )
     rows = ranking.ranked[:limit] + ranking.missed[:limit]
     if any(row.band is not None for row in rows):
-        console.print(
-            "simulated: predicted by denv's performance model, not measured; ±N% = its median "
-            "error on that figure where calibrated (docs/simulator.md); * = extrapolated: no "
-            "calibration point of that hardware, engine or model",
-            markup=False,
-        )
+        console.print(ranked.SIMULATED_NOTE, markup=False)
     console.print("row details: denv bench get N; '…' = the source does not give the figure")
 
 
 def _cells(number: int, row: Row) -> list[str]:
-    # No denv recipe: the engine that ran it, e.g. "(sglang 0.5.8 via dynamo)"
-    recipe = row.recipe or "(" + row.engine.replace(" (", " via ").rstrip(")") + ")"
-    return [
-        str(number),
-        row.model,
-        row.hardware,
-        recipe,
-        f"{row.ttft_p99_s:.2f}s" if row.ttft_p99_s is not None else "…",
-        show(row.output_tok_s, 0),
-        show(row.output_tok_s_per_gpu, 1),
-        f"${row.usd_per_m_output:.3f}" if row.usd_per_m_output is not None else "…",
-        row.source + (f" {row.band.text}" if row.band is not None else ""),
-    ]
+    return [str(number), *ranked.row_cells(row)]
 
 
 def _remember(repo: Repo, ranking: Ranking, prices: dict[str, float]) -> None:
@@ -219,7 +166,7 @@ def get(
     result = next((r for r in loaded.results if r.id == result_id), None)
     if result is None:
         raise NotFound(f"no result '{result_id}' in {loaded.label}")
-    details = describe(loaded, result, prices)
+    details = ranked.describe(loaded, result, prices)
     if as_json:
         print_json(details)
         return
@@ -240,93 +187,18 @@ def _lookup(which: str) -> tuple[str, dict[str, float]]:
     return rows[number - 1], dict(state.get("prices", {}))
 
 
-def _percentiles(p: Percentiles) -> dict[str, float | None]:
-    return {"p50": p.p50, "p90": p.p90, "p99": p.p99, "mean": p.mean}
-
-
-def describe(repo: Repo, result: Result, prices: dict[str, float]) -> dict[str, Any]:
-    """Everything `bench get` shows, as data."""
-    m = result.metrics
-    aliases = {alias: hw.id for hw in repo.hardware.values() for alias in hw.aliases}
-    choice = price_for(result, prices, repo.offers, aliases=aliases)
-    gpus = result.gpus or (total_gpus(result.topology) if result.topology else None)
-    cost = None
-    if choice is not None and gpus and m.output_tok_s:
-        cost = usd_per_m_output(gpus, choice.gpu_hour, m.output_tok_s)
-    recipe = repo.recipes.get(result.recipe.id) if result.recipe.id else None
-    return {
-        "result": result.id,
-        "model": result.model,
-        "hardware": result.hardware,
-        "precision": result.precision,
-        "workload": result.workload.model_dump(exclude_none=True),
-        "load": result.load.model_dump(exclude_none=True),
-        "speed": {
-            "ttft_ms": _percentiles(m.ttft_ms),
-            "tpot_ms": _percentiles(m.tpot_ms),
-            "itl_ms": _percentiles(m.itl_ms),
-            "e2e_ms": _percentiles(m.e2e_ms),
-            "tok_s_per_user": 1000 / m.tpot_ms.p50 if m.tpot_ms.p50 else None,
-        },
-        "throughput": {
-            "output_tok_s": m.output_tok_s,
-            "output_tok_s_per_gpu": m.output_tok_s_per_gpu,
-            "total_tok_s_per_gpu": m.total_tok_s_per_gpu,
-            "gpus": gpus,
-        },
-        "cost": {
-            "usd_per_m_output": cost,
-            "gpu_hour": choice.gpu_hour if choice else None,
-            "price_source": choice.source if choice else None,
-            "formula": "GPUs × $/GPU-hour ÷ (output tok/s × 3600) × 10^6",
-        },
-        "recipe": {
-            "id": result.recipe.id,
-            "engine": result.engine.model_dump(exclude_none=True),
-            "topology": result.topology.model_dump() if result.topology else None,
-            "topology_text": describe_topology(result.topology) if result.topology else None,
-            "settings": recipe.settings.model_dump(exclude_defaults=True) if recipe else None,
-        },
-        "source": result.source.model_dump(mode="json", exclude_none=True),
-    }
-
-
-def _workload_text(workload: dict[str, Any]) -> str:
-    text = workload.get("name") or "fixed lengths"
-    if workload.get("isl") and workload.get("osl"):
-        text += f" {workload['isl']} in / {workload['osl']} out"
-    if workload.get("length_range_ratio"):
-        text += f" (drawn from {workload['length_range_ratio']:g}–1× of that)"
-    if workload.get("dataset"):
-        text += f", {workload['dataset']} prompts"
-    return text
-
-
-def _load_text(load: dict[str, Any]) -> str:
-    if "concurrency" in load:
-        return f"concurrency {load['concurrency']}"
-    return f"{load['rate']} requests/s" if "rate" in load else "load …"
-
-
-def _flat(values: dict[str, Any], prefix: str = "") -> str:
-    """{'kv_cache': {'dtype': 'fp8'}} -> 'kv_cache.dtype fp8'."""
-    return ", ".join(
-        _flat(v, f"{prefix}{k}.") if isinstance(v, dict) else f"{prefix}{k} {v}"
-        for k, v in values.items()
-    )
-
-
 def _ms(p: dict[str, float | None]) -> str:
     return "  ".join(f"{k} {show(v, 1)}" for k, v in p.items()) + "  (ms)"
 
 
 def _print_details(d: dict[str, Any]) -> None:
     speed, tput, cost, recipe = d["speed"], d["throughput"], d["cost"], d["recipe"]
+    roofline = Roofline.model_validate(d["roofline"])
     engine = recipe["engine"]
     lines = [
         f"[bold]{d['result']}[/]",
         f"{d['model']} on {d['hardware']}, precision {d['precision'] or '…'}, "
-        f"{_workload_text(d['workload'])}, {_load_text(d['load'])}",
+        f"{ranked.workload_text(d['workload'])}, {ranked.load_text(d['load'])}",
         "",
         "[bold]speed[/]",
         f"  TTFT  {_ms(speed['ttft_ms'])}",
@@ -350,7 +222,8 @@ def _print_details(d: dict[str, Any]) -> None:
         f"  topology {recipe['topology_text'] or '…'}",
     ]
     if recipe["settings"] is not None:
-        lines.append(f"  settings {_flat(recipe['settings']) or 'engine defaults'}")
+        lines.append(f"  settings {ranked.flat(recipe['settings']) or 'engine defaults'}")
+    lines += ["[bold]roofline[/]", *(f"  {line}" for line in roofline_lines(roofline))]
     source = d["source"]
     lines += [
         "[bold]source[/]",
@@ -374,7 +247,7 @@ def compare_results(
     as_json: JsonOption = False,
 ) -> None:
     """Two results side by side: what each ran, every figure, and B − A."""
-    # imported here, as in _find_result and _priced: `denv bench` (the ranking) starts fast
+    # imported here, as in _find_result: `denv bench` (the ranking) starts fast
     from reconciler.bench.compare import compare
     from reconciler.cli.bench_view import print_comparison
 
@@ -386,7 +259,9 @@ def compare_results(
             loaded.append(load(repo))
         return loaded[0]
 
-    a, b = (_priced(_find_result(which, the_repo), prices, the_repo) for which in (first, second))
+    a, b = (
+        ranked.priced(_find_result(which, the_repo), prices, the_repo) for which in (first, second)
+    )
     comparison = compare(a, b)
     if as_json:
         print_json(comparison)
@@ -405,20 +280,3 @@ def _find_result(which: str, the_repo: Callable[[], Repo]) -> Result:
     if found is None:
         raise NotFound(f"no result '{which}' in {loaded.label} (give a result id or a .json file)")
     return found
-
-
-def _priced(result: Result, prices: dict[str, float], the_repo: Callable[[], Repo]) -> Result:
-    """The result with its $/M output: its own, else at --price or the public offer."""
-    from reconciler.bench.compare import cost
-
-    if cost(result) is not None and result.hardware not in prices:
-        return result
-    if not result.gpus or not result.metrics.output_tok_s:
-        return result
-    loaded = the_repo()
-    aliases = {alias: hw.id for hw in loaded.hardware.values() for alias in hw.aliases}
-    choice = price_for(result, prices, loaded.offers, aliases=aliases)
-    if choice is None:
-        return result
-    value = usd_per_m_output(result.gpus, choice.gpu_hour, result.metrics.output_tok_s)
-    return result.model_copy(update={"usd_per_m_output": value})

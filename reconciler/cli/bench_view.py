@@ -7,7 +7,13 @@ from collections.abc import Sequence
 
 from rich.table import Table
 
-from reconciler.bench.compare import Comparison, Figure
+from reconciler.bench.compare import (
+    BETTER_MARK,
+    Comparison,
+    change_text,
+    figure_label,
+    figure_text,
+)
 from reconciler.bench.metrics import LevelMetrics
 from reconciler.bench.pareto import load_label
 from reconciler.cli.common import console, show
@@ -57,23 +63,6 @@ def _kinds(counts: dict[str, int]) -> str:
     return "(" + ", ".join(f"{k} {n}" for k, n in counts.items()) + ")"
 
 
-def _cell(value: float | None, unit: str) -> str:
-    if value is None:
-        return "…"
-    digits = 3 if unit == "USD" else (0 if unit in ("", "tok/s") else 2)
-    return show(value, digits) if digits else show(round(value))
-
-
-def _change(figure: Figure) -> str:
-    if figure.delta is None:
-        return "…"
-    sign = "+" if figure.delta > 0 else ""
-    text = sign + _cell(figure.delta, figure.unit)
-    if figure.delta_pct is not None:
-        text += f" ({sign}{figure.delta_pct:.1f}%)"
-    return text
-
-
 def print_comparison(c: Comparison) -> None:
     setup = Table("", "A", "B", box=None, title="setup", title_justify="left")
     for s in c.settings:
@@ -84,7 +73,11 @@ def print_comparison(c: Comparison) -> None:
         "FIGURE", "A", "B", "B − A", "BETTER", box=None, title="figures", title_justify="left"
     )
     for f in c.figures:
-        unit = f" ({f.unit})" if f.unit and f.unit != "tok/s" else ""
-        better = {"a": "A", "b": "B", "same": "="}.get(f.better or "", "")
-        figures.add_row(f.name + unit, _cell(f.a, f.unit), _cell(f.b, f.unit), _change(f), better)
+        figures.add_row(
+            figure_label(f),
+            figure_text(f.a, f.unit),
+            figure_text(f.b, f.unit),
+            change_text(f),
+            BETTER_MARK.get(f.better or "", ""),
+        )
     console.print(figures)

@@ -9,14 +9,13 @@ from typing import Annotated, Any, Literal
 import typer
 from rich.table import Table
 
-from reconciler.catalog.deployments import declared_free_gpus
 from reconciler.cli import fleet_trials
 from reconciler.cli.common import JsonOption, RepoOption, console, load, print_json
-from reconciler.cli.fleet_slurm import free_gpus, print_slurm, slurm_view
+from reconciler.cli.fleet_slurm import print_slurm
 from reconciler.errors import DenvError, NotFound
 from reconciler.fleet.drivers.registry import Drivers
+from reconciler.fleet.listing import fleet_row, slurm_view
 from reconciler.fleet.model.observed import FleetObservation
-from reconciler.spec.checks import domain_size
 from reconciler.spec.fleet import Fleet
 from reconciler.spec.repo import Repo
 
@@ -47,44 +46,6 @@ def _runs_here(fleet: Fleet) -> bool:
     return fleet.transport == "local" or (fleet.transport == "slurm" and fleet.ssh is None)
 
 
-def _row(repo: Repo, name: str, fleet: Fleet, seen: FleetObservation | None) -> dict[str, Any]:
-    row: dict[str, Any] = {
-        "fleet": name,
-        "provider": fleet.provider,
-        "hardware": fleet.hardware,
-        "domain": domain_size(repo, name),
-        "simulated": fleet.simulated,
-        "hosts": len(fleet.hosts),
-        "trial_gpus": fleet.trial_gpus,
-        "gpus": fleet.gpus,
-        "free_gpus": declared_free_gpus(repo, name),
-        "units": None,
-        "figures": "declared",
-        "unreachable": [],
-        "errors": {},  # host -> why it was not reached
-        "slurm": None,  # a Slurm fleet's nodes and queue, when observed (fleet_slurm.py)
-    }
-    if seen is None:
-        return row
-    row["unreachable"] = sorted(seen.errors)
-    row["errors"] = dict(sorted(seen.errors.items()))
-    if not seen.hosts:
-        return row  # every host unreachable: the declared figures stand, marked so
-    unused = sum(len(seen.free_gpus(host)) for host in seen.hosts)
-    if fleet.transport == "slurm":
-        row["slurm"] = slurm_view(fleet, seen)
-        unused = free_gpus(row["slurm"])  # a job over several nodes holds GPUs on each
-    row.update(
-        {
-            "gpus": sum(len(h.gpus) for h in seen.hosts.values()),
-            "free_gpus": max(unused - fleet.trial_gpus, 0),
-            "units": sum(1 for h in seen.hosts.values() for u in h.units if u.alive),
-            "figures": "live" if not seen.errors else "partly live",
-        }
-    )
-    return row
-
-
 @app.command("list")
 def list_fleets(
     probe: Annotated[
@@ -106,7 +67,7 @@ def list_fleets(
         for name, fleet in sorted(loaded.fleets.items()):
             live = probe == "all" or (probe == "local" and _runs_here(fleet))
             seen = _observe(loaded, fleet, drivers) if live else None
-            rows.append(_row(loaded, name, fleet, seen))
+            rows.append(fleet_row(loaded, name, fleet, seen))
     finally:
         drivers.close()
     if as_json:

@@ -19,9 +19,14 @@ from reconciler.errors import DenvError, NotFound
 from reconciler.fleet.drivers.registry import Drivers
 from reconciler.spec.fleet import Fleet
 from reconciler.trials.deployment import stop_trial
-from reconciler.trials.owner import FoundTrial, TrialState, found_trials, owner_state
+from reconciler.trials.owner import (
+    FoundTrial,
+    TrialState,
+    found_trials,
+    owner_state,
+    state_words,
+)
 
-SHOWN = {TrialState.ELSEWHERE: "owner elsewhere", TrialState.UNKNOWN: "owner unknown"}
 STOP_GRACE = 10.0  # seconds each unit gets to stop before SIGKILL, as a trial's teardown
 
 
@@ -137,7 +142,7 @@ def _print(fleet: str, found: list[FoundTrial]) -> None:
             f"{running}/{len(trial.units)} running",
             _started(trial.started_at),
             trial.owner or "…",
-            SHOWN.get(trial.state, str(trial.state)),
+            state_words(trial.state),
         )
     console.print(table)
     if any(t.state == TrialState.ABANDONED for t in found):

@@ -13,6 +13,7 @@ from functools import cache
 from importlib.resources import files
 from string import Template
 
+from reconciler.catalog.roofline import percent as roofline_percent
 from reconciler.forge.markers import marker, strip_marker
 from reconciler.forge.views import (
     AlarmRow,
@@ -204,7 +205,8 @@ def _bench_table(row: BenchRow) -> str:
         for m in row.metrics
     ]
     body = table(("metric", "current release", "this PR", "change"), rows, right=(1, 2, 3))
-    return f"{head}\n\n{body}"
+    roofline = f"\n\nRoofline of this PR's result: {row.roofline}" if row.roofline else ""
+    return f"{head}\n\n{body}{roofline}"
 
 
 def _point_name(point: ParetoPoint) -> str:
@@ -379,14 +381,34 @@ def _bench_figures(rows: Sequence[BenchFigure], none: str) -> str:
             "—" if r.tok_s_gpu is None else number(r.tok_s_gpu),
             _ms(r.ttft_p99_ms),
             _ms(r.itl_p99_ms),
+            _share(r.decode_hbm),
+            _share(r.prefill_compute),
             r.source,
             f"`{r.result_id}`",
         )
         for r in rows
     ]
-    headers = ("fleet", "hardware", "load", "tok/s/GPU", "TTFT p99", "ITL p99", "source", "result")
-    intro = "the newest result per fleet and load of the recipe this revision runs:"
-    return intro + "\n\n" + table(headers, lines, right=(3, 4, 5))
+    headers = (
+        "fleet",
+        "hardware",
+        "load",
+        "tok/s/GPU",
+        "TTFT p99",
+        "ITL p99",
+        "decode HBM",
+        "prefill compute",
+        "source",
+        "result",
+    )
+    intro = (
+        "the newest result per fleet and load of the recipe this revision runs, with the "
+        "share of HBM bandwidth and compute its figures imply (docs/benchmarks.md, Roofline):"
+    )
+    return intro + "\n\n" + table(headers, lines, right=(3, 4, 5, 6, 7))
+
+
+def _share(value: float | None) -> str:
+    return "—" if value is None else roofline_percent(value)
 
 
 def render_promotion(view: PromotionView) -> str:

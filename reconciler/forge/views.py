@@ -73,6 +73,7 @@ class BenchRow(Record):
     simulated: bool
     result_id: str | None = None
     metrics: list[MetricDelta]
+    roofline: str | None = None  # the result's roofline summary (catalog/roofline.py)
 
 
 class ParetoPoint(Record):
@@ -169,6 +170,8 @@ class BenchFigure(Record):
     itl_p99_ms: float | None
     source: str  # measured, simulated or published
     result_id: str
+    decode_hbm: float | None = None  # roofline: decode's share of HBM bandwidth
+    prefill_compute: float | None = None  # roofline: prefill's share of tensor compute
 
 
 class PromotionView(Record):

@@ -282,6 +282,7 @@ def bench_view(
     base: str | None,
     runs: list[SubjectRun],
     traffic: str,
+    head: Repo,
     files: list[str] | None = None,
 ) -> str:
     rows, points, notes = [], [], []
@@ -291,7 +292,7 @@ def bench_view(
         if run.error is not None:
             notes.append(f"**{run.subject.key} failed**: {run.error}")
             continue
-        rows += bench_rows(run.subject, run.current, run.candidate, run.simulated)
+        rows += bench_rows(run.subject, run.current, run.candidate, run.simulated, head)
         points += pareto_points(run.subject, run.current, run.candidate, alone=len(runs) == 1)
         if run.subject.current is None:
             notes.append(f"{run.subject.key} is new: nothing to compare with, no parity run")
@@ -386,7 +387,7 @@ def bench_pull_request(
         runs.append(runner.run(subject, parity))
     status(f"commenting on #{number}")
     files = changed_paths(root, pr.base_branch, pr.head_sha)
-    view = bench_view(pr, base, runs, options.traffic_name, files)
+    view = bench_view(pr, base, runs, options.traffic_name, head, files)
     ids = forge.upsert_comment(number, "bench", view)
     verdicts = [r for r in runs if r.verdict is not None]
     if verdicts and not isinstance(parity, str):

@@ -9,6 +9,7 @@ import datetime as dt
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
+from reconciler.catalog.roofline import Roofline
 from reconciler.forge.views import BenchFigure
 from reconciler.spec.result import Load, Result
 
@@ -37,10 +38,13 @@ def _order(load: Load) -> tuple[int, float]:
 
 
 def bench_figures(
-    results: Iterable[Result], wanted: Sequence[Wanted], hardware_id: Callable[[str], str]
+    results: Iterable[Result],
+    wanted: Sequence[Wanted],
+    hardware_id: Callable[[str], str],
+    roofline: Callable[[Result], Roofline],
 ) -> list[BenchFigure]:
     """Rows for the promotion body, by fleet then load. `hardware_id` maps a result's
-    hardware (maybe an alias) to its id."""
+    hardware (maybe an alias) to its id; `roofline` gives a result's roofline."""
     results = list(results)
     rows: list[BenchFigure] = []
     for want in wanted:
@@ -53,7 +57,7 @@ def bench_figures(
             if held is None or _recency(result) > _recency(held):
                 newest[key] = result
         for result in sorted(newest.values(), key=lambda r: _order(r.load)):
-            metrics = result.metrics
+            metrics, roof = result.metrics, roofline(result)
             rows.append(
                 BenchFigure(
                     fleet=want.fleet,
@@ -64,6 +68,8 @@ def bench_figures(
                     itl_p99_ms=metrics.itl_ms.p99,
                     source=result.source.kind,
                     result_id=result.id,
+                    decode_hbm=roof.decode.fraction if roof.decode else None,
+                    prefill_compute=roof.prefill.fraction if roof.prefill else None,
                 )
             )
     return rows

@@ -189,12 +189,14 @@ def _rows(snap: Snapshot, reach: dict[str, FleetReach]) -> list[dict[str, Any]]:
     for group in snap.plan.groups:
         actions = snap.plan.group_actions(group)
         wanted = deployments.get((group.release, group.stage, group.fleet))
-        replicas = ready = 0
+        readiness: dict[str, bool] = {}  # unit -> its probe passed (engines that run)
+        replicas = 0
         if wanted is not None:
             heads = [u for u in wanted.units if u.unit.role != "router" and u.unit.port]
             running = {a.unit for a in actions if a.kind == ActionKind.KEEP}
             replicas = len(heads)
-            ready = sum(1 for u in heads if u.id in running and probes.is_ready(u.unit))
+            readiness = {u.id: probes.is_ready(u.unit) for u in heads if u.id in running}
+        ready = sum(readiness.values())
         drift = Counter(a.kind.value for a in actions if a.kind != ActionKind.KEEP)
         if queued := [a for a in actions if queued_action(a)]:
             drift["pending"] = len(queued)  # not there yet: the scheduler holds the job
@@ -209,6 +211,7 @@ def _rows(snap: Snapshot, reach: dict[str, FleetReach]) -> list[dict[str, Any]]:
                 "running_revisions": list(group.running_revisions),
                 "replicas": replicas,
                 "ready": None if whole else ready,
+                "readiness": readiness,
                 "endpoint": group.endpoint,
                 "drift": None
                 if whole

@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from reconciler.catalog.deployments import deployments
+from reconciler.catalog.roofline import result_roofline
 from reconciler.errors import DenvError
 from reconciler.forge.commands import merge_blockers
 from reconciler.forge.models import CheckRun, Conclusion, MergeStatus, PrState
@@ -140,7 +141,12 @@ class Promoter:
             )
             view = view.model_copy(
                 update={
-                    "bench": bench_figures(snap.repo.results, wanted, _hardware_id(snap)),
+                    "bench": bench_figures(
+                        snap.repo.results,
+                        wanted,
+                        _hardware_id(snap),
+                        lambda result: result_roofline(snap.repo, result),
+                    ),
                     "bench_none": none_yet(wanted),
                 }
             )

@@ -44,6 +44,11 @@ class Repo:
             return self.hardware[key]
         return next((hw for hw in self.hardware.values() if key in hw.aliases), None)
 
+    def resolve_model(self, key: str) -> ModelArch | None:
+        if key in self.models:
+            return self.models[key]
+        return next((arch for arch in self.models.values() if key in arch.aliases), None)
+
     def knows(self, kind: str, name: str) -> bool:
         """Defined, or defined by a file that is invalid (already reported there) or was
         not read (a command that reads only some files judges only those)."""

@@ -66,6 +66,14 @@ class TrialState(StrEnum):
     UNKNOWN = "unknown"  # it has no owner label, or its owner cannot be read
 
 
+WORDS = {TrialState.ELSEWHERE: "owner elsewhere", TrialState.UNKNOWN: "owner unknown"}
+
+
+def state_words(state: TrialState) -> str:
+    """A trial's state as `denv fleet trials` and the UI's fleets page say it."""
+    return WORDS.get(state, str(state))
+
+
 STATES = {
     OwnerState.ALIVE: TrialState.RUNNING,
     OwnerState.GONE: TrialState.ABANDONED,

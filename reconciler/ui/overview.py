@@ -12,6 +12,7 @@ from reconciler.rollout.overview import drift_text, parity_line, status_lines
 from reconciler.rollout.state import StageRecord
 from reconciler.rollout.status import StageStatus
 from reconciler.ui.charts import sparkline
+from reconciler.ui.pulls import pr_link
 from reconciler.ui.site import NotFoundPage, Page
 from reconciler.ui.state import UiState
 
@@ -38,13 +39,6 @@ def _record(state: UiState, release: str, stage: str) -> StageRecord | None:
     return kept.stages.get(f"{release}/{stage}") if kept is not None else None
 
 
-def _pr(number: int | None, url: str | None) -> dict[str, Any] | None:
-    """A PR as a page links it: GitHub's page, or the UI's own for the local forge."""
-    if number is None:
-        return None
-    return {"number": number, "url": url if url and url.startswith("https://") else None}
-
-
 def _stage_row(
     state: UiState, release: str, status: StageStatus | None, stage: str
 ) -> dict[str, Any]:
@@ -55,9 +49,9 @@ def _stage_row(
         "state": status.state if status is not None else "not deployed",
         "kind": state_kind(status.state) if status is not None else "idle",
         "promotion": status.promotion if status is not None else None,
-        "promotion_pr": _pr(promotion.number, promotion.url) if promotion else None,
+        "promotion_pr": pr_link(state, promotion.number, promotion.url) if promotion else None,
         "promotion_state": promotion.state if promotion else None,
-        "rollback_pr": _pr(record.rollback_pr, record.rollback_url) if record else None,
+        "rollback_pr": pr_link(state, record.rollback_pr, record.rollback_url) if record else None,
         "alarms": status.alarms if status is not None else [],
         "note": status.note if status is not None else "",
         "errors": status.errors if status is not None else [],
@@ -90,10 +84,22 @@ def overview(state: UiState, params: Mapping[str, str]) -> Page:
                             "drift": drift_text(row) if row else "—",
                             "endpoint": row["endpoint"] if row else None,
                             **common,
+                            **_deploying(common, row),
                         }
                     )
     lines = status_lines(seen) if seen is not None else []
     return Page("overview.html", "Overview", {"rows": rows, "lines": lines})
+
+
+def _deploying(common: dict[str, Any], row: dict[str, Any] | None) -> dict[str, Any]:
+    """The bot records a stage's state at the end of its pass, once the apply is done: until
+    then `rollout status` says it waits for the bot. Where this look's plan has units to start
+    or replace for that stage, it is deploying, and the page says so with what is left."""
+    if common["state"] != "waiting for the bot" or row is None or not row["drift"]:
+        return {}
+    if not any(kind in row["drift"] for kind in ("start", "replace")):
+        return {}
+    return {"state": f"deploying ({row['drift']})", "kind": "deploying"}
 
 
 def release(state: UiState, params: Mapping[str, str]) -> Page:
@@ -109,6 +115,7 @@ def release(state: UiState, params: Mapping[str, str]) -> Page:
         record = _record(state, name, stage.name)
         history = state.history.get(f"{name}/{stage.name}", ())
         alarms = sorted({a for reading in history for a in reading.values})
+        pin = pins.promotions.get(stage.name) if pins is not None else None
         stages.append(
             {
                 "name": stage.name,
@@ -116,7 +123,8 @@ def release(state: UiState, params: Mapping[str, str]) -> Page:
                 "bake": stage.bake,
                 "approvals": stage.approvals,
                 "status": statuses.get(stage.name),
-                "pin": pins.promotions.get(stage.name) if pins is not None else None,
+                "pin": pin,
+                "pin_pr": pr_link(state, pin.pr) if pin is not None else None,
                 "record": record,
                 "evidence": record.evidence if record is not None else [],
                 "charts": [

@@ -94,7 +94,8 @@ def application(state: UiState, routes: list[Route], token: str | None) -> web.A
             fragment = request.headers.get("X-Denv-Fragment") == "main"
             try:
                 with state.lock:
-                    html = render(route.view(state, params), state, links, routes, fragment)
+                    shown = route.view(state, params)
+                    html = render(shown, state, links, routes, fragment)
             except NotFoundPage as exc:
                 return web.Response(status=404, text=f"404: {exc}\n", headers=HEADERS)
             except DenvError as exc:  # bad parameters: say which, as the CLI would
@@ -102,7 +103,9 @@ def application(state: UiState, routes: list[Route], token: str | None) -> web.A
             except Exception as exc:  # a bug: say what, without a traceback
                 text = f"500: {type(exc).__name__}: {exc}\n"
                 return web.Response(status=500, text=text, headers=HEADERS)
-            return web.Response(text=html, content_type="text/html", headers=HEADERS)
+            return web.Response(
+                status=shown.status, text=html, content_type="text/html", headers=HEADERS
+            )
 
         return handle
 

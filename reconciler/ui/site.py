@@ -21,6 +21,7 @@ class Page:
     title: str
     context: dict[str, Any] = field(default_factory=dict)
     live: bool = True  # its content follows the fleets: the page refreshes it in place
+    status: int = 200  # e.g. 400: the page says what was wrong with its parameters
 
 
 View = Callable[[UiState, Mapping[str, str]], Page]

@@ -9,7 +9,7 @@ import os
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -39,6 +39,9 @@ class UiState:
     studies: list[Any] = field(default_factory=list)  # optimize.state.StudyState
     study_rows: list[Any] = field(default_factory=list)  # optimize.state.StudyStatus
     history: dict[str, deque[AlarmReading]] = field(default_factory=dict)  # 'release/stage'
+    trials: dict[str, list[Any]] = field(default_factory=dict)  # fleet -> trials.owner.FoundTrial
+    root: Path | None = None  # the repository's folder, where --repo is one: its local forge
+    github: str | None = None  # https://github.com/OWNER/NAME where the forge is GitHub
     error: str | None = None
     at: float | None = None  # when the last successful look ended
     looks: int = 0
@@ -80,15 +83,18 @@ class Gather:
         self.drivers = Drivers(warn=lambda message: None)  # a failure shows as the page's error
         local = "://" not in location and Path(location).is_dir()
         self.root = Path(location) if local else None
+        self.github = github_site(os.environ)
 
     def __call__(self, state: UiState) -> None:
         from reconciler.rollout.overview import look
 
         seen = look(self.source, self.drivers, stages=True)
         studies = _studies(self.root) if self.root is not None else ([], [])
+        trials = _trials(seen)
         with state.lock:
             state.label = self.source.label
             state.studies, state.study_rows = studies
+            state.trials, state.root, state.github = trials, self.root, self.github
         state.record(seen)
 
     def close(self) -> None:
@@ -103,6 +109,32 @@ def _studies(root: Path) -> tuple[list[Any], list[Any]]:
     store = StateStore(state_home(root, os.environ))
     studies = store.all()
     return studies, [study_status(store, s) for s in studies]
+
+
+def _trials(seen: Overview) -> dict[str, list[Any]]:
+    """The trials on each fleet the look observed, with their owners' state (`denv fleet
+    trials`' gathering; it reads this machine's processes)."""
+    from reconciler.trials.owner import found_trials, owner_state
+
+    return {
+        fleet: found_trials(observed, owner_state)
+        for fleet, observed in seen.snap.observations.items()
+    }
+
+
+def github_site(env: Mapping[str, str]) -> str | None:
+    """The repository's page on GitHub where the forge is GitHub (forge/config.py's
+    variables): its pull requests link there."""
+    from reconciler.forge.config import DEFAULT_SERVER, forge_kind
+
+    try:
+        github = forge_kind(env) == "github"
+    except DenvError:
+        return None  # a bad DENV_FORGE: the CLI says so where it matters; no links here
+    repository = env.get("DENV_GITHUB_REPOSITORY") or env.get("GITHUB_REPOSITORY")
+    if not github or not repository or repository.count("/") != 1:
+        return None
+    return f"{env.get('GITHUB_SERVER_URL', DEFAULT_SERVER).rstrip('/')}/{repository}"
 
 
 class Refresher:

@@ -109,6 +109,51 @@ def test_get_row_of_the_last_ranking(denv) -> None:  # type: ignore[no-untyped-d
     assert text.returncode == 0 and first["result"] in text.stdout and "cost" in text.stdout
 
 
+H200_RESULT = "ix-deepseek-r1-h200-sglang-fp8-1024-1024-416664c3-c64-2025-12-10"
+
+
+def test_get_shows_the_roofline(denv) -> None:  # type: ignore[no-untyped-def]
+    run = denv("bench", "get", H200_RESULT, "--json")
+    assert run.returncode == 0, run.stderr
+    roofline = json.loads(run.stdout)["roofline"]
+    assert roofline["hardware"] == "h200" and roofline["gpus"] == 8
+    assert 0 < roofline["decode"]["fraction"] < 1 and 0 < roofline["prefill"]["fraction"] < 1
+    assert roofline["prefill"]["peak_format"] == "fp8"
+    decode = round(roofline["decode"]["fraction"] * 100)
+    text = denv("bench", "get", H200_RESULT)
+    assert text.returncode == 0, text.stderr
+    assert f"decode {decode}% of HBM bandwidth (4.8 TB/s)" in text.stdout
+    assert "of fp8 compute (1979 TFLOPS)" in text.stdout
+
+
+def test_the_roofline_example_of_the_docs_runs_as_printed(tmp_path: Path) -> None:
+    """docs/benchmarks.md's sh blocks (the Roofline example), run as printed with `denv` on
+    PATH, print exactly the output block that follows them."""
+    from scripts.walk_guides import parse
+
+    text = (ROOT / "docs/benchmarks.md").read_text()
+    blocks = parse(text, "docs/benchmarks.md")
+    assert blocks and all(b.output for b in blocks)
+    shim = tmp_path / "bin" / "denv"
+    shim.parent.mkdir()
+    shim.write_text(f'#!/bin/sh\nexec {sys.executable} -m reconciler "$@"\n')
+    shim.chmod(0o755)
+    env = {**os.environ, "PATH": f"{shim.parent}{os.pathsep}{os.environ['PATH']}"}
+    env.update(PYTHONPATH=str(ROOT), XDG_STATE_HOME=str(tmp_path / "state"))
+    lines = text.splitlines()
+    for block in blocks:
+        [command] = block.commands
+        run = subprocess.run(
+            ["bash", "-c", command.text], cwd=ROOT, env=env, capture_output=True, text=True
+        )
+        assert run.returncode == command.expect, f"{command.where}: {run.stderr}"
+        assert block.output is not None
+        start, end, _ = block.output
+        printed = "\n".join(lines[start + 1 : end])
+        shown = "\n".join(line.rstrip() for line in run.stdout.strip("\n").splitlines())
+        assert shown == printed, f"{command.where} prints otherwise"
+
+
 def test_price_override_reprices(denv) -> None:  # type: ignore[no-untyped-def]
     base = json.loads(denv("bench", "--hardware", "h200", "--json").stdout)["ranked"][0]
     run = denv("bench", "--hardware", "h200", "--price", "h200=10", "--json")

@@ -14,10 +14,10 @@ import openai
 from tests.fleet.conftest import wait_for
 
 
-def ask(url: str) -> str:
+def ask(url: str, max_tokens: int = 8) -> str:
     client = openai.OpenAI(base_url=url, api_key="unused", max_retries=0, timeout=10)
     answer = client.chat.completions.create(
-        model="chat-8b", messages=[{"role": "user", "content": "hello"}], max_tokens=8
+        model="chat-8b", messages=[{"role": "user", "content": "hello"}], max_tokens=max_tokens
     )
     return answer.choices[0].message.content or ""
 
@@ -35,15 +35,16 @@ class Load:
 
 
 @contextmanager
-def light_load(url: str, workers: int = 1) -> Iterator[Load]:
-    """`workers` threads asking `url` one request after another; stopped when the block ends,
-    whatever happened in it."""
+def light_load(url: str, workers: int = 1, max_tokens: int = 8) -> Iterator[Load]:
+    """`workers` threads asking `url` one request after another (`max_tokens` each: fewer make
+    more requests, hence more samples for an alarm, under a latency fault); stopped when the
+    block ends, whatever happened in it."""
     load, stop = Load(), threading.Event()
 
     def run() -> None:
         while not stop.is_set():
             try:
-                ask(url)
+                ask(url, max_tokens)
                 with load._lock:
                     load.answered += 1
             except openai.OpenAIError as exc:

@@ -111,6 +111,8 @@ BENCH = BenchView(
             simulated=True,
             result_id="r-20250101-01",
             metrics=_metrics((2410.0, 2795.6), (0.412, 0.409), (0.438, 0.378)),
+            roofline="decode 31% of HBM bandwidth (4.8 TB/s), prefill 4.2% of bf16 compute "
+            "(989 TFLOPS)",
         ),
         BenchRow(
             subject="llama-3.1-8b/sglang@1",
@@ -229,6 +231,8 @@ PROMOTION = PromotionView(
             itl_p99_ms=11.4,
             source="measured",
             result_id="llama-3.1-8b-vllm-1-h200-c8-20250313t120000",
+            decode_hbm=0.412,
+            prefill_compute=0.0371,
         ),
         BenchFigure(
             fleet="prod-h200",

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from reconciler.catalog.deployments import deployments
+from reconciler.catalog.roofline import Roofline, roofline
 from reconciler.forge.local import LocalForge
 from reconciler.forge.models import PrState
 from reconciler.reconcile.desired import Desired
@@ -19,6 +20,7 @@ from reconciler.rollout.revisions import Revisions
 from reconciler.rollout.state import AlarmValue, Phase, PromotionPr, RolloutState, StageRecord
 from reconciler.spec.result import Result
 from reconciler.trials.plan import recipe_digest
+from tests.engines.sim.perfspecs import hardware, model
 from tests.reconcile.conftest import GitRepo, git_repo
 
 __all__ = ["git_repo"]  # the fixture
@@ -40,15 +42,22 @@ def result(digest: str, concurrency: int, day: int, tok: float, kind: str = "sim
             "recipe": {"id": "llama-3.1-8b/vllm@1", "digest": digest},
             "engine": {"name": "vllm", "version": "0.11.0"},
             "hardware": "h200",
+            "gpus": 1,
+            "workload": {"isl": 1000, "osl": 100},
             "load": {"concurrency": concurrency},
             "metrics": {
                 "output_tok_s_per_gpu": tok,
+                "tpot_ms": {"p50": 10.0},
                 "ttft_ms": {"p99": 180.0},
                 "itl_ms": {"p99": 9.5},
             },
             "source": {"kind": kind, "at": f"2025-03-{day:02d}"},
         }
     )
+
+
+def _roofline(result: Result) -> Roofline:
+    return roofline(result, hardware("h200"), model("llama-3.1-8b"))
 
 
 def test_bench_figures_keep_the_newest_result_per_load_of_the_digest() -> None:
@@ -58,12 +67,19 @@ def test_bench_figures_keep_the_newest_result_per_load_of_the_digest() -> None:
         result("d1", 64, 2, 4000.0),
         result("d2", 8, 4, 9999.0),  # another recipe
     ]
-    rows = bench_figures(results, [Wanted("local", "h200", "d1")], lambda hw: hw)
+    rows = bench_figures(results, [Wanted("local", "h200", "d1")], lambda hw: hw, _roofline)
     assert [(r.load, r.tok_s_gpu, r.source) for r in rows] == [
         ("c8", 1100.0, "measured"),
         ("c64", 4000.0, "simulated"),
     ]
-    assert bench_figures(results, [Wanted("local", "b200", "d1")], lambda hw: hw) == []
+    for row, kept in zip(rows, (results[1], results[2]), strict=True):
+        roof = _roofline(kept)
+        assert roof.decode is not None and roof.prefill is not None
+        assert (row.decode_hbm, row.prefill_compute) == (
+            roof.decode.fraction,
+            roof.prefill.fraction,
+        )
+    assert bench_figures(results, [Wanted("local", "b200", "d1")], lambda hw: hw, _roofline) == []
 
 
 def snap_of(repo: GitRepo) -> tuple[Snapshot, Revisions]:
@@ -109,7 +125,7 @@ def test_the_body_shows_bench_results_and_never_an_unjudged_alarm_as_ok(
     _, forge, _, kept = promoted
     [pr] = forge.pull_requests()
     assert kept.stages["chat-8b/canary"].promotion.number == pr.number  # type: ignore[union-attr]
-    assert "| `local` | h200 | c8 | 1,234 | 180 ms | 9.5 ms | simulated |" in pr.body
+    assert "| `local` | h200 | c8 | 1,234 | 180 ms | 9.5 ms | 37% | 20% | simulated |" in pr.body
     assert "20250301" not in pr.body  # the older result at the same load
     assert "| errors-1pct | not judged, 0 requests < 100 | ≤ 1% over 5m | not judged |" in pr.body
     assert "| ttft-p99-1.5s | ttft p99 210 ms ≤ 1.5 s | ≤ 1.5 s over 5m | ok |" in pr.body

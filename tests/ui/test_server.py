@@ -68,7 +68,11 @@ def test_the_overview_shows_each_stage_of_the_release_on_its_fleet(url: str) -> 
     status, html, headers = get(url)
     assert status == 200
     assert 'data-key="chat-8b/canary/local"' in html and 'data-key="chat-8b/prod/local"' in html
-    assert "waiting for the bot" in html  # nothing ran: the words of `denv rollout status`
+    # no bot has run: `denv rollout status` waits for it; the plan has the canary to start
+    canary = html.split('data-key="chat-8b/canary/local"')[1].split("</tr>")[0]
+    assert "deploying (start 3)" in canary
+    prod = html.split('data-key="chat-8b/prod/local"')[1].split("</tr>")[0]
+    assert "not deployed" in prod
     assert "local: no reconciler has run here yet" in html
     assert "default-src 'self'" in headers["Content-Security-Policy"]
 

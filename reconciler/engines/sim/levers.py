@@ -1,7 +1,7 @@
-"""Pure logic: how a recipe's engine-neutral settings read in the simulator — bytes per weight
-and per KV value, speculative decoding's tokens per step, and each engine's defaults for the
-settings a recipe leaves out (`Limits`, filled by each engine card's `sim_limits`). Every
-constant is explained in docs/simulator.md."""
+"""Pure logic: how a recipe's engine-neutral settings read in the simulator — speculative
+decoding's tokens per step, and each engine's defaults for the settings a recipe leaves out
+(`Limits`, filled by each engine card's `sim_limits`); bytes per weight and per KV value are
+the catalog's (catalog/footprint.py). Every constant is explained in docs/simulator.md."""
 
 from __future__ import annotations
 
@@ -9,31 +9,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from reconciler.engines.sim.calibration import MTP_ACCEPTANCE
-
-# Bytes per parameter and the tensor-core format GEMMs run in, by recipe quantization.
-# Block-scaled formats carry their scales: NVFP4 one fp8 scale per 16 values (4.5 bits),
-# MXFP4 one e8m0 scale per 32 (4.25 bits), AWQ/GPTQ/int4 one fp16 scale per 128 (4.125 bits).
-# Weight-only formats (int4, AWQ, GPTQ) dequantise to bf16 and compute there.
-WEIGHT_FORMATS: dict[str, tuple[float, str]] = {
-    "none": (2.0, "bf16"),
-    "fp8": (1.0, "fp8"),
-    "w8a8_fp8": (1.0, "fp8"),
-    "fp4": (0.5625, "fp4"),
-    "nvfp4": (0.5625, "fp4"),
-    "mxfp4": (0.53125, "fp4"),
-    "int4": (0.515625, "bf16"),
-    "awq": (0.515625, "bf16"),
-    "gptq": (0.515625, "bf16"),
-}
-
-# KV cache bytes per value; `auto` follows the model dtype (bf16 for every catalog model).
-KV_DTYPE_BYTES: dict[str, float] = {
-    "auto": 2.0,
-    "bf16": 2.0,
-    "fp8": 1.0,
-    "fp8_e4m3": 1.0,
-    "fp8_e5m2": 1.0,
-}
 
 # Per-draft-token acceptance rate by speculative method. MTP is fitted (calibration.py);
 # the others are assumptions, stated in docs/simulator.md, not calibrated.

@@ -12,16 +12,19 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
-from reconciler.engines.cards import card
-from reconciler.engines.sim.calibration import PD_HANDOFF_S, Tuning, efficiency
-from reconciler.engines.sim.levers import (
-    ACCEPTANCE,
-    DRAFT_MODEL_SHARE,
+from reconciler.catalog.footprint import (
     KV_DTYPE_BYTES,
     WEIGHT_FORMATS,
-    Limits,
-    tokens_per_step,
+    Layout,
+    attention_flops_per_pair,
+    expert_miss,
+    kv_bytes_per_rank_gpu,
+    kv_bytes_per_token,
+    split_params,
 )
+from reconciler.engines.cards import card
+from reconciler.engines.sim.calibration import PD_HANDOFF_S, Tuning, efficiency
+from reconciler.engines.sim.levers import ACCEPTANCE, DRAFT_MODEL_SHARE, Limits, tokens_per_step
 from reconciler.engines.sim.spec import SimSpec
 from reconciler.errors import DenvError
 from reconciler.spec.catalog import Hardware, ModelArch
@@ -106,7 +109,7 @@ class PerfModel:
         eff = tuning.efficiency or efficiency(
             hw.id, hw.vendor, recipe.engine.name, recipe.engine.version
         )
-        lay = _Layout.of(role_parallel(recipe, spec.role))
+        lay = Layout.of(role_parallel(recipe, spec.role))
         w = _Weights.of(arch, settings, lay)
         rank_tokens, kv_token, kv_token_gpu = _kv_room(arch, hw, settings, lay, w.per_gpu)
         peak = hw.tflops.model_dump()
@@ -114,7 +117,7 @@ class PerfModel:
         decode_dim = (
             arch.kv_lora_rank + (arch.qk_rope_head_dim or 0) if arch.kv_lora_rank else arch.head_dim
         )
-        attn_pair = 4.0 * arch.layers * arch.attention_heads / lay.group
+        attn_pair = attention_flops_per_pair(arch) / lay.group
         method = settings.speculative.method
         acceptance = ACCEPTANCE.get(method, 0.0)
         if method == "mtp" and tuning.mtp_acceptance is not None:
@@ -146,11 +149,7 @@ class PerfModel:
             _layers=arch.layers,
             _dense_bytes=w.dense,
             _expert_bytes=w.experts,
-            _expert_miss=(
-                1.0 - arch.experts_per_token / arch.experts
-                if arch.experts and arch.experts_per_token
-                else 0.0
-            ),
+            _expert_miss=expert_miss(arch),
             _gemm_flops_per_token=2.0 * active * GB / group,
             _gemm_flops_s=gemm_tflops * TERA * eff.mfu,
             _attn_flops_s=hw.tflops.bf16 * TERA * eff.mfu if hw.tflops.bf16 else 1e15,
@@ -268,27 +267,6 @@ def role_parallel(recipe: Recipe, role: str) -> Parallel:
 
 
 @dataclass(frozen=True)
-class _Layout:
-    """How one replica's GPUs divide the work of each of its engines."""
-
-    tp: int
-    pp: int
-    engines: int  # independent engines: data parallel ranks that share nothing
-    attn_ranks: int  # ranks that attend to their own requests within one engine
-    attn_tp: int  # GPUs one attention rank's heads are split over
-    group: int  # GPUs one engine's MoE and GEMM work is spread over
-
-    @classmethod
-    def of(cls, parallel: Parallel) -> _Layout:
-        tp, dp = parallel.tp, parallel.dp
-        if parallel.dp_attention:  # SGLang: DP attention ranks inside the TP group
-            return cls(tp, parallel.pp, 1, dp, max(tp // dp, 1), tp)
-        if dp > 1 and parallel.ep > tp:  # vLLM: DP attention ranks, experts over all of them
-            return cls(tp, parallel.pp, 1, dp, tp, tp * dp)
-        return cls(tp, parallel.pp, dp, 1, tp, tp)
-
-
-@dataclass(frozen=True)
 class _Weights:
     dense: float  # non-expert bytes per GPU (one pipeline stage's share: see per_gpu)
     experts: float  # routed-expert bytes per GPU
@@ -298,7 +276,7 @@ class _Weights:
     draft_share: float  # a draft pass as a share of a decode step
 
     @classmethod
-    def of(cls, arch: ModelArch, settings: Settings, lay: _Layout) -> _Weights:
+    def of(cls, arch: ModelArch, settings: Settings, lay: Layout) -> _Weights:
         per_param, gemm_format = WEIGHT_FORMATS[settings.quantization]
         dense_params, expert_params = split_params(arch)
         dense = dense_params * per_param / lay.attn_tp
@@ -317,7 +295,7 @@ class _Weights:
 
 
 def _kv_room(
-    arch: ModelArch, hw: Hardware, settings: Settings, lay: _Layout, weights: float
+    arch: ModelArch, hw: Hardware, settings: Settings, lay: Layout, weights: float
 ) -> tuple[int, float, float]:
     """(KV tokens one attention rank holds, KV bytes per token, KV bytes per token per GPU)."""
     fraction = settings.kv_cache.memory_fraction
@@ -329,31 +307,8 @@ def _kv_room(
             f"{hw.memory_gb * fraction:.1f} GB (memory_fraction {fraction})"
         )
     kv_token = kv_bytes_per_token(arch, KV_DTYPE_BYTES[settings.kv_cache.dtype])
-    if arch.kv_lora_rank is None:  # GQA: KV heads shard over the attention TP group
-        per_gpu = kv_token * math.ceil(arch.kv_heads / lay.attn_tp) / arch.kv_heads
-    else:  # MLA: one latent per token, held whole by every rank that attends to it
-        per_gpu = kv_token
-    per_gpu /= lay.pp
+    per_gpu = kv_bytes_per_rank_gpu(arch, kv_token, lay.attn_tp) / lay.pp
     return int(budget / per_gpu), kv_token, per_gpu
-
-
-def split_params(arch: ModelArch) -> tuple[float, float]:
-    """(non-expert, routed-expert) parameters. With E experts of which k run per token,
-    active = dense + expert × k / E, so expert = (total - active) / (1 - k / E)."""
-    total = arch.params_b * GB
-    if not (arch.experts and arch.experts_per_token and arch.active_params_b):
-        return total, 0.0
-    share = arch.experts_per_token / arch.experts
-    expert = (arch.params_b - arch.active_params_b) * GB / (1.0 - share)
-    return total - expert, expert
-
-
-def kv_bytes_per_token(arch: ModelArch, value_bytes: float) -> float:
-    """KV bytes of one token over all layers: 2 × layers × kv_heads × head_dim × bytes, or
-    for MLA layers × (kv_lora_rank + qk_rope_head_dim) × bytes."""
-    if arch.kv_lora_rank is not None:
-        return arch.layers * (arch.kv_lora_rank + (arch.qk_rope_head_dim or 0)) * value_bytes
-    return 2.0 * arch.layers * arch.kv_heads * arch.head_dim * value_bytes
 
 
 def kv_transfer_gb_s(recipe: Recipe, hw: Hardware) -> float:

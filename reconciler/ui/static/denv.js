@@ -26,3 +26,19 @@
   }
   setInterval(refresh, every);
 })();
+
+// An export's results explorer has no server to ask: its selects (workload, rank) go to the
+// page the export wrote for that view; the page gives the map (view -> file) in
+// data-export-pages, keys 'WORKLOAD|RANK'.
+(function () {
+  "use strict";
+  var form = document.querySelector("form[data-export-pages]");
+  if (!form) return;
+  var pages = JSON.parse(form.dataset.exportPages);
+  function go() {
+    var page = pages[form.elements.workload.value + "|" + form.elements.rank.value];
+    if (page) location.href = page;
+  }
+  form.addEventListener("change", go);
+  form.addEventListener("submit", function (event) { event.preventDefault(); go(); });
+})();

@@ -4,14 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from reconciler.catalog.footprint import kv_bytes_per_token, split_params
 from reconciler.engines.sim.levers import tokens_per_step
-from reconciler.engines.sim.perf import (
-    Batch,
-    PerfModel,
-    WeightsDoNotFit,
-    kv_bytes_per_token,
-    split_params,
-)
+from reconciler.engines.sim.perf import Batch, PerfModel, WeightsDoNotFit
 from tests.engines.sim.perfspecs import model, perf
 
 
