@@ -23,13 +23,16 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import json
 import math
 import statistics
 import sys
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from multiprocessing import Pool
+from multiprocessing.pool import Pool as PoolType
 from pathlib import Path
 from typing import Literal
 
@@ -41,9 +44,21 @@ from reconciler.engines.sim import calibration, traffic  # noqa: E402
 from reconciler.engines.sim.calibration import Efficiency, Tuning  # noqa: E402
 from reconciler.engines.sim.error_bands import (  # noqa: E402
     ERRORS_FILE,
+    IN_SAMPLE_FILE,
     ErrorGroup,
     ErrorTable,
     markdown_table,
+)
+from reconciler.engines.sim.error_intervals import (  # noqa: E402
+    FIGURES,
+    INTERVALS_FILE,
+    MIN_POINTS,
+    IntervalTable,
+    Residual,
+    band_of,
+    cells_of,
+    coverage,
+    lookup,
 )
 from reconciler.engines.sim.perf import WeightsDoNotFit  # noqa: E402
 from reconciler.engines.sim.predict import default_requests, predict  # noqa: E402
@@ -63,6 +78,8 @@ from reconciler.spec.result import Result  # noqa: E402
 RANGE_RATIO = 0.8  # InferenceX's RANDOM_RANGE_RATIO (published-results.md §4)
 FIT_REQUESTS_PER_CLIENT = 3  # fewer than a prediction's 11, to keep the search quick
 FIT_MAX_CONCURRENCY = 256
+EFFICIENCY_STEP = 1.6  # the pattern search's first factor (efficiencies; scalars below)
+SCALAR_STEP = 1.4
 PD_FIT_MAX_CONCURRENCY = 8
 ERRORS_PATH = REPO / "reconciler/engines/sim" / ERRORS_FILE
 Errors = tuple[float, float, float]  # |predicted / measured - 1|: tok/s/GPU, TTFT p50, TPOT p50
@@ -92,6 +109,7 @@ class Point:
     tput: float  # output tok/s/GPU, all GPUs
     ttft: float  # median, ms
     tpot: float  # median, ms
+    disagg: bool = False
 
 
 def launch(
@@ -158,25 +176,34 @@ def launch(
     return settings, args
 
 
+def unpredictable(r: Result, hardware: dict[str, Hardware]) -> str | None:
+    """Why the model cannot predict a published result from what it holds (None: it can)."""
+    m = r.metrics
+    if r.source.kind != "published":
+        return "not published"
+    if r.model != "deepseek-r1":
+        return "another model (the calibration holds DeepSeek-R1 only)"
+    if r.engine.name != "sglang":
+        return f"engine {r.engine.name} (launch settings known for SGLang only)"
+    if r.topology is None or r.load.concurrency is None:
+        return "no topology or concurrency"
+    if r.workload.isl is None or r.workload.osl is None:
+        return "no fixed ISL/OSL"
+    if m.output_tok_s_per_gpu is None or m.ttft_ms.p50 is None or m.tpot_ms.p50 is None:
+        return "no tok/s/GPU, TTFT p50 or TPOT p50"
+    if r.precision not in ("fp8", "fp4"):
+        return f"precision {r.precision}"
+    if r.hardware not in hardware:
+        return f"hardware {r.hardware} not in the catalog"
+    return None
+
+
 def points(results: list[Result], hardware: dict[str, Hardware], disagg: bool) -> list[Point]:
     newest: dict[tuple[object, ...], Result] = {}
     for r in results:
-        m = r.metrics
-        if (
-            r.source.kind != "published"
-            or r.model != "deepseek-r1"
-            or r.engine.name != "sglang"
-            or r.topology is None
-            or r.load.concurrency is None
-            or r.workload.isl is None
-            or r.workload.osl is None
-            or m.output_tok_s_per_gpu is None
-            or m.ttft_ms.p50 is None
-            or m.tpot_ms.p50 is None
-            or r.precision not in ("fp8", "fp4")
-            or r.hardware not in hardware
-        ):
+        if unpredictable(r, hardware) is not None:
             continue
+        assert r.topology is not None
         aggregated = isinstance(r.topology, AggregatedTopology) and r.engine.orchestrator is None
         if aggregated == disagg:
             continue
@@ -222,6 +249,7 @@ def points(results: list[Result], hardware: dict[str, Hardware], disagg: bool) -
                 r.metrics.output_tok_s_per_gpu,
                 r.metrics.ttft_ms.p50,
                 r.metrics.tpot_ms.p50,
+                disagg,
             )
         )
     return out
@@ -262,54 +290,95 @@ class Fitted:
     pd_handoff_s: float
 
 
-def fit(agg: list[Point], disagg: list[Point], model: ModelArch, sweeps: int, jobs: int) -> Fitted:
-    """Per GPU generation, its efficiency on its aggregated points without MTP; then the MTP
-    acceptance on the aggregated MTP points; then the P/D hand-off time on the disaggregated
-    points with at most PD_FIT_MAX_CONCURRENCY clients (where TTFT is not queueing). Points
-    above FIT_MAX_CONCURRENCY are left to the report."""
-    chosen = [p for p in agg if p.concurrency <= FIT_MAX_CONCURRENCY]
-    current = Fitted(
+def full_fit() -> Fitted:
+    """calibration.py's constants (the fit on every point), clamped to BOUNDS."""
+    return Fitted(
         {gen: _clamped(e) for gen, e in calibration.EFFICIENCY.items()},
         calibration.MTP_ACCEPTANCE,
         calibration.PD_HANDOFF_S,
     )
-    with Pool(jobs) as pool:
 
-        def objective(subset: list[Point], trial: Fitted) -> float:
-            args = [(p, model, FIT_REQUESTS_PER_CLIENT, _tuning(trial, p)) for p in subset]
-            return statistics.fmean(pool.starmap(_loss_of, args))
 
-        for gen in sorted({_gen(p) for p in chosen}):
-            own = [p for p in chosen if _gen(p) == gen and p.result.speculative != "mtp"]
-            print(f"{gen}: {len(own)} points", file=sys.stderr)
+# A fit's per-point losses under one candidate, shared by every search of one run (the folds of
+# --cv start from the same constants with the same steps, so their candidates coincide).
+LossCache = dict[tuple[object, ...], float]
 
-            def score(
-                e: Efficiency, own: list[Point] = own, gen: str = gen, base: Fitted = current
-            ) -> float:
-                return objective(own, replace(base, efficiency={**base.efficiency, gen: e}))
 
-            best = _search(score, current.efficiency[gen], sweeps, label=gen)
-            current = replace(current, efficiency={**current.efficiency, gen: best})
-        spec = [p for p in chosen if p.result.speculative == "mtp"]
-        print(f"mtp: {len(spec)} points", file=sys.stderr)
-        acc = _search_scalar(
-            lambda a: objective(spec, replace(current, mtp_acceptance=a)),
-            current.mtp_acceptance,
-            BOUNDS["mtp"],
-            sweeps,
-            "mtp",
-        )
-        current = replace(current, mtp_acceptance=acc)
-        pd = [p for p in disagg if p.concurrency <= PD_FIT_MAX_CONCURRENCY]
-        print(f"P/D hand-off: {len(pd)} points", file=sys.stderr)
-        handoff = _search_scalar(
-            lambda h: objective(pd, replace(current, pd_handoff_s=h)),
-            current.pd_handoff_s,
-            BOUNDS["pd_handoff_s"],
-            sweeps,
-            "pd_handoff_s",
-        )
+def fit(
+    agg: list[Point],
+    disagg: list[Point],
+    model: ModelArch,
+    sweeps: int,
+    pool: PoolType,
+    start: Fitted | None = None,
+    warm: bool = False,
+    cache: LossCache | None = None,
+) -> Fitted:
+    """Per GPU generation, its efficiency on its aggregated points without MTP; then the MTP
+    acceptance on the aggregated MTP points; then the P/D hand-off time on the disaggregated
+    points with at most PD_FIT_MAX_CONCURRENCY clients (where TTFT is not queueing). Points
+    above FIT_MAX_CONCURRENCY are left to the report. From `start` (default calibration.py's
+    constants); `warm` begins the searches at the step a cold search reaches after two
+    fruitless sweeps, for a start already near the optimum (--cv's folds)."""
+    chosen = [p for p in agg if p.concurrency <= FIT_MAX_CONCURRENCY]
+    current = start or full_fit()
+    cache = {} if cache is None else cache
+    step = EFFICIENCY_STEP ** (0.25 if warm else 1)  # warm: two fruitless sweeps in
+    scalar_step = SCALAR_STEP ** (0.5 if warm else 1)  # warm: one
+
+    def objective(subset: list[Point], trial: Fitted) -> float:
+        if not subset:  # a fold without MTP or P/D points: nothing to fit, the start stays
+            return 0.0
+        keys = [_cache_key(p, trial) for p in subset]
+        missing = {k: p for k, p in zip(keys, subset, strict=True) if k not in cache}
+        args = [(p, model, FIT_REQUESTS_PER_CLIENT, _tuning(trial, p)) for p in missing.values()]
+        cache.update(zip(missing, pool.starmap(_loss_of, args), strict=True))
+        return statistics.fmean(cache[k] for k in keys)
+
+    for gen in sorted({_gen(p) for p in chosen}):
+        own = [p for p in chosen if _gen(p) == gen and p.result.speculative != "mtp"]
+        print(f"{gen}: {len(own)} points", file=sys.stderr)
+
+        def score(
+            e: Efficiency, own: list[Point] = own, gen: str = gen, base: Fitted = current
+        ) -> float:
+            return objective(own, replace(base, efficiency={**base.efficiency, gen: e}))
+
+        best = _search(score, current.efficiency[gen], sweeps, gen, step)
+        current = replace(current, efficiency={**current.efficiency, gen: best})
+    spec = [p for p in chosen if p.result.speculative == "mtp"]
+    print(f"mtp: {len(spec)} points", file=sys.stderr)
+    acc = _search_scalar(
+        lambda a: objective(spec, replace(current, mtp_acceptance=a)),
+        current.mtp_acceptance,
+        BOUNDS["mtp"],
+        sweeps,
+        "mtp",
+        scalar_step,
+    )
+    current = replace(current, mtp_acceptance=acc)
+    pd = [p for p in disagg if p.concurrency <= PD_FIT_MAX_CONCURRENCY]
+    print(f"P/D hand-off: {len(pd)} points", file=sys.stderr)
+    handoff = _search_scalar(
+        lambda h: objective(pd, replace(current, pd_handoff_s=h)),
+        current.pd_handoff_s,
+        BOUNDS["pd_handoff_s"],
+        sweeps,
+        "pd_handoff_s",
+        scalar_step,
+    )
     return replace(current, pd_handoff_s=handoff)
+
+
+def _cache_key(point: Point, fitted: Fitted) -> tuple[object, ...]:
+    """What a point's prediction depends on: its generation's efficiency, the MTP acceptance if
+    it runs MTP, the hand-off if it is disaggregated."""
+    return (
+        point.result.id,
+        fitted.efficiency[_gen(point)],
+        fitted.mtp_acceptance if point.result.speculative == "mtp" else None,
+        fitted.pd_handoff_s if point.disagg else None,
+    )
 
 
 def _tuning(fitted: Fitted, point: Point) -> Tuning:
@@ -329,10 +398,13 @@ def _gen(point: Point) -> str:
 
 
 def _search(
-    objective: Callable[[Efficiency], float], start: Efficiency, sweeps: int, label: str
+    objective: Callable[[Efficiency], float],
+    start: Efficiency,
+    sweeps: int,
+    label: str,
+    step: float = EFFICIENCY_STEP,
 ) -> Efficiency:
     best, best_value = start, objective(start)
-    step = 1.6
     for sweep in range(sweeps):
         moved = False
         for name in PARAMS:
@@ -359,8 +431,9 @@ def _search_scalar(
     bounds: tuple[float, float],
     sweeps: int,
     label: str,
+    step: float = SCALAR_STEP,
 ) -> float:
-    best, best_value, step = start, objective(start), 1.4
+    best, best_value = start, objective(start)
     for sweep in range(sweeps):
         moved = False
         tried = [
@@ -399,11 +472,9 @@ def residuals(
             abs(p.ttft_ms.p50 / point.ttft - 1),
             abs(p.tpot_ms.p50 / point.tpot - 1),
         )
-        groups = [point.hardware.id, "all"]
-        groups += ["all, with MTP"] if point.result.speculative == "mtp" else []
-        groups += ["all, <= 16 clients"] if point.concurrency <= 16 else []
-        groups += ["all, >= 64 clients"] if point.concurrency >= 64 else []
-        for group in groups:
+        for group in _groups(
+            point.hardware.id, point.concurrency, point.result.speculative == "mtp"
+        ):
             rows.setdefault(group, []).append(errs)
         if verbose:
             print(
@@ -414,10 +485,30 @@ def residuals(
     return rows
 
 
+BAND_TEXT = {"<=16": "<= 16 clients", "17-63": "17-63 clients", ">=64": ">= 64 clients"}
+SUMMARY_ORDER = ("", *BAND_TEXT.values(), "with MTP", "without MTP")
+
+
+def _groups(hardware: str, concurrency: int, mtp: bool, bands: bool = False) -> list[str]:
+    """The error table's groups a point counts in; `bands`: also its hardware's concurrency
+    band, the 17-63 band and the points without MTP (the cross-validated tables)."""
+    band = BAND_TEXT[band_of(concurrency)]
+    groups = [hardware, "all"]
+    groups += [f"{hardware}, {band}"] if bands else []
+    groups += [f"all, {band}"] if bands or not band.startswith("17") else []
+    groups += ["all, with MTP"] if mtp else (["all, without MTP"] if bands else [])
+    return groups
+
+
+def _group_order(group: str) -> tuple[bool, str, int]:
+    head, _, tail = group.partition(", ")
+    return (head == "all", head, SUMMARY_ORDER.index(tail))
+
+
 def error_groups(rows: dict[str, list[Errors]]) -> list[ErrorGroup]:
     """Median absolute percentage error per group: hardware first, then the summaries."""
     out = []
-    for group in sorted(rows, key=lambda k: (k.startswith("all"), k)):
+    for group in sorted(rows, key=_group_order):
         found = rows[group]
         pct = [round(100 * statistics.median(e[i] for e in found), 1) for i in range(3)]
         out.append(
@@ -432,17 +523,227 @@ def error_groups(rows: dict[str, list[Errors]]) -> list[ErrorGroup]:
     return out
 
 
-def write_errors(agg: list[ErrorGroup], disagg: list[ErrorGroup]) -> None:
-    """The error bands `denv bench` shows on simulated rows, and docs/simulator.md's tables."""
+def write_errors(
+    agg: list[ErrorGroup], disagg: list[ErrorGroup], generated: str, path: Path
+) -> None:
+    """An error table: the cross-validated one `denv bench` shows on simulated rows (--cv), or
+    the in-sample one (--errors); docs/simulator.md renders both."""
     table = ErrorTable(
-        generated=f"{dt.date.today()} by `.venv/bin/python scripts/calibrate_sim.py --errors`",
+        generated=generated,
         engine="sglang",
         model="deepseek-r1",
         aggregated=tuple(agg),
         disaggregated=tuple(disagg),
     )
-    ERRORS_PATH.write_text(table.model_dump_json(indent=2) + "\n")
-    print(f"wrote {ERRORS_PATH.relative_to(REPO)}", file=sys.stderr)
+    path.write_text(table.model_dump_json(indent=2) + "\n")
+    print(f"wrote {path.relative_to(REPO)}", file=sys.stderr)
+
+
+CV_FOLDS = 5
+IN_SAMPLE_PATH = REPO / "reconciler/engines/sim" / IN_SAMPLE_FILE
+INTERVALS_PATH = REPO / "reconciler/engines/sim" / INTERVALS_FILE
+
+
+def configuration(point: Point) -> str:
+    """What makes a recipe here: hardware, precision, MTP, orchestrator and topology (ISL/OSL
+    and concurrency are the load). --cv leaves whole configurations out."""
+    r = point.result
+    assert r.topology is not None
+    parts = (r.hardware, r.precision, r.speculative, r.engine.orchestrator)
+    return "|".join(map(str, parts)) + "|" + r.topology.model_dump_json()
+
+
+def folds(pts: list[Point], k: int) -> dict[str, int]:
+    """Each configuration's fold: configurations sorted by layout, hardware and key, dealt
+    round robin, so that every hardware with k configurations or more is in every fold."""
+    configs = sorted({(p.disagg, p.hardware.id, configuration(p)) for p in pts})
+    return {c: i % k for i, (_, _, c) in enumerate(configs)}
+
+
+@dataclass
+class CrossValidation:
+    residuals: list[Residual]
+    unpredicted: list[str]
+    fold_seconds: list[float]
+    fit_predictions: int
+    held_out: bool = True  # False: --frozen, the residuals are in-sample
+
+
+def cross_validate(
+    agg: list[Point],
+    disagg: list[Point],
+    model: ModelArch,
+    k: int,
+    sweeps: int,
+    jobs: int,
+    frozen: bool = False,
+) -> CrossValidation:
+    """K folds of whole configurations: refit on the others as --fit does (from the full fit,
+    warm), predict the held-out ones as `denv sim predict` would. `frozen`: no refit, every
+    point under the full fit's constants — in-sample residuals, a stand-in for when a machine
+    cannot afford the refits (--frozen)."""
+    fold_of = folds(agg + disagg, k)
+    cache: LossCache = {}
+    out = CrossValidation([], [], [], 0, held_out=not frozen)
+    with Pool(jobs) as pool:
+        for fold in range(k):
+            began = time.time()
+            held = [p for p in agg + disagg if fold_of[configuration(p)] == fold]
+            if not held:  # fewer configurations than folds
+                continue
+
+            def kept(pts: list[Point], fold: int = fold) -> list[Point]:
+                return [p for p in pts if fold_of[configuration(p)] != fold]
+
+            fitted = (
+                full_fit()
+                if frozen
+                else fit(kept(agg), kept(disagg), model, sweeps, pool, warm=True, cache=cache)
+            )
+            if not frozen:
+                fitted = _without_unfitted(fitted, kept(agg), held)
+            args = [(p, model, None, _tuning(fitted, p)) for p in held]
+            for point, p in zip(held, pool.starmap(run, args), strict=True):
+                if p is None or not p.output_tok_s_per_gpu:
+                    out.unpredicted.append(f"{point.result.id}: weights do not fit")
+                    continue
+                out.residuals.append(_residual(point, p))
+            out.fold_seconds.append(time.time() - began)
+            print(
+                f"fold {fold + 1}/{k}: {len(held)} points held out, "
+                f"{out.fold_seconds[-1]:.0f} s, {len(cache)} fit predictions so far; {fitted}",
+                file=sys.stderr,
+            )
+    out.fit_predictions = len(cache)
+    return out
+
+
+# A generation none of whose configurations is left in a fold (Hopper: one H200 configuration
+# without MTP) takes the fold's constants of its vendor's other generation, as a GPU of a
+# generation without data would: the full fit's own would carry the held-out points.
+SUBSTITUTE = {"hopper": "blackwell", "blackwell": "hopper", "cdna3": "cdna4", "cdna4": "cdna3"}
+
+
+def _without_unfitted(fitted: Fitted, train: list[Point], held: list[Point]) -> Fitted:
+    trained = {
+        _gen(p)
+        for p in train
+        if p.result.speculative != "mtp" and p.concurrency <= FIT_MAX_CONCURRENCY
+    }
+    efficiency = dict(fitted.efficiency)
+    for gen in sorted({_gen(p) for p in held} - trained):
+        efficiency[gen] = fitted.efficiency[SUBSTITUTE[gen]]
+        print(f"  {gen}: no configuration left to fit; {SUBSTITUTE[gen]}'s", file=sys.stderr)
+    return replace(fitted, efficiency=efficiency)
+
+
+def _residual(point: Point, p: Prediction) -> Residual:
+    return Residual(
+        point=point.result.id,
+        configuration=configuration(point),
+        hardware=point.hardware.id,
+        generation=_gen(point),
+        engine="sglang",
+        mode="disaggregated" if point.disagg else "aggregated",
+        concurrency=point.concurrency,
+        mtp=point.result.speculative == "mtp",
+        output_tok_s_per_gpu=math.log(p.output_tok_s_per_gpu / point.tput),
+        ttft_p50_ms=math.log(max(p.ttft_ms.p50, 1e-3) / point.ttft),
+        tpot_p50_ms=math.log(max(p.tpot_ms.p50, 1e-3) / point.tpot),
+    )
+
+
+def unseen_coverage(residuals: list[Residual]) -> dict[str, float]:
+    """Coverage of intervals that never saw the point: each configuration's residuals against
+    the cells built from every other configuration's (a point whose layout has no other
+    configuration is not judged)."""
+    inside: dict[str, int] = dict.fromkeys(FIGURES, 0)
+    judged = 0
+    for config in sorted({r.configuration for r in residuals}):
+        cells = cells_of([r for r in residuals if r.configuration != config])
+        for r in (r for r in residuals if r.configuration == config):
+            try:
+                cell, _ = lookup(cells, r.hardware, r.generation, r.engine, r.mode, r.concurrency)
+            except LookupError:
+                continue
+            judged += 1
+            for f, rng in cell.ranges().items():
+                inside[f] += rng.holds(getattr(r, f))
+    return {f: round(n / max(judged, 1), 3) for f, n in inside.items()}
+
+
+CV_SAVED = REPO / ".cv-residuals.json"  # the last --cv's residuals, for --cv-from
+
+
+def save_cv(cv: CrossValidation) -> None:
+    data = {
+        "residuals": [r.model_dump(mode="json") for r in cv.residuals],
+        "unpredicted": cv.unpredicted,
+        "fold_seconds": cv.fold_seconds,
+        "fit_predictions": cv.fit_predictions,
+        "held_out": cv.held_out,
+    }
+    CV_SAVED.write_text(json.dumps(data, indent=1))
+
+
+def load_cv(path: Path) -> CrossValidation:
+    data = json.loads(path.read_text())
+    residuals = [Residual.model_validate(r) for r in data["residuals"]]
+    return CrossValidation(
+        residuals,
+        data["unpredicted"],
+        data["fold_seconds"],
+        data["fit_predictions"],
+        data.get("held_out", True),
+    )
+
+
+def report_cv(cv: CrossValidation, k: int, write: bool) -> None:
+    """The cross-validated error tables, the intervals and their coverage."""
+    tables = []
+    for mode in ("aggregated", "disaggregated"):
+        rows: dict[str, list[Errors]] = {}
+        for r in cv.residuals:
+            if r.mode != mode:
+                continue
+            errs = tuple(abs(math.exp(getattr(r, f)) - 1) for f in FIGURES)
+            for group in _groups(r.hardware, r.concurrency, r.mtp, bands=True):
+                rows.setdefault(group, []).append(errs)  # type: ignore[arg-type]
+        tables.append(error_groups(rows))
+    cells = cells_of(cv.residuals)
+    covered, unseen = coverage(cv.residuals, cells), unseen_coverage(cv.residuals)
+    command = (
+        f"`.venv/bin/python scripts/calibrate_sim.py --cv --write` ({k} folds)"
+        if cv.held_out
+        else "`.venv/bin/python scripts/calibrate_sim.py --cv --frozen --write` (no refit)"
+    )
+    kind = "cross-validated" if cv.held_out else "in-sample (--frozen)"
+    for mode, table in zip(("aggregated", "disaggregated"), tables, strict=True):
+        print(f"{mode}, {kind}:\n{markdown_table(table)}")
+    print(f"coverage of the 80% intervals, held-out points in their own cell: {covered}")
+    print(f"coverage, each configuration against cells built without it: {unseen}")
+    print(
+        f"folds took {', '.join(f'{s:.0f}' for s in cv.fold_seconds)} s; "
+        f"{cv.fit_predictions} distinct fit predictions"
+    )
+    for line in cv.unpredicted:
+        print(f"not predicted: {line}")
+    if write:
+        generated = f"{dt.date.today()} by {command}"
+        if cv.held_out:  # bench's bands; --frozen leaves them to --errors' in-sample file
+            write_errors(tables[0], tables[1], generated=generated, path=ERRORS_PATH)
+        intervals = IntervalTable(
+            generated=generated,
+            engine="sglang",
+            model="deepseek-r1",
+            min_points=MIN_POINTS,
+            held_out=cv.held_out,
+            coverage=covered,
+            coverage_unseen=unseen,
+            cells=tuple(cells),
+        )
+        INTERVALS_PATH.write_text(intervals.model_dump_json(indent=2) + "\n")
+        print(f"wrote {INTERVALS_PATH.relative_to(REPO)}", file=sys.stderr)
 
 
 def main() -> None:
@@ -456,10 +757,28 @@ def main() -> None:
     parser.add_argument(
         "--errors",
         action="store_true",
-        help=f"both reports; write the error bands to {ERRORS_PATH.relative_to(REPO)}",
+        help=f"both in-sample reports; write them to {IN_SAMPLE_PATH.name}",
     )
     parser.add_argument(
-        "--write", action="store_true", help="with --fit: write the constants into calibration.py"
+        "--cv",
+        action="store_true",
+        help="cross-validate by configuration; with --write, write the error tables and intervals",
+    )
+    parser.add_argument("--folds", type=int, default=CV_FOLDS)
+    parser.add_argument(
+        "--frozen",
+        action="store_true",
+        help="with --cv: no refits (in-sample residuals; writes the intervals only, marked so)",
+    )
+    parser.add_argument(
+        "--cv-from",
+        type=Path,
+        help=f"with --cv: report the residuals a --cv saved ({CV_SAVED.name})",
+    )
+    parser.add_argument(
+        "--write",
+        action="store_true",
+        help="with --fit: write the constants into calibration.py; with --cv: the error files",
     )
     args = parser.parse_args()
     repo = load(REPO)
@@ -468,22 +787,37 @@ def main() -> None:
     for hw in list(hardware.values()):
         for alias in hw.aliases:
             hardware[alias] = hw
+    if args.cv:
+        reasons = Counter(unpredictable(r, hardware) for r in repo.results)
+        for reason, n in sorted(reasons.items(), key=lambda t: -t[1]):
+            print(f"{n:5} results: {reason or 'predictable (before keeping the newest run)'}")
     agg = points(repo.results, hardware, disagg=False)
     disagg = points(repo.results, hardware, disagg=True)
     print(f"{len(agg)} aggregated, {len(disagg)} disaggregated points", file=sys.stderr)
     if args.fit:
         began = time.time()
-        fitted = fit(agg, disagg, model, args.sweeps, args.jobs)
+        with Pool(args.jobs) as pool:
+            fitted = fit(agg, disagg, model, args.sweeps, pool)
         print(f"# fitted in {time.time() - began:.0f} s")
         block = _block(fitted, agg, disagg)
         print(block)
         if args.write:
             _write(block)
-    if args.errors:
+    if args.cv:
+        if args.cv_from:
+            cv = load_cv(args.cv_from)
+        else:
+            cv = cross_validate(
+                agg, disagg, model, args.folds, args.sweeps, args.jobs, frozen=args.frozen
+            )
+            save_cv(cv)
+        report_cv(cv, args.folds, args.write)
+    elif args.errors:
         tables = [
             error_groups(residuals(pts, model, args.verbose, args.jobs)) for pts in (agg, disagg)
         ]
-        write_errors(*tables)
+        command = "`.venv/bin/python scripts/calibrate_sim.py --errors`"
+        write_errors(tables[0], tables[1], f"{dt.date.today()} by {command}", IN_SAMPLE_PATH)
         for mode, table in zip(("aggregated", "disaggregated"), tables, strict=True):
             print(f"{mode}:\n{markdown_table(table)}")
     elif args.report or not args.fit:

@@ -16,13 +16,22 @@ from rich.table import Table
 from reconciler.cli.common import JsonOption, RepoOption, console, load, print_json
 from reconciler.cli.recipe import find_recipe
 from reconciler.engines.sim import traffic
+from reconciler.engines.sim.calibration import generation
+from reconciler.engines.sim.error_intervals import (
+    ExpectedError,
+    Interval,
+    Mode,
+    for_prediction,
+    read_interval_table,
+)
 from reconciler.engines.sim.faults import Faults
 from reconciler.engines.sim.predict import MAX_REQUESTS, default_requests
 from reconciler.engines.sim.predict import predict as run_prediction
 from reconciler.engines.sim.spec import SimSpec
 from reconciler.engines.sim.stats import Prediction
 from reconciler.errors import DenvError, NotFound, UsageError
-from reconciler.spec.catalog import Hardware
+from reconciler.spec.catalog import Hardware, ModelArch
+from reconciler.spec.recipe import DisaggregatedTopology, Recipe
 from reconciler.spec.repo import Repo
 
 app = typer.Typer(
@@ -219,10 +228,34 @@ def predict(
     if rate is not None:
         load_requests = traffic.poisson(load_requests, rate)
     result = run_prediction(recipe, hardware, model, load_requests, concurrency, rate=rate)
+    error = _expected_error(result, recipe, hardware, model)
     if as_json:
-        print_json(result)
+        print_json({**result.model_dump(mode="json"), "expected_error": error.model_dump()})
     else:
-        _render(result, workload, traffic_file, isl, osl)
+        _render(result, error, workload, traffic_file, isl, osl)
+
+
+def _expected_error(
+    p: Prediction, recipe: Recipe, hardware: Hardware, model: ModelArch
+) -> ExpectedError:
+    """The 80% interval of the cross-validated errors (docs/simulator.md, "Errors")."""
+    mode: Mode = (
+        "disaggregated" if isinstance(recipe.topology, DisaggregatedTopology) else "aggregated"
+    )
+    return for_prediction(
+        read_interval_table(),
+        {
+            "output_tok_s_per_gpu": p.output_tok_s_per_gpu,
+            "ttft_p50_ms": p.ttft_ms.p50,
+            "tpot_p50_ms": p.tpot_ms.p50,
+        },
+        hardware.id,
+        generation(hardware.id, hardware.vendor),
+        model,
+        recipe.engine.name,
+        mode,
+        p.concurrency,
+    )
 
 
 def _hardware(repo: Repo, key: str) -> Hardware:
@@ -257,7 +290,12 @@ def _requests(
 
 
 def _render(
-    p: Prediction, workload: str | None, traffic_file: Path | None, isl: int | None, osl: int | None
+    p: Prediction,
+    error: ExpectedError,
+    workload: str | None,
+    traffic_file: Path | None,
+    isl: int | None,
+    osl: int | None,
 ) -> None:
     shape = workload or (str(traffic_file) if traffic_file else f"{isl} in / {osl} out")
     load_text = (
@@ -272,17 +310,23 @@ def _render(
     table = Table()
     table.add_column("metric")
     table.add_column("p50", justify="right")
+    table.add_column("80% interval", justify="right")
     table.add_column("p99", justify="right")
-    for name, pct in (
-        ("TTFT ms", p.ttft_ms),
-        ("TPOT ms", p.tpot_ms),
-        ("ITL ms", p.itl_ms),
-        ("E2E ms", p.e2e_ms),
+    for name, pct, interval in (
+        ("TTFT ms", p.ttft_ms, error.ttft_p50_ms),
+        ("TPOT ms", p.tpot_ms, error.tpot_p50_ms),
+        ("ITL ms", p.itl_ms, None),
+        ("E2E ms", p.e2e_ms, None),
     ):
-        table.add_row(name, f"{pct.p50:,.1f}", f"{pct.p99:,.1f}")
-    table.add_row("output tok/s", f"{p.output_tok_s:,.0f}", "")
-    table.add_row("output tok/s/GPU", f"{p.output_tok_s_per_gpu:,.1f}", "")
-    table.add_row("total tok/s/GPU", f"{p.total_tok_s_per_gpu:,.1f}", "")
+        table.add_row(name, f"{pct.p50:,.1f}", _interval(interval), f"{pct.p99:,.1f}")
+    table.add_row("output tok/s", f"{p.output_tok_s:,.0f}", "", "")
+    table.add_row(
+        "output tok/s/GPU",
+        f"{p.output_tok_s_per_gpu:,.1f}",
+        _interval(error.output_tok_s_per_gpu),
+        "",
+    )
+    table.add_row("total tok/s/GPU", f"{p.total_tok_s_per_gpu:,.1f}", "", "")
     console.print(table)
     rejected = f"; {p.errors} too large, rejected" if p.errors else ""
     console.print(
@@ -290,3 +334,12 @@ def _render(
         f"{p.requests} requests after {p.warmup} warm-up{rejected}.",
         markup=False,
     )
+    kind = error.basis.partition(", ")[0]
+    basis = f"80% intervals from the {kind} of {error.cell} ({error.points} points)"
+    notes = [basis, *([error.fallback.capitalize()] if error.fallback else [])]
+    notes += [f"widened: {'; '.join(error.widened)}"] if error.widened else []
+    console.print(". ".join(notes) + ".", markup=False)
+
+
+def _interval(interval: Interval | None) -> str:
+    return f"{interval.lo:,.1f}–{interval.hi:,.1f}" if interval else ""

@@ -16,7 +16,8 @@ from typing import Literal
 from reconciler.catalog.ranking import ErrorBand
 from reconciler.spec.base import Spec
 
-ERRORS_FILE = "calibration_errors.json"
+ERRORS_FILE = "calibration_errors.json"  # bench's bands: cross-validated once --cv has run
+IN_SAMPLE_FILE = "calibration_errors_in_sample.json"  # --errors: docs/simulator.md's appendix
 Metric = Literal["tok_s_per_gpu", "ttft_p50", "tpot_p50"]
 Mode = Literal["aggregated", "disaggregated"]
 ALL = "all"
@@ -49,9 +50,9 @@ class ErrorTable(Spec):
         return self.aggregated if mode == "aggregated" else self.disaggregated
 
 
-def read_error_table() -> ErrorTable:
+def read_error_table(name: str = ERRORS_FILE) -> ErrorTable:
     """The table the calibration script last wrote (a file of this package)."""
-    text = files("reconciler.engines.sim").joinpath(ERRORS_FILE).read_text()
+    text = files("reconciler.engines.sim").joinpath(name).read_text()
     return ErrorTable.model_validate_json(text)
 
 

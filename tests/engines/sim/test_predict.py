@@ -186,6 +186,19 @@ def test_cli_json_has_the_promised_keys_and_is_deterministic() -> None:
     for key in ("ttft_ms", "tpot_ms", "itl_ms"):
         assert set(data[key]) == {"p50", "p99"}
     assert first.stdout == second.stdout
+    # The 80% interval beside each figure, in the figure's unit, widened outside the family.
+    error = data["expected_error"]
+    for key in ("output_tok_s_per_gpu", "ttft_p50_ms", "tpot_p50_ms"):
+        assert set(error[key]) == {"lo", "hi"} and 0 < error[key]["lo"] < error[key]["hi"]
+    # No aggregated point on H100 (the recipe's first GPU): a fallback, and it says so.
+    assert error["cell"].endswith("sglang, aggregated, ≤ 16 clients")
+    assert error["fallback"].startswith("too few points in h100, ≤ 16 clients: 0 points")
+    assert error["widened"] == [
+        "dense model: calibrated on MoE only",
+        "GQA attention: calibrated on MLA only",
+        "vllm: calibrated on sglang only",
+    ]
+    assert error["points"] > 0 and error["basis"]
 
 
 def test_cli_table_says_simulated(tmp_path: Path) -> None:
@@ -199,6 +212,7 @@ def test_cli_table_says_simulated(tmp_path: Path) -> None:
     run_ = denv("--recipe", "llama-3.1-8b/sglang@1", "--traffic", str(trace))
     assert run_.returncode == 0, run_.stderr
     assert "SIMULATED" in run_.stdout and "not measured on hardware" in run_.stdout
+    assert "80% interval" in run_.stdout and "widened: dense model" in run_.stdout
 
 
 @pytest.mark.parametrize(
