@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -54,14 +55,21 @@ class Bot:
             self.lines.put(line)
 
     def expect(self, text: str, timeout: float = 120) -> str:
-        """The next summary line that contains `text` (earlier lines are passed over)."""
+        """The next summary line that contains `text` within `timeout` (earlier lines are
+        passed over: a bot that keeps passing without it fails here too, with its lines)."""
+        deadline = time.monotonic() + timeout
+        seen: list[str] = []
         try:
             while True:
-                line = self.lines.get(timeout=timeout)
+                line = self.lines.get(timeout=max(0.0, deadline - time.monotonic()))
                 if text in line:
                     return line
+                seen.append(line.rstrip())
         except queue.Empty:
-            raise AssertionError(f"no pass line with {text!r} in {timeout}s") from None
+            last = "\n  ".join(seen[-8:]) or "none"
+            raise AssertionError(
+                f"no pass line with {text!r} in {timeout}s; the last lines:\n  {last}"
+            ) from None
 
     def terminate(self, timeout: float = 60) -> int:
         self.process.send_signal(signal.SIGTERM)
