@@ -120,8 +120,7 @@ def _percentiles(p: Percentiles) -> dict[str, float | None]:
 def describe(repo: Repo, result: Result, prices: dict[str, float]) -> dict[str, Any]:
     """Everything `bench get` shows, as data."""
     m = result.metrics
-    aliases = {alias: hw.id for hw in repo.hardware.values() for alias in hw.aliases}
-    choice = price_for(result, prices, repo.offers, aliases=aliases)
+    choice = price_for(result, prices, repo.offers, aliases=aliases(repo)[0])
     gpus = result.gpus or (total_gpus(result.topology) if result.topology else None)
     cost = None
     if choice is not None and gpus and m.output_tok_s:
@@ -202,8 +201,7 @@ def priced(result: Result, prices: dict[str, float], the_repo: Callable[[], Repo
     if not result.gpus or not result.metrics.output_tok_s:
         return result
     loaded = the_repo()
-    aliases = {alias: hw.id for hw in loaded.hardware.values() for alias in hw.aliases}
-    choice = price_for(result, prices, loaded.offers, aliases=aliases)
+    choice = price_for(result, prices, loaded.offers, aliases=aliases(loaded)[0])
     if choice is None:
         return result
     value = usd_per_m_output(result.gpus, choice.gpu_hour, result.metrics.output_tok_s)
