@@ -187,9 +187,12 @@ def visible_devices(hardware: Hardware, indices: list[int]) -> dict[str, str]:
         return {"CUDA_VISIBLE_DEVICES": ids}
     if hardware.vendor == "amd":
         return {"HIP_VISIBLE_DEVICES": ids}
+    if hardware.vendor == "cpu":  # vLLM's CPU build: a replica's worker on its own cores
+        return {"VLLM_CPU_OMP_THREADS_BIND": ids}
     raise EngineError(
         f"{hardware.id} is {hardware.vendor} hardware; denv hands GPUs to engines with "
-        f"CUDA_VISIBLE_DEVICES (nvidia) or HIP_VISIBLE_DEVICES (amd) only"
+        f"CUDA_VISIBLE_DEVICES (nvidia), HIP_VISIBLE_DEVICES (amd) or, to vLLM's CPU build, "
+        f"VLLM_CPU_OMP_THREADS_BIND (cpu cores) only"
     )
 
 

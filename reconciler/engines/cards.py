@@ -53,6 +53,12 @@ class EngineCard(Protocol):
         """Package indexes a pip install of the engine needs beyond PyPI."""
 
     @property
+    def BUILDS(self) -> Mapping[str, tuple[str, tuple[str, ...]]]:
+        """Builds of the engine other than its GPU package, by hardware vendor: (the PyPI
+        package, distributions its install pulls in that the build cannot load and the venv
+        removes again). A vendor not here installs the engine's own name."""
+
+    @property
     def SCRIPTS(self) -> Mapping[tuple[str, ...], tuple[str, ...]]:
         """Console-script argv prefixes the argv builder writes, and the module form that runs
         them in a venv (`vllm serve` -> `-m vllm.entrypoints.cli.main serve`)."""

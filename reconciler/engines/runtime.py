@@ -31,6 +31,7 @@ from reconciler.spec.engines import engine_names
 
 RuntimeKind = Literal["container", "venv", "sim"]
 ContainerEngine = Literal["docker", "podman"]
+Vendor = Literal["nvidia", "amd", "cpu"]
 
 SHM_SIZE = "16g"  # NCCL and the engines' worker processes share tensors through /dev/shm
 
@@ -41,7 +42,7 @@ class HostRuntime(Spec):
     kind: RuntimeKind
     home: str  # the agent's state folder on the host (DENV_HOME)
     container_engine: ContainerEngine | None = None
-    vendor: Literal["nvidia", "amd"] = "nvidia"
+    vendor: Vendor = "nvidia"
 
 
 class Need(Spec):
@@ -51,6 +52,7 @@ class Need(Spec):
     name: str  # venv folder name (vllm-0.33.0) or image reference
     packages: tuple[str, ...] = ()
     index_urls: tuple[str, ...] = ()
+    uninstall: tuple[str, ...] = ()  # removed after the install: what the build cannot load
     container_engine: ContainerEngine | None = None
 
 
@@ -59,7 +61,7 @@ def choose_runtime(
     simulated: bool,
     found_engine: ContainerEngine | None,
     home: str,
-    vendor: Literal["nvidia", "amd"],
+    vendor: Vendor,
 ) -> HostRuntime:
     """The fleet's `runtime`, else a container where the host has a container engine."""
     if simulated:
@@ -77,6 +79,11 @@ def venv_name(package: str, version: str) -> str:
 def image_for(engine: str, version: str, override: str | None, vendor: str = "nvidia") -> str:
     if override:
         return override
+    if vendor == "cpu":
+        raise EngineError(
+            f"{engine} {version} on CPU: the official tags are CUDA builds; set the recipe's "
+            f"engine.image to a CPU build, or run the fleet with runtime: venv"
+        )
     if vendor != "nvidia":  # the official tags are CUDA builds; ROCm tags name ROCm and GPU
         raise EngineError(
             f"{engine} {version} on {vendor} GPUs: set the recipe's engine.image to the ROCm "
@@ -102,11 +109,14 @@ def need_for(unit: Unit, version: str, runtime: HostRuntime, image: str | None =
             name=image_for(unit.engine, version, image, runtime.vendor),
             container_engine=runtime.container_engine,
         )
+    known = card(unit.engine) if unit.engine in engine_names() else None
+    package, uninstall = (known.BUILDS if known else {}).get(runtime.vendor, (unit.engine, ()))
     return Need(
         kind="venv",
-        name=venv_name(unit.engine, version),
-        packages=(f"{unit.engine}=={version}",),
-        index_urls=card(unit.engine).EXTRA_INDEX if unit.engine in engine_names() else (),
+        name=venv_name(package, version),
+        packages=(f"{package}=={version}",),
+        index_urls=known.EXTRA_INDEX if known else (),
+        uninstall=uninstall,
     )
 
 

@@ -8,9 +8,8 @@ fleet, so a deployment's weights path is the same on every host.
 from __future__ import annotations
 
 import hashlib
-from typing import Literal
 
-from reconciler.engines.runtime import HostRuntime, Runnable, choose_runtime, in_runtime
+from reconciler.engines.runtime import HostRuntime, Runnable, Vendor, choose_runtime, in_runtime
 from reconciler.engines.units import Unit
 from reconciler.fleet.model.observed import FleetObservation
 from reconciler.spec.catalog import Hardware
@@ -27,7 +26,8 @@ def host_runtimes(
 ) -> dict[str, HostRuntime]:
     """host -> its runtime (hosts not observed: as if they had no container engine, and the
     fleet's `home`)."""
-    vendor: Literal["nvidia", "amd"] = "amd" if hardware.vendor == "amd" else "nvidia"
+    vendor: Vendor = "amd" if hardware.vendor == "amd" else "nvidia"
+    vendor = "cpu" if hardware.vendor == "cpu" else vendor
     found: dict[str, HostRuntime] = {}
     for host in fleet.hosts:
         seen = observation.hosts.get(host.name) if observation is not None else None

@@ -27,7 +27,7 @@ class ScaleUp(Spec):
 class Hardware(Spec):
     id: Slug
     name: str
-    vendor: Literal["nvidia", "amd", "intel"]
+    vendor: Literal["nvidia", "amd", "intel", "cpu"]  # cpu: a core, for vLLM's CPU build
     aliases: list[Slug] = []  # other keys sources use, e.g. gb200 for gb200-nvl72
     memory_gb: PositiveFloat  # usable HBM per GPU
     memory_type: str | None = None

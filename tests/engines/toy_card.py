@@ -31,6 +31,7 @@ TABLES = flag_tables(
 MANAGED = {"--host": "placement", "--port": "placement", "--tp": "topology"}
 IMAGE = "toy/toyserve:{version}"
 EXTRA_INDEX = ("https://toy.example/simple",)
+BUILDS: dict[str, tuple[str, tuple[str, ...]]] = {}
 SCRIPTS = {("toyserve", "run"): ("-m", "toyserve.cli", "run")}
 PD_ROUTER = Router("toy-router", "2.0", "toy_router.main")
 ALARM_SERIES = EngineSeries(

@@ -310,6 +310,10 @@ def _replica(
 
 def units(deployment: Deployment, placement: Placement, context: EngineContext) -> list[Unit]:
     flags = table(deployment.recipe.engine.version)
+    if context.hardware.vendor == "cpu":
+        raise UnsupportedSetting(
+            "hardware", context.hardware.id, flags.label, "denv runs only vLLM's CPU build on CPU"
+        )
     found: list[Unit] = []
     for role, pool in deployment.recipe.topology.pools():
         for index in range(pool.replicas):

@@ -31,6 +31,7 @@ __all__ = ["MANAGED", "TABLES", "health", "metric_names", "table", "units"]
 
 IMAGE = "lmsysorg/sglang:v{version}"
 EXTRA_INDEX: tuple[str, ...] = ()  # none for the versions denv knows
+BUILDS: dict[str, tuple[str, tuple[str, ...]]] = {}
 SCRIPTS: dict[tuple[str, ...], tuple[str, ...]] = {}  # argv.py writes `python3 -m …` itself
 
 PD_ROUTER = SGLANG_ROUTER

@@ -20,6 +20,7 @@ TABLES: Mapping[str, frozenset[str]] = {}  # any version; args are not checked
 MANAGED: Mapping[str, str] = {}
 IMAGE: str | None = None
 EXTRA_INDEX: tuple[str, ...] = ()
+BUILDS: dict[str, tuple[str, tuple[str, ...]]] = {}
 SCRIPTS: dict[tuple[str, ...], tuple[str, ...]] = {}
 PD_ROUTER = SGLANG_ROUTER
 pd_routes = sglang_pd_routes

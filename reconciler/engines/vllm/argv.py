@@ -25,6 +25,7 @@ from reconciler.engines.base import (
 )
 from reconciler.engines.placement import DIST_INIT, DP_RPC, HTTP, SIDE_CHANNEL, Placement, Slot
 from reconciler.engines.units import EngineContext, MetricNames, Probe, Unit
+from reconciler.engines.vllm import cpu
 from reconciler.engines.vllm.flags import VLLM_CHOICES, VLLM_FLAG_HISTORY
 from reconciler.errors import UnsupportedSetting
 from reconciler.spec.recipe import Parallel, Pool, Role, Settings
@@ -289,12 +290,16 @@ def _replica(
             first_rank = slot.node * dp // slot.nodes if dp > 1 else 0
             env["VLLM_NIXL_SIDE_CHANNEL_HOST"] = slot.address
             env["VLLM_NIXL_SIDE_CHANNEL_PORT"] = str(slot.at(SIDE_CHANNEL) - first_rank)
+        argv = head_argv + serve + layout + node + tail
+        if context.hardware.vendor == "cpu":
+            kv_gb = cpu.kv_cache_gb(recipe.settings, role, pool, context.hardware, slot)
+            argv = cpu.cpu_argv(argv, kv_gb, flags)
         units.append(
             engine_unit(
                 "vllm",
                 role,
                 slot,
-                head_argv + serve + layout + node + tail,
+                argv,
                 env,
                 health(),
                 metric_names(),

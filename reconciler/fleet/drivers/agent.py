@@ -35,6 +35,20 @@ def simulated_gpus(fleet: Fleet, host: Host, hardware: Hardware | None) -> dict[
     }
 
 
+def declared_devices(
+    fleet: Fleet, host: Host, hardware: Hardware | None
+) -> dict[str, object] | None:
+    """The devices the agent reports as the fleet file declares them, where no library can
+    find them: simulated GPUs, or the cores of a CPU fleet (each one a replica's, as a GPU
+    would be; the agent lists denv's units on them). None: the agent probes the GPUs."""
+    if fleet.simulated:
+        return simulated_gpus(fleet, host, hardware)
+    if hardware is not None and hardware.vendor == "cpu":
+        cores = {"name": f"{hardware.name}", "host": host.name, "source": "cpu"}
+        return {**cores, "count": host.gpus, "memory_gb": hardware.memory_gb, "domain": None}
+    return None
+
+
 def unreached(found: FleetObservation, host: str, error: DenvError) -> None:
     """`host` was not observed: one line that starts with its name, and its cause."""
     message = str(error)
@@ -111,7 +125,7 @@ class AgentDriver:
 
         def probe(host: Host) -> tuple[str, HostObservation | DenvError]:
             try:
-                declared = simulated_gpus(fleet, host, hardware) if fleet.simulated else None
+                declared = declared_devices(fleet, host, hardware)
                 return host.name, self.agent(host.name).probe(declared)
             except DenvError as exc:
                 return host.name, exc

@@ -129,7 +129,8 @@ def run_tool(argv):
 
 
 def gpus_simulated(declared):
-    """The GPUs a simulated host declares; processes are denv's own units on them."""
+    """The GPUs a simulated host declares (or the cores of a CPU host: source "cpu");
+    processes are denv's own units on them."""
     used = {}
     for record in list_units():
         if record["alive"]:
@@ -139,7 +140,11 @@ def gpus_simulated(declared):
     gpus = [
         {
             "index": index,
-            "uuid": "SIM-{}-{}".format(declared.get("host", "host"), index),
+            "uuid": "{}-{}-{}".format(
+                "CPU" if declared.get("source") == "cpu" else "SIM",
+                declared.get("host", "host"),
+                index,
+            ),
             "name": declared.get("name", "simulated GPU"),
             "memory_total_mib": memory,
             "memory_used_mib": memory if used.get(index) else 0,
@@ -148,7 +153,8 @@ def gpus_simulated(declared):
         }
         for index in range(int(declared.get("count", 0)))
     ]
-    return {"source": "simulated", "driver": None, "runtime": None, "gpus": gpus}
+    source = declared.get("source", "simulated")
+    return {"source": source, "driver": None, "runtime": None, "gpus": gpus}
 
 
 def probe(simulated):

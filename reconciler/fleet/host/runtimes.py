@@ -60,10 +60,15 @@ def ensure_venv(need, report, pause_point):
         for url in need.get("index_urls", []):
             argv += ["--extra-index-url", url]
         run_step(argv + list(need["packages"]), "pip install")
+        if need.get("uninstall"):  # what the install pulled in that the build cannot load
+            python = os.path.join(build, "bin", "python")
+            report("pip uninstall " + " ".join(need["uninstall"]), 0, 0)
+            run_step([python, "-m", "pip", "uninstall", "-y", *need["uninstall"]], "pip uninstall")
         ready = {
             "kind": "venv",
             "name": name,
             "packages": list(need["packages"]),
+            "uninstalled": list(need.get("uninstall", [])),
             "built_at": time.time(),
         }
         write_atomic(os.path.join(build, MARKER), ready)
