@@ -14,10 +14,10 @@ import openai
 from tests.fleet.conftest import wait_for
 
 
-def ask(url: str, max_tokens: int = 8) -> str:
+def ask(url: str, max_tokens: int = 8, model: str = "chat-8b") -> str:
     client = openai.OpenAI(base_url=url, api_key="unused", max_retries=0, timeout=10)
     answer = client.chat.completions.create(
-        model="chat-8b", messages=[{"role": "user", "content": "hello"}], max_tokens=max_tokens
+        model=model, messages=[{"role": "user", "content": "hello"}], max_tokens=max_tokens
     )
     return answer.choices[0].message.content or ""
 
@@ -35,7 +35,9 @@ class Load:
 
 
 @contextmanager
-def light_load(url: str, workers: int = 1, max_tokens: int = 8) -> Iterator[Load]:
+def light_load(
+    url: str, workers: int = 1, max_tokens: int = 8, model: str = "chat-8b"
+) -> Iterator[Load]:
     """`workers` threads asking `url` one request after another (`max_tokens` each: fewer make
     more requests, hence more samples for an alarm, under a latency fault); stopped when the
     block ends, whatever happened in it."""
@@ -44,7 +46,7 @@ def light_load(url: str, workers: int = 1, max_tokens: int = 8) -> Iterator[Load
     def run() -> None:
         while not stop.is_set():
             try:
-                ask(url, max_tokens)
+                ask(url, max_tokens, model)
                 with load._lock:
                     load.answered += 1
             except openai.OpenAIError as exc:

