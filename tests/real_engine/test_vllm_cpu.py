@@ -140,7 +140,9 @@ def test_a_changed_setting_rolls_under_light_load_with_no_failed_request(lab: Cp
         rolled = lab.reconcile()
         load.more(3, "traffic after the roll")
     assert rolled.returncode == 0, rolled.stdout + rolled.stderr + lab.engine_logs()
-    assert rolled.stderr.count("~ replace") == 2 and "--max-num-seqs" in rolled.stderr, rolled.stderr
+    assert rolled.stderr.count("~ replace") == 2 and "--max-num-seqs" in rolled.stderr, (
+        rolled.stderr
+    )
     assert load.failed == [], load.failed[:5]
     after = engines(lab)
     assert {u.id for u in after} == set(before) and all(u.pid != before[u.id] for u in after)
@@ -155,11 +157,19 @@ def test_bench_run_measures_two_concurrency_levels_on_a_trial_core(lab: CpuLab) 
     freed = lab.reconcile()
     assert freed.returncode == 0, freed.stdout + freed.stderr
     lab.fleet(trial=1)
-    out = lab.folder / "out"
+    out, trace = lab.folder / "out", lab.folder / "short.jsonl"
+    # Short requests: the router takes text prompts (a word a token on a usual tokenizer),
+    # and the tiny model's tokenizer spends a token on nearly every byte of them.
+    line = {"input_length": 48, "output_length": 16}
+    trace.write_text(
+        "".join(
+            json.dumps({"timestamp": i * 100, **line, "hash_ids": [i]}) + "\n" for i in range(16)
+        )
+    )
     done = lab.denv(
         "bench", "run", "--recipe", RECIPE_ID, "--target", "cpu", "--concurrency", "1,4",
-        "--requests", "12", "--weights", f"file://{lab.model}", "--ready-timeout", "10m",
-        "--out", str(out), "--json",
+        "--traffic", str(trace), "--requests", "12", "--weights", f"file://{lab.model}",
+        "--ready-timeout", "10m", "--out", str(out), "--json",
     )  # fmt: skip
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:] + lab.engine_logs()
     found = [read_result(path) for path in sorted(out.glob("results/**/*.json"))]
