@@ -18,7 +18,8 @@ from reconciler.engines.sim.metrics import EngineMetrics
 from reconciler.engines.sim.scheduler import Scheduler, Step
 
 # How far behind its deadline the loop may run and still catch up by shortening steps;
-# beyond this (an overloaded CPU) the lost time is lost, rather than bunching tokens together.
+# beyond this (a CPU that cannot hand out a step's tokens within the next step) the lost time
+# is lost, rather than bunching tokens together.
 MAX_CATCH_UP_S = 0.005
 # asyncio's timers wake up to a millisecond late (epoll rounds its timeout up to whole ms): the
 # loop sleeps until this long before a deadline, then blocks for the rest (clock_nanosleep).
@@ -161,7 +162,10 @@ class Engine:
                 await self._wake.wait()
                 continue
             duration = (step.duration_s + self._faults.extra_step_s(start)) / self._scale
-            self._deadline = max(self._deadline, start - MAX_CATCH_UP_S) + duration
+            # The step runs from the last one's deadline, while that step's tokens fan out
+            # (as a GPU computes the next step while the CPU streams): the fan-out is late
+            # only where it overruns this step too.
+            self._deadline = max(self._deadline + duration, start - MAX_CATCH_UP_S)
             await asyncio.sleep(max(0.0, self._deadline - self._clock() - FINE_SLEEP_S))
             rest = self._deadline - self._clock()
             if rest > 0:
