@@ -742,8 +742,6 @@ def report_cv(cv: CrossValidation, k: int, write: bool) -> None:
     missing = sorted(set(range(k)) - set(cv.folds_done)) if cv.folds_done else []
     if missing:
         print(f"folds {[f + 1 for f in missing]} of {k} not run: --cv-resume to finish them")
-        if write:
-            sys.exit("not writing the error files from an unfinished cross-validation")
     kind = "cross-validated" if cv.held_out else "in-sample (--frozen)"
     for mode, table in zip(("aggregated", "disaggregated"), tables, strict=True):
         print(f"{mode}, {kind}:\n{markdown_table(table)}")
@@ -755,6 +753,8 @@ def report_cv(cv: CrossValidation, k: int, write: bool) -> None:
     )
     for line in cv.unpredicted:
         print(f"not predicted: {line}")
+    if write and missing:
+        sys.exit("not writing the error files from an unfinished cross-validation")
     if write:
         generated = f"{dt.date.today()} by {command}"
         if cv.held_out:  # bench's bands; --frozen leaves them to --errors' in-sample file
