@@ -4,7 +4,8 @@
     .venv/bin/python scripts/calibrate_sim.py --report        # errors of calibration.py's constants
     .venv/bin/python scripts/calibrate_sim.py --fit --write   # fit them again, write them
     .venv/bin/python scripts/calibrate_sim.py --report --disagg   # the P/D rows instead
-    .venv/bin/python scripts/calibrate_sim.py --errors   # both; write the error bands
+    .venv/bin/python scripts/calibrate_sim.py --errors   # both; write the in-sample tables
+    .venv/bin/python scripts/calibrate_sim.py --cv --write   # held out: bench's bands, intervals
 
 Points: the InferenceX DeepSeek-R1-0528 rows of results/published/inferencex.jsonl served by
 plain SGLang, aggregated (fixed ISL/OSL drawn from [0.8 L, L], closed-loop concurrency), the
