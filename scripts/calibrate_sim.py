@@ -4,7 +4,8 @@
     .venv/bin/python scripts/calibrate_sim.py --report        # errors of calibration.py's constants
     .venv/bin/python scripts/calibrate_sim.py --fit --write   # fit them again, write them
     .venv/bin/python scripts/calibrate_sim.py --report --disagg   # the P/D rows instead
-    .venv/bin/python scripts/calibrate_sim.py --errors   # both; write the error bands
+    .venv/bin/python scripts/calibrate_sim.py --errors   # both; write the in-sample tables
+    .venv/bin/python scripts/calibrate_sim.py --cv --write   # held out: bench's bands, intervals
 
 Points: the InferenceX DeepSeek-R1-0528 rows of results/published/inferencex.jsonl served by
 plain SGLang, aggregated (fixed ISL/OSL drawn from [0.8 L, L], closed-loop concurrency), the
@@ -30,7 +31,7 @@ import sys
 import time
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from multiprocessing import Pool
 from multiprocessing.pool import Pool as PoolType
 from pathlib import Path
@@ -81,6 +82,7 @@ FIT_MAX_CONCURRENCY = 256
 EFFICIENCY_STEP = 1.6  # the pattern search's first factor (efficiencies; scalars below)
 SCALAR_STEP = 1.4
 PD_FIT_MAX_CONCURRENCY = 8
+SWEEPS = 12  # the pattern search's most sweeps per constant set (--sweeps)
 ERRORS_PATH = REPO / "reconciler/engines/sim" / ERRORS_FILE
 Errors = tuple[float, float, float]  # |predicted / measured - 1|: tok/s/GPU, TTFT p50, TPOT p50
 PARAMS = ("mfu", "hbm", "kv_hbm", "layer_floor_s", "request_overhead_s")
@@ -524,7 +526,11 @@ def error_groups(rows: dict[str, list[Errors]]) -> list[ErrorGroup]:
 
 
 def write_errors(
-    agg: list[ErrorGroup], disagg: list[ErrorGroup], generated: str, path: Path
+    agg: list[ErrorGroup],
+    disagg: list[ErrorGroup],
+    generated: str,
+    path: Path,
+    held_out: bool = False,
 ) -> None:
     """An error table: the cross-validated one `denv bench` shows on simulated rows (--cv), or
     the in-sample one (--errors); docs/simulator.md renders both."""
@@ -532,6 +538,7 @@ def write_errors(
         generated=generated,
         engine="sglang",
         model="deepseek-r1",
+        held_out=held_out,
         aggregated=tuple(agg),
         disaggregated=tuple(disagg),
     )
@@ -567,6 +574,8 @@ class CrossValidation:
     fold_seconds: list[float]
     fit_predictions: int
     held_out: bool = True  # False: --frozen, the residuals are in-sample
+    folds_done: list[int] = field(default_factory=list)  # saved after each fold (--cv-resume)
+    sweeps: int | None = None  # the fits' --sweeps
 
 
 def cross_validate(
@@ -577,19 +586,23 @@ def cross_validate(
     sweeps: int,
     jobs: int,
     frozen: bool = False,
+    resume: CrossValidation | None = None,
 ) -> CrossValidation:
     """K folds of whole configurations: refit on the others as --fit does (from the full fit,
     warm), predict the held-out ones as `denv sim predict` would. `frozen`: no refit, every
     point under the full fit's constants — in-sample residuals, a stand-in for when a machine
-    cannot afford the refits (--frozen)."""
+    cannot afford the refits (--frozen). `resume`: a saved run's residuals; its folds are
+    skipped (--cv-resume)."""
     fold_of = folds(agg + disagg, k)
     cache: LossCache = {}
-    out = CrossValidation([], [], [], 0, held_out=not frozen)
+    cached = 0
+    out = resume or CrossValidation([], [], [], 0, held_out=not frozen, sweeps=sweeps)
+    assert out.held_out == (not frozen) and out.sweeps == sweeps, "resume with the same settings"
     with Pool(jobs) as pool:
         for fold in range(k):
             began = time.time()
             held = [p for p in agg + disagg if fold_of[configuration(p)] == fold]
-            if not held:  # fewer configurations than folds
+            if not held or fold in out.folds_done:  # fewer configurations than folds; resumed
                 continue
 
             def kept(pts: list[Point], fold: int = fold) -> list[Point]:
@@ -609,12 +622,16 @@ def cross_validate(
                     continue
                 out.residuals.append(_residual(point, p))
             out.fold_seconds.append(time.time() - began)
+            out.folds_done.append(fold)
+            out.fit_predictions += len(cache) - cached
+            cached = len(cache)
+            save_cv(out)  # each fold as it ends: an interrupted run keeps its folds
             print(
                 f"fold {fold + 1}/{k}: {len(held)} points held out, "
                 f"{out.fold_seconds[-1]:.0f} s, {len(cache)} fit predictions so far; {fitted}",
                 file=sys.stderr,
+                flush=True,
             )
-    out.fit_predictions = len(cache)
     return out
 
 
@@ -682,6 +699,8 @@ def save_cv(cv: CrossValidation) -> None:
         "fold_seconds": cv.fold_seconds,
         "fit_predictions": cv.fit_predictions,
         "held_out": cv.held_out,
+        "folds_done": cv.folds_done,
+        "sweeps": cv.sweeps,
     }
     CV_SAVED.write_text(json.dumps(data, indent=1))
 
@@ -695,6 +714,8 @@ def load_cv(path: Path) -> CrossValidation:
         data["fold_seconds"],
         data["fit_predictions"],
         data.get("held_out", True),
+        data.get("folds_done", []),
+        data.get("sweeps"),
     )
 
 
@@ -712,11 +733,16 @@ def report_cv(cv: CrossValidation, k: int, write: bool) -> None:
         tables.append(error_groups(rows))
     cells = cells_of(cv.residuals)
     covered, unseen = coverage(cv.residuals, cells), unseen_coverage(cv.residuals)
+    sweeps = f" --sweeps {cv.sweeps}" if cv.sweeps not in (None, SWEEPS) else ""
     command = (
-        f"`.venv/bin/python scripts/calibrate_sim.py --cv --write` ({k} folds)"
+        f"`.venv/bin/python scripts/calibrate_sim.py --cv{sweeps} --write` ({k} folds by "
+        "configuration, each refitted without its own)"
         if cv.held_out
         else "`.venv/bin/python scripts/calibrate_sim.py --cv --frozen --write` (no refit)"
     )
+    missing = sorted(set(range(k)) - set(cv.folds_done)) if cv.folds_done else []
+    if missing:
+        print(f"folds {[f + 1 for f in missing]} of {k} not run: --cv-resume to finish them")
     kind = "cross-validated" if cv.held_out else "in-sample (--frozen)"
     for mode, table in zip(("aggregated", "disaggregated"), tables, strict=True):
         print(f"{mode}, {kind}:\n{markdown_table(table)}")
@@ -728,10 +754,12 @@ def report_cv(cv: CrossValidation, k: int, write: bool) -> None:
     )
     for line in cv.unpredicted:
         print(f"not predicted: {line}")
+    if write and missing:
+        sys.exit("not writing the error files from an unfinished cross-validation")
     if write:
         generated = f"{dt.date.today()} by {command}"
         if cv.held_out:  # bench's bands; --frozen leaves them to --errors' in-sample file
-            write_errors(tables[0], tables[1], generated=generated, path=ERRORS_PATH)
+            write_errors(tables[0], tables[1], generated, ERRORS_PATH, held_out=True)
         intervals = IntervalTable(
             generated=generated,
             engine="sglang",
@@ -752,7 +780,7 @@ def main() -> None:
     parser.add_argument("--report", action="store_true", help="errors per hardware")
     parser.add_argument("--disagg", action="store_true", help="the P/D rows instead")
     parser.add_argument("--verbose", action="store_true", help="every point")
-    parser.add_argument("--sweeps", type=int, default=12)
+    parser.add_argument("--sweeps", type=int, default=SWEEPS)
     parser.add_argument("--jobs", type=int, default=2, help="processes for the fit and the reports")
     parser.add_argument(
         "--errors",
@@ -774,6 +802,11 @@ def main() -> None:
         "--cv-from",
         type=Path,
         help=f"with --cv: report the residuals a --cv saved ({CV_SAVED.name})",
+    )
+    parser.add_argument(
+        "--cv-resume",
+        type=Path,
+        help="with --cv: continue a saved run, skipping its finished folds (same settings)",
     )
     parser.add_argument(
         "--write",
@@ -807,8 +840,16 @@ def main() -> None:
         if args.cv_from:
             cv = load_cv(args.cv_from)
         else:
+            resume = load_cv(args.cv_resume) if args.cv_resume else None
             cv = cross_validate(
-                agg, disagg, model, args.folds, args.sweeps, args.jobs, frozen=args.frozen
+                agg,
+                disagg,
+                model,
+                args.folds,
+                args.sweeps,
+                args.jobs,
+                frozen=args.frozen,
+                resume=resume,
             )
             save_cv(cv)
         report_cv(cv, args.folds, args.write)

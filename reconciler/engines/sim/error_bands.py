@@ -1,8 +1,9 @@
 """Models and pure logic: how far the simulator's predictions fall from measurements — the
-error table `scripts/calibrate_sim.py --errors` writes from its residuals
-(calibration_errors.json, next to the fitted constants) — and the band a simulated result
-carries for its hardware, engine and layout. docs/simulator.md's error tables are rendered
-from the same file (`markdown_table`); a test keeps them equal.
+error table `scripts/calibrate_sim.py --cv --write` writes from its held-out residuals
+(calibration_errors.json, next to the fitted constants; `--errors` writes the in-sample one)
+— and the band a simulated result carries for its hardware, engine and layout.
+docs/simulator.md's error tables are rendered from the same files (`markdown_table`); a test
+keeps them equal.
 
 `read_error_table` is the one reader: it reads that package file, at the edge (the CLI).
 """
@@ -43,6 +44,8 @@ class ErrorTable(Spec):
     generated: str  # when and by which command
     engine: str  # the engine every calibration point ran
     model: str  # the model every calibration point served
+    # True: median errors of held-out predictions (`--cv --write`); False: in sample (--errors)
+    held_out: bool = False
     aggregated: tuple[ErrorGroup, ...]
     disaggregated: tuple[ErrorGroup, ...]
 
@@ -67,7 +70,8 @@ def band(
     chosen = own or groups.get(ALL)
     if chosen is None:
         return None
-    basis = f"{chosen.points} {mode} {table.engine} {table.model} points"
+    held = "held-out " if table.held_out else ""
+    basis = f"{chosen.points} {held}{mode} {table.engine} {table.model} points"
     basis = f"{hardware}, {basis}" if own else f"{basis}; none on {hardware}"
     gaps = [f"{engine} not calibrated"] if engine != table.engine else []
     gaps += [f"{model} not calibrated"] if model != table.model else []

@@ -99,3 +99,10 @@ def test_band_for_hardware_engine_and_layout(
 def test_band_of_the_speed_figure_is_tpot() -> None:
     found = band(TABLE, "h200", "sglang", "deepseek-r1", "aggregated", "tpot_p50")
     assert found is not None and (found.pct, found.metric) == (5.4, "TPOT p50")
+
+
+def test_band_of_a_cross_validated_table_says_held_out() -> None:
+    held = TABLE.model_copy(update={"held_out": True})
+    found = band(held, "h200", "sglang", "deepseek-r1", "aggregated", "tok_s_per_gpu")
+    assert found is not None
+    assert found.basis == "h200, 17 held-out aggregated sglang deepseek-r1 points"
