@@ -58,8 +58,11 @@ from reconciler.engines.sim.error_intervals import (  # noqa: E402
     Residual,
     band_of,
     cells_of,
+    choose_scale,
     coverage,
-    lookup,
+    nested_coverage,
+    unseen,
+    unseen_coverage,
 )
 from reconciler.engines.sim.perf import WeightsDoNotFit  # noqa: E402
 from reconciler.engines.sim.predict import default_requests, predict  # noqa: E402
@@ -670,25 +673,6 @@ def _residual(point: Point, p: Prediction) -> Residual:
     )
 
 
-def unseen_coverage(residuals: list[Residual]) -> dict[str, float]:
-    """Coverage of intervals that never saw the point: each configuration's residuals against
-    the cells built from every other configuration's (a point whose layout has no other
-    configuration is not judged)."""
-    inside: dict[str, int] = dict.fromkeys(FIGURES, 0)
-    judged = 0
-    for config in sorted({r.configuration for r in residuals}):
-        cells = cells_of([r for r in residuals if r.configuration != config])
-        for r in (r for r in residuals if r.configuration == config):
-            try:
-                cell, _ = lookup(cells, r.hardware, r.generation, r.engine, r.mode, r.concurrency)
-            except LookupError:
-                continue
-            judged += 1
-            for f, rng in cell.ranges().items():
-                inside[f] += rng.holds(getattr(r, f))
-    return {f: round(n / max(judged, 1), 3) for f, n in inside.items()}
-
-
 CV_SAVED = REPO / ".cv-residuals.json"  # the last --cv's residuals, for --cv-from
 
 
@@ -731,8 +715,11 @@ def report_cv(cv: CrossValidation, k: int, write: bool) -> None:
             for group in _groups(r.hardware, r.concurrency, r.mtp, bands=True):
                 rows.setdefault(group, []).append(errs)  # type: ignore[arg-type]
         tables.append(error_groups(rows))
-    cells = cells_of(cv.residuals)
-    covered, unseen = coverage(cv.residuals, cells), unseen_coverage(cv.residuals)
+    judged = unseen(cv.residuals)
+    scale = choose_scale(judged)
+    cells = cells_of(cv.residuals, scale)
+    covered, seen_not = coverage(cv.residuals, cells), unseen_coverage(judged, scale)
+    nested = nested_coverage(judged)
     sweeps = f" --sweeps {cv.sweeps}" if cv.sweeps not in (None, SWEEPS) else ""
     command = (
         f"`.venv/bin/python scripts/calibrate_sim.py --cv{sweeps} --write` ({k} folds by "
@@ -746,8 +733,11 @@ def report_cv(cv: CrossValidation, k: int, write: bool) -> None:
     kind = "cross-validated" if cv.held_out else "in-sample (--frozen)"
     for mode, table in zip(("aggregated", "disaggregated"), tables, strict=True):
         print(f"{mode}, {kind}:\n{markdown_table(table)}")
+    print(f"intervals widened about their middle by {scale} (least for 80% unseen coverage)")
     print(f"coverage of the 80% intervals, held-out points in their own cell: {covered}")
-    print(f"coverage, each configuration against cells built without it: {unseen}")
+    print(f"coverage, each configuration against cells built without it: {seen_not}")
+    print(f"coverage, the same with the factor chosen on the other folds: {nested}")
+    print(f"coverage unwidened, unseen: {unseen_coverage(judged, {})}")
     print(
         f"folds took {', '.join(f'{s:.0f}' for s in cv.fold_seconds)} s; "
         f"{cv.fit_predictions} distinct fit predictions"
@@ -767,7 +757,9 @@ def report_cv(cv: CrossValidation, k: int, write: bool) -> None:
             min_points=MIN_POINTS,
             held_out=cv.held_out,
             coverage=covered,
-            coverage_unseen=unseen,
+            coverage_unseen=seen_not,
+            scale=scale,
+            coverage_nested=nested,
             cells=tuple(cells),
         )
         INTERVALS_PATH.write_text(intervals.model_dump_json(indent=2) + "\n")

@@ -102,6 +102,11 @@ class IntervalTable(Spec):
     # builds each configuration's cells without its own points (the honest figure).
     coverage: dict[str, float] = {}
     coverage_unseen: dict[str, float] = {}
+    # Each cell's range is widened about its middle by this factor per figure, the least that
+    # puts 80% of each configuration's points inside cells built without it (`choose_scale`);
+    # `coverage_nested` is that coverage with the factor chosen without the judged points too.
+    scale: dict[str, float] = {}
+    coverage_nested: dict[str, float] = {}
     cells: tuple[Cell, ...]
 
 
@@ -111,9 +116,9 @@ def read_interval_table() -> IntervalTable:
     return IntervalTable.model_validate_json(text)
 
 
-def cells_of(residuals: Sequence[Residual]) -> list[Cell]:
+def cells_of(residuals: Sequence[Residual], scale: dict[str, float] | None = None) -> list[Cell]:
     """Every cell with at least one point: per layout and band (and all bands), per hardware,
-    per generation and over all hardware."""
+    per generation and over all hardware; each figure's range widened by `scale` (default 1)."""
     groups: dict[tuple[Level, str, str, Mode, Band], list[Residual]] = {}
     for r in residuals:
         bands: tuple[Band, Band] = (band_of(r.concurrency), "all")
@@ -128,9 +133,12 @@ def cells_of(residuals: Sequence[Residual]) -> list[Cell]:
     out = []
     for (level, key, engine, mode, band), found in sorted(groups.items()):
         ranges = {
-            f: LogRange(
-                lo=round(percentile([getattr(r, f) for r in found], 10), 4),
-                hi=round(percentile([getattr(r, f) for r in found], 90), 4),
+            f: scaled(
+                LogRange(
+                    lo=percentile([getattr(r, f) for r in found], 10),
+                    hi=percentile([getattr(r, f) for r in found], 90),
+                ),
+                (scale or {}).get(f, 1.0),
             )
             for f in FIGURES
         }
@@ -146,6 +154,74 @@ def cells_of(residuals: Sequence[Residual]) -> list[Cell]:
             )
         )
     return out
+
+
+def scaled(r: LogRange, factor: float) -> LogRange:
+    """The range widened about its middle by `factor`, rounded as the file keeps it."""
+    middle, half = (r.lo + r.hi) / 2, (r.hi - r.lo) / 2 * factor
+    return LogRange(lo=round(middle - half, 4), hi=round(middle + half, 4))
+
+
+# Widening factors tried, smallest first: 1.00, 1.05, … 4.00.
+SCALE_GRID = tuple(round(1 + 0.05 * i, 2) for i in range(61))
+TARGET_COVERAGE = 0.8
+
+
+class Unseen(Spec):
+    """One point against the cell (built without its configuration) its lookup finds: per
+    figure, its residual's distance from the cell's middle over the cell's half width (the
+    point is inside the cell widened by k when that is at most k)."""
+
+    configuration: str
+    reach: dict[str, float]
+
+
+def unseen(residuals: Sequence[Residual]) -> list[Unseen]:
+    """Every point judged against cells built from every other configuration's residuals (a
+    point whose layout has no other configuration is left out)."""
+    found = []
+    for config in sorted({r.configuration for r in residuals}):
+        cells = cells_of([r for r in residuals if r.configuration != config])
+        for r in (r for r in residuals if r.configuration == config):
+            try:
+                cell, _ = lookup(cells, r.hardware, r.generation, r.engine, r.mode, r.concurrency)
+            except LookupError:
+                continue
+            reach = {}
+            for f, rng in cell.ranges().items():
+                half = max((rng.hi - rng.lo) / 2, 1e-9)
+                reach[f] = abs(getattr(r, f) - (rng.lo + rng.hi) / 2) / half
+            found.append(Unseen(configuration=config, reach=reach))
+    return found
+
+
+def unseen_coverage(points: Sequence[Unseen], scale: dict[str, float]) -> dict[str, float]:
+    """Share of `points` inside their unseen cell widened by `scale`."""
+    n = max(len(points), 1)
+    return {f: round(sum(p.reach[f] <= scale.get(f, 1.0) for p in points) / n, 3) for f in FIGURES}
+
+
+def choose_scale(points: Sequence[Unseen], target: float = TARGET_COVERAGE) -> dict[str, float]:
+    """Per figure, the least factor of SCALE_GRID that covers `target` of `points`."""
+    chosen = {}
+    for f in FIGURES:
+        fits = [k for k in SCALE_GRID if unseen_coverage(points, {f: k})[f] >= target]
+        chosen[f] = fits[0] if fits else SCALE_GRID[-1]
+    return chosen
+
+
+def nested_coverage(points: Sequence[Unseen], folds: int = 5) -> dict[str, float]:
+    """Coverage with the factor chosen without the judged configurations: configurations dealt
+    into `folds`, each fold's points judged with the factor the other folds choose."""
+    configs = sorted({p.configuration for p in points})
+    fold_of = {c: i % folds for i, c in enumerate(configs)}
+    inside = dict.fromkeys(FIGURES, 0)
+    for fold in range(folds):
+        judged = [p for p in points if fold_of[p.configuration] == fold]
+        scale = choose_scale([p for p in points if fold_of[p.configuration] != fold])
+        for f in FIGURES:
+            inside[f] += sum(p.reach[f] <= scale[f] for p in judged)
+    return {f: round(inside[f] / max(len(points), 1), 3) for f in FIGURES}
 
 
 def lookup(

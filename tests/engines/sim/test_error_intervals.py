@@ -8,17 +8,24 @@ import math
 import pytest
 
 from reconciler.engines.sim.error_intervals import (
+    FIGURES,
     Cell,
     IntervalTable,
     LogRange,
     Residual,
+    Unseen,
     band_of,
     cells_of,
+    choose_scale,
     coverage,
     for_prediction,
     interval,
     lookup,
+    nested_coverage,
     read_interval_table,
+    scaled,
+    unseen,
+    unseen_coverage,
     widened,
     widening,
 )
@@ -126,3 +133,47 @@ def test_the_written_table_has_a_cell_for_every_calibrated_hardware() -> None:
     keys = {c.key for c in table.cells if c.level == "hardware" and c.mode == "aggregated"}
     assert {"b200", "b300", "h200", "mi300x", "mi325x", "mi355x"} <= keys
     assert all(isinstance(c, Cell) and c.points > 0 for c in table.cells)
+
+
+def _config_residual(config: int, i: int, value: float) -> Residual:
+    return _residual(i, value=value).model_copy(update={"configuration": f"c{config}"})
+
+
+def test_a_configuration_is_judged_by_cells_built_without_it() -> None:
+    # c0 sits far out; the other four configurations spread around 0.
+    residuals = [
+        _config_residual(c, 10 * c + i, 0.01 * i - 0.05) for c in range(1, 5) for i in range(11)
+    ]
+    residuals += [_config_residual(0, i, 0.5) for i in range(5)]
+    judged = unseen(residuals)
+    assert len(judged) == len(residuals)
+    far = [p for p in judged if p.configuration == "c0"]
+    # cells without c0: the range of -0.05 … 0.05 is [-0.04, 0.04]; 0.5 is 12.5 half widths out
+    assert far[0].reach["output_tok_s_per_gpu"] == pytest.approx(12.5)
+    assert unseen_coverage(far, {})["output_tok_s_per_gpu"] == 0.0
+    assert unseen_coverage(far, {"output_tok_s_per_gpu": 13.0})["output_tok_s_per_gpu"] == 1.0
+
+
+def test_the_scale_is_the_least_that_covers_80_percent_and_widens_the_cells() -> None:
+    points = [
+        Unseen(configuration=f"c{i}", reach=dict.fromkeys(FIGURES, 1 + i / 10)) for i in range(10)
+    ]  # fmt: skip  reaches 1.0 … 1.9
+    scale = choose_scale(points)
+    assert scale == dict.fromkeys(FIGURES, 1.7)  # 1.0 … 1.7: 8 of 10
+    assert unseen_coverage(points, scale) == dict.fromkeys(FIGURES, 0.8)
+    wide = scaled(LogRange(lo=-0.1, hi=0.3), 1.5)
+    assert (wide.lo, wide.hi) == pytest.approx((-0.2, 0.4))  # middle 0.1, half width 0.3
+
+
+def test_nested_coverage_chooses_each_folds_scale_on_the_others() -> None:
+    # every configuration reaches 1.0 except one far out: the others' choice leaves it out
+    points = [Unseen(configuration=f"c{i}", reach=dict.fromkeys(FIGURES, 1.0)) for i in range(9)]
+    points.append(Unseen(configuration="c9", reach=dict.fromkeys(FIGURES, 9.0)))
+    assert nested_coverage(points, folds=5) == dict.fromkeys(FIGURES, 0.9)
+
+
+def test_the_written_table_is_widened_for_unseen_configurations() -> None:
+    table = read_interval_table()
+    assert table.held_out and set(table.scale) == set(FIGURES)
+    assert all(k >= 1 for k in table.scale.values())
+    assert all(0.75 <= table.coverage_nested[f] <= 0.9 for f in FIGURES), table.coverage_nested
