@@ -250,7 +250,7 @@ def point(
     server_cpu = cpu_seconds(pid) - cpu0
     with urllib.request.urlopen(url + "/admin/steps") as r:
         steps = json.loads(r.read())["steps"]
-    first = {rid: i for i, (_, _, _, ids) in enumerate(steps) for rid in ids}
+    first = {rid: i for i, step in enumerate(steps) for rid in step[3]}
     errors, gaps = [], []
     for record in records:
         s = first.get(record.id)
@@ -263,7 +263,14 @@ def point(
             errors.append(gap - steps[s + k][2])
     tokens = sum(len(r.arrivals) for r in records)
     ttft = [r.arrivals[0] - r.sent for r in records if r.arrivals and r.sent > start_at + WARM_S]
+    if not ttft or not errors:
+        raise SystemExit(
+            f"{streams} streams: no request sent after the {WARM_S:g} s warm-up was answered "
+            f"within {seconds:g} s; give the point more --seconds"
+        )
     errors.sort()
+    # How long the server took to hand each step's chunks out (the fan-out), after warm-up.
+    fan_out = sorted(t[4] - t[1] for t in steps if t[1] >= start_at + WARM_S) or [0.0]
     return {
         "streams": streams,
         "tok_s": tokens / wall,
@@ -274,6 +281,7 @@ def point(
         "server_cpu": server_cpu / wall,
         "server_us_per_token": server_cpu / tokens * 1e6,
         "client_cpu": client_cpu / wall,
+        "fan_out_p99_ms": fan_out[int(0.99 * (len(fan_out) - 1))] * 1e3,
     }
 
 
@@ -321,7 +329,7 @@ def main() -> None:
     )
     print(
         "streams  tok/s  TTFT p50 ms  ITL mean ms  err p50 ms  err p99 ms  server CPU"
-        "  µs/token  client CPU"
+        "  µs/token  client CPU  fan-out p99 ms"
     )
     for streams in (int(s) for s in args.streams.split(",")):
         proc, url = start_server(spec, args.server_cpu, args.realtime)
@@ -338,7 +346,7 @@ def main() -> None:
             f"{row['itl_mean_ms']:11.2f}  "
             f"{row['err_p50_ms']:10.2f}  {row['err_p99_ms']:10.2f}  {row['server_cpu']:10.0%}  "
             f"{row['server_us_per_token']:8.1f}  {row['client_cpu']:10.0%}"
-            f"{'' if ok else '  <- over'}",
+            f"  {row['fan_out_p99_ms']:14.2f}{'' if ok else '  <- over'}",
             flush=True,
         )
         if not ok:

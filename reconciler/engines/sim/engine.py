@@ -29,10 +29,10 @@ TRACE_STEPS = 65536  # recent steps kept for `GET /admin/steps`
 
 class StepTrace:
     """One finished step, for clients that compare what they measured with the model: when its
-    tokens were due and when they were handed out (the engine clock), its modelled duration as
-    run (scaled), and the requests whose first token it emitted."""
+    tokens were due, when their hand-out began and ended (the engine clock), its modelled
+    duration as run (scaled), and the requests whose first token it emitted."""
 
-    __slots__ = ("delivered", "due", "duration", "first_token")
+    __slots__ = ("delivered", "due", "duration", "first_token", "handed_out")
 
     def __init__(
         self, due: float, delivered: float, duration: float, first_token: tuple[str, ...]
@@ -41,6 +41,7 @@ class StepTrace:
         self.delivered = delivered
         self.duration = duration
         self.first_token = first_token
+        self.handed_out = delivered  # the fan-out's end, set once every stream has its chunk
 
 
 class Stream:
@@ -171,8 +172,10 @@ class Engine:
             if rest > 0:
                 self._block(rest)
             now = self._clock()
-            self.trace.append(StepTrace(self._deadline, now, duration, step.first_token))
+            trace = StepTrace(self._deadline, now, duration, step.first_token)
+            self.trace.append(trace)
             self._deliver(step, now, duration)
+            trace.handed_out = self._clock()
 
     def _deliver(self, step: Step, now: float, duration: float) -> None:
         m = self._metrics

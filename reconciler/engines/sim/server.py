@@ -264,10 +264,13 @@ class SimServer:
         return web.json_response(self.faults.view(self._clock()))
 
     async def _steps(self, _: web.Request) -> web.Response:
-        """Recent steps, each `[due, delivered, duration, first_token]`: when its tokens were
-        due and when they were handed out (seconds on the server's monotonic clock), its
-        modelled duration divided by the time scale, and the request ids it began answering."""
-        steps = [[t.due, t.delivered, t.duration, t.first_token] for t in self.engine.trace]
+        """Recent steps, each `[due, delivered, duration, first_token, handed_out]`: when its
+        tokens were due, when their hand-out began and when it ended (seconds on the server's
+        monotonic clock), its modelled duration divided by the time scale, and the request ids
+        it began answering."""
+        steps = [
+            [t.due, t.delivered, t.duration, t.first_token, t.handed_out] for t in self.engine.trace
+        ]
         return web.json_response({"clock": "monotonic", "steps": steps})
 
     def _set_hang(self, hang: bool) -> None:
