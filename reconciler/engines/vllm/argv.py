@@ -292,7 +292,8 @@ def _replica(
             env["VLLM_NIXL_SIDE_CHANNEL_PORT"] = str(slot.at(SIDE_CHANNEL) - first_rank)
         argv = head_argv + serve + layout + node + tail
         if context.hardware.vendor == "cpu":
-            kv_gb = cpu.kv_cache_gb(recipe.settings, role, pool, context.hardware, slot)
+            cpu.check_replica(role, pool, context.hardware)
+            kv_gb = cpu.kv_cache_gb(recipe.settings, context.hardware, slot)
             argv = cpu.cpu_argv(argv, kv_gb, flags)
         units.append(
             engine_unit(

@@ -40,22 +40,24 @@ REFUSED: dict[str, str] = {
 }
 
 
-def kv_cache_gb(settings: Settings, role: Role, pool: Pool, hardware: Hardware, slot: Slot) -> int:
-    """The KV cache of one replica on CPU, in whole GiB: the recipe's memory fraction of the
-    memory its cores stand for (the catalog's `memory_gb` per core), rounded down — the CPU
-    build reserves it at start, so it is sized, not left to a share of the whole host.
-    One worker per replica: P/D pools, tensor, pipeline and data parallelism and multi-host
-    replicas are refused (the CPU tier checks behaviour, not how the engine scales)."""
+def check_replica(role: Role, pool: Pool, hardware: Hardware) -> None:
+    """One worker per replica, so one core (a pool's GPUs are its tp × pp × dp): P/D pools and
+    tensor, pipeline and data parallelism are refused (the CPU tier checks behaviour, not how
+    the engine scales)."""
     p, label = pool.parallel, f"{PACKAGE} on {hardware.id}"
     if role != "aggregated":
         raise UnsupportedSetting("topology.mode", "disaggregated", label, "no KV transfer on CPU")
-    for name, size in (("tp", p.tp), ("pp", p.pp), ("dp", p.dp), ("ep", p.ep)):
+    for name, size in (("tp", p.tp), ("pp", p.pp), ("dp", p.dp)):
         if size > 1:
             raise UnsupportedSetting(
                 f"topology.parallel.{name}", size, label, "denv runs one CPU worker per replica"
             )
-    if slot.nodes > 1:
-        raise UnsupportedSetting("topology", f"{slot.nodes} nodes", label, "one host a replica")
+
+
+def kv_cache_gb(settings: Settings, hardware: Hardware, slot: Slot) -> int:
+    """The KV cache of one replica on CPU, in whole GiB: the recipe's memory fraction of the
+    memory its cores stand for (the catalog's `memory_gb` per core), rounded down — the CPU
+    build reserves it at start, so it is sized, not left to a share of the whole host."""
     share = settings.kv_cache.memory_fraction * hardware.memory_gb * len(slot.gpu_indices)
     return math.floor(share)
 

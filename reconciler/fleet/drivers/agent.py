@@ -44,8 +44,14 @@ def declared_devices(
     if fleet.simulated:
         return simulated_gpus(fleet, host, hardware)
     if hardware is not None and hardware.vendor == "cpu":
-        cores = {"name": f"{hardware.name}", "host": host.name, "source": "cpu"}
-        return {**cores, "count": host.gpus, "memory_gb": hardware.memory_gb, "domain": None}
+        return {
+            "count": host.gpus,
+            "name": hardware.name,
+            "host": host.name,
+            "memory_gb": hardware.memory_gb,
+            "domain": None,
+            "source": "cpu",
+        }
     return None
 
 

@@ -20,7 +20,7 @@ from threading import Lock
 from typing import Any
 
 from reconciler.errors import DenvError
-from reconciler.fleet.drivers.agent import AgentDriver, simulated_gpus, unreached
+from reconciler.fleet.drivers.agent import AgentDriver, declared_devices, unreached
 from reconciler.fleet.model.observed import (
     Cause,
     FleetObservation,
@@ -110,7 +110,7 @@ class SlurmDriver(AgentDriver):
         found = FleetObservation(fleet.name)
         login = next(h for h in fleet.hosts if h.name == self.login)
         client = self.agent(login.name)
-        declared = simulated_gpus(fleet, login, hardware) if fleet.simulated else None
+        declared = declared_devices(fleet, login, hardware)
         with ThreadPoolExecutor(max_workers=2) as pool:
             probing = pool.submit(client.probe, declared)
             asking = pool.submit(self.cluster)

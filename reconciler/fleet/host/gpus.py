@@ -137,14 +137,12 @@ def gpus_simulated(declared):
             for index in record.get("gpus", []):
                 used.setdefault(index, []).append({"pid": record["pid"], "used_mib": None})
     memory = int(declared.get("memory_gb", 0) * 1024)
+    source = declared.get("source", "simulated")
+    prefix = "CPU" if source == "cpu" else "SIM"
     gpus = [
         {
             "index": index,
-            "uuid": "{}-{}-{}".format(
-                "CPU" if declared.get("source") == "cpu" else "SIM",
-                declared.get("host", "host"),
-                index,
-            ),
+            "uuid": "{}-{}-{}".format(prefix, declared.get("host", "host"), index),
             "name": declared.get("name", "simulated GPU"),
             "memory_total_mib": memory,
             "memory_used_mib": memory if used.get(index) else 0,
@@ -153,7 +151,6 @@ def gpus_simulated(declared):
         }
         for index in range(int(declared.get("count", 0)))
     ]
-    source = declared.get("source", "simulated")
     return {"source": source, "driver": None, "runtime": None, "gpus": gpus}
 
 
