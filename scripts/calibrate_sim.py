@@ -281,11 +281,17 @@ def run(
 def loss(point: Point, p: Prediction | None) -> float:
     if p is None or not p.output_tok_s_per_gpu:
         return 10.0
-    return (
-        abs(math.log(p.output_tok_s_per_gpu / point.tput))
-        + abs(math.log(max(p.tpot_ms.p50, 1e-3) / point.tpot))
-        + 0.5 * abs(math.log(max(p.ttft_ms.p50, 1e-3) / point.ttft))
+    return log_loss(
+        math.log(p.output_tok_s_per_gpu / point.tput),
+        math.log(max(p.ttft_ms.p50, 1e-3) / point.ttft),
+        math.log(max(p.tpot_ms.p50, 1e-3) / point.tpot),
     )
+
+
+def log_loss(tput: float, ttft: float, tpot: float) -> float:
+    """The fit's objective for one point from ln(predicted / measured) of each figure: TTFT,
+    the noisiest, at half weight."""
+    return abs(tput) + abs(tpot) + 0.5 * abs(ttft)
 
 
 @dataclass(frozen=True)
@@ -298,7 +304,7 @@ class Fitted:
 def full_fit() -> Fitted:
     """calibration.py's constants (the fit on every point), clamped to BOUNDS."""
     return Fitted(
-        {gen: _clamped(e) for gen, e in calibration.EFFICIENCY.items()},
+        {group: _clamped(e) for group, e in calibration.EFFICIENCY.items()},
         calibration.MTP_ACCEPTANCE,
         calibration.PD_HANDOFF_S,
     )
@@ -318,39 +324,55 @@ def fit(
     start: Fitted | None = None,
     warm: bool = False,
     cache: LossCache | None = None,
+    own: frozenset[str] = calibration.OWN_CONSTANTS,
+    only: frozenset[str] | None = None,
 ) -> Fitted:
-    """Per GPU generation, its efficiency on its aggregated points without MTP; then the MTP
-    acceptance on the aggregated MTP points; then the P/D hand-off time on the disaggregated
-    points with at most PD_FIT_MAX_CONCURRENCY clients (where TTFT is not queueing). Points
-    above FIT_MAX_CONCURRENCY are left to the report. From `start` (default calibration.py's
-    constants); `warm` begins the searches at the step a cold search reaches after two
-    fruitless sweeps, for a start already near the optimum (--cv's folds)."""
+    """Per constants group (a GPU generation, or a hardware in `own`), its efficiency on its
+    aggregated points without MTP; then the MTP acceptance on the aggregated MTP points; then
+    the P/D hand-off time on the disaggregated points with at most PD_FIT_MAX_CONCURRENCY
+    clients (where TTFT is not queueing). Points above FIT_MAX_CONCURRENCY are left to the
+    report. From `start` (default calibration.py's constants); `warm` begins the searches at
+    the step a cold search reaches after two fruitless sweeps, for a start already near the
+    optimum (--cv's folds); a group the start lacks begins at its generation's constants, cold.
+    `only`: search these groups and nothing else (the scalars stay as `start` has them)."""
     chosen = [p for p in agg if p.concurrency <= FIT_MAX_CONCURRENCY]
     current = start or full_fit()
     cache = {} if cache is None else cache
     step = EFFICIENCY_STEP ** (0.25 if warm else 1)  # warm: two fruitless sweeps in
     scalar_step = SCALAR_STEP ** (0.5 if warm else 1)  # warm: one
+    fresh = {_group(p, own) for p in chosen} - set(current.efficiency)
+    for p in chosen:  # a hardware newly on its own constants starts from its generation's
+        if _group(p, own) in fresh:
+            seed = {_group(p, own): current.efficiency[_gen(p)]}
+            current = replace(current, efficiency={**current.efficiency, **seed})
 
     def objective(subset: list[Point], trial: Fitted) -> float:
         if not subset:  # a fold without MTP or P/D points: nothing to fit, the start stays
             return 0.0
-        keys = [_cache_key(p, trial) for p in subset]
+        keys = [_cache_key(p, trial, own) for p in subset]
         missing = {k: p for k, p in zip(keys, subset, strict=True) if k not in cache}
-        args = [(p, model, FIT_REQUESTS_PER_CLIENT, _tuning(trial, p)) for p in missing.values()]
+        args = [
+            (p, model, FIT_REQUESTS_PER_CLIENT, _tuning(trial, p, own)) for p in missing.values()
+        ]
         cache.update(zip(missing, pool.starmap(_loss_of, args), strict=True))
         return statistics.fmean(cache[k] for k in keys)
 
-    for gen in sorted({_gen(p) for p in chosen}):
-        own = [p for p in chosen if _gen(p) == gen and p.result.speculative != "mtp"]
-        print(f"{gen}: {len(own)} points", file=sys.stderr)
+    for group in sorted({_group(p, own) for p in chosen}):
+        if only is not None and group not in only:
+            continue
+        mine = [p for p in chosen if _group(p, own) == group and _fits_efficiency(p)]
+        print(f"{group}: {len(mine)} points", file=sys.stderr)
 
         def score(
-            e: Efficiency, own: list[Point] = own, gen: str = gen, base: Fitted = current
+            e: Efficiency, mine: list[Point] = mine, group: str = group, base: Fitted = current
         ) -> float:
-            return objective(own, replace(base, efficiency={**base.efficiency, gen: e}))
+            return objective(mine, replace(base, efficiency={**base.efficiency, group: e}))
 
-        best = _search(score, current.efficiency[gen], sweeps, gen, step)
-        current = replace(current, efficiency={**current.efficiency, gen: best})
+        first = EFFICIENCY_STEP if group in fresh and warm else step
+        best = _search(score, current.efficiency[group], sweeps, group, first)
+        current = replace(current, efficiency={**current.efficiency, group: best})
+    if only is not None:
+        return current
     spec = [p for p in chosen if p.result.speculative == "mtp"]
     print(f"mtp: {len(spec)} points", file=sys.stderr)
     acc = _search_scalar(
@@ -375,19 +397,24 @@ def fit(
     return replace(current, pd_handoff_s=handoff)
 
 
-def _cache_key(point: Point, fitted: Fitted) -> tuple[object, ...]:
-    """What a point's prediction depends on: its generation's efficiency, the MTP acceptance if
-    it runs MTP, the hand-off if it is disaggregated."""
+def _cache_key(
+    point: Point, fitted: Fitted, own: frozenset[str] = calibration.OWN_CONSTANTS
+) -> tuple[object, ...]:
+    """What a point's prediction depends on: its group's efficiency, the MTP acceptance if it
+    runs MTP, the hand-off if it is disaggregated."""
     return (
         point.result.id,
-        fitted.efficiency[_gen(point)],
+        fitted.efficiency[_group(point, own)],
         fitted.mtp_acceptance if point.result.speculative == "mtp" else None,
         fitted.pd_handoff_s if point.disagg else None,
     )
 
 
-def _tuning(fitted: Fitted, point: Point) -> Tuning:
-    return Tuning(fitted.efficiency[_gen(point)], fitted.mtp_acceptance, fitted.pd_handoff_s)
+def _tuning(
+    fitted: Fitted, point: Point, own: frozenset[str] = calibration.OWN_CONSTANTS
+) -> Tuning:
+    efficiency = fitted.efficiency[_group(point, own)]
+    return Tuning(efficiency, fitted.mtp_acceptance, fitted.pd_handoff_s)
 
 
 def _loss_of(point: Point, model: ModelArch, per_client: int, tuning: Tuning) -> float:
@@ -398,8 +425,19 @@ def _clamped(e: Efficiency) -> Efficiency:
     return replace(e, **{n: min(max(getattr(e, n), BOUNDS[n][0]), BOUNDS[n][1]) for n in PARAMS})
 
 
+def _fits_efficiency(point: Point) -> bool:
+    """Whether the efficiency search fits on the point: without MTP, at most
+    FIT_MAX_CONCURRENCY clients."""
+    return point.result.speculative != "mtp" and point.concurrency <= FIT_MAX_CONCURRENCY
+
+
 def _gen(point: Point) -> str:
     return calibration.generation(point.hardware.id, point.hardware.vendor)
+
+
+def _group(point: Point, own: frozenset[str] = calibration.OWN_CONSTANTS) -> str:
+    """Whose constants the point runs on: its hardware's own, or its generation's."""
+    return calibration.constants_of(point.hardware.id, point.hardware.vendor, own)
 
 
 def _search(
@@ -579,6 +617,34 @@ class CrossValidation:
     held_out: bool = True  # False: --frozen, the residuals are in-sample
     folds_done: list[int] = field(default_factory=list)  # saved after each fold (--cv-resume)
     sweeps: int | None = None  # the fits' --sweeps
+    own: list[str] = field(default_factory=list)  # the run's OWN_CONSTANTS
+    # For each hardware whose other choice (own constants or its generation's) was weighed:
+    # its generation's held-out residuals under that other choice.
+    alternatives: dict[str, list[Residual]] = field(default_factory=dict)
+
+
+# A hardware may have constants of its own when it has this many configurations to fit
+# (without MTP): in five folds, at least three are left to fit each time.
+MIN_OWN_CONFIGURATIONS = 4
+
+
+def own_candidates(agg: list[Point]) -> list[str]:
+    """Hardware for which own constants and its generation's are weighed: every hardware with
+    MIN_OWN_CONFIGURATIONS configurations to fit, except the best-measured of its generation,
+    which anchors the generation's constants (the GPUs without data, GB200 and GB300 included,
+    keep taking those)."""
+    chosen = [p for p in agg if _fits_efficiency(p)]
+    configs: dict[str, set[str]] = {}
+    generation: dict[str, str] = {}
+    for p in chosen:
+        configs.setdefault(p.hardware.id, set()).add(configuration(p))
+        generation[p.hardware.id] = _gen(p)
+    out = []
+    for hw, mine in sorted(configs.items()):
+        rivals = [len(c) for h, c in configs.items() if h != hw and generation[h] == generation[hw]]
+        if len(mine) >= MIN_OWN_CONFIGURATIONS and rivals and max(rivals) >= len(mine):
+            out.append(hw)
+    return out
 
 
 def cross_validate(
@@ -599,8 +665,13 @@ def cross_validate(
     fold_of = folds(agg + disagg, k)
     cache: LossCache = {}
     cached = 0
-    out = resume or CrossValidation([], [], [], 0, held_out=not frozen, sweeps=sweeps)
+    own = calibration.OWN_CONSTANTS
+    out = resume or CrossValidation(
+        [], [], [], 0, held_out=not frozen, sweeps=sweeps, own=sorted(own)
+    )
     assert out.held_out == (not frozen) and out.sweeps == sweeps, "resume with the same settings"
+    assert out.own == sorted(own), "resume with the same OWN_CONSTANTS"
+    weighed = [] if frozen else own_candidates(agg)
     with Pool(jobs) as pool:
         for fold in range(k):
             began = time.time()
@@ -616,14 +687,28 @@ def cross_validate(
                 if frozen
                 else fit(kept(agg), kept(disagg), model, sweeps, pool, warm=True, cache=cache)
             )
-            if not frozen:
-                fitted = _without_unfitted(fitted, kept(agg), held)
-            args = [(p, model, None, _tuning(fitted, p)) for p in held]
-            for point, p in zip(held, pool.starmap(run, args), strict=True):
-                if p is None or not p.output_tok_s_per_gpu:
-                    out.unpredicted.append(f"{point.result.id}: weights do not fit")
-                    continue
-                out.residuals.append(_residual(point, p))
+            chosen = fitted if frozen else _without_unfitted(fitted, kept(agg), held, own)
+            out.residuals += _held_out(held, chosen, own, model, pool, out.unpredicted)
+            for hw in weighed:  # the other choice for hw: refit its generation and hw only
+                other = own ^ {hw}
+                gen = calibration.generation(hw, _vendor(agg, hw))
+                alt = fit(
+                    kept(agg),
+                    [],
+                    model,
+                    sweeps,
+                    pool,
+                    start=fitted,
+                    warm=True,
+                    cache=cache,
+                    own=other,
+                    only=frozenset({gen, hw}),
+                )
+                alt = _without_unfitted(alt, kept(agg), held, other)
+                mine = [p for p in held if _gen(p) == gen]
+                out.alternatives.setdefault(hw, []).extend(
+                    _held_out(mine, alt, other, model, pool, [])
+                )
             out.fold_seconds.append(time.time() - began)
             out.folds_done.append(fold)
             out.fit_predictions += len(cache) - cached
@@ -631,7 +716,7 @@ def cross_validate(
             save_cv(out)  # each fold as it ends: an interrupted run keeps its folds
             print(
                 f"fold {fold + 1}/{k}: {len(held)} points held out, "
-                f"{out.fold_seconds[-1]:.0f} s, {len(cache)} fit predictions so far; {fitted}",
+                f"{out.fold_seconds[-1]:.0f} s, {len(cache)} fit predictions so far; {chosen}",
                 file=sys.stderr,
                 flush=True,
             )
@@ -644,17 +729,43 @@ def cross_validate(
 SUBSTITUTE = {"hopper": "blackwell", "blackwell": "hopper", "cdna3": "cdna4", "cdna4": "cdna3"}
 
 
-def _without_unfitted(fitted: Fitted, train: list[Point], held: list[Point]) -> Fitted:
-    trained = {
-        _gen(p)
-        for p in train
-        if p.result.speculative != "mtp" and p.concurrency <= FIT_MAX_CONCURRENCY
-    }
+def _without_unfitted(
+    fitted: Fitted, train: list[Point], held: list[Point], own: frozenset[str]
+) -> Fitted:
+    """A group with no configuration left to fit: a hardware on its own constants takes its
+    generation's, a generation its vendor's other generation's."""
+    trained = {_group(p, own) for p in train if _fits_efficiency(p)}
+    generation_of = {_group(p, own): _gen(p) for p in held}
     efficiency = dict(fitted.efficiency)
-    for gen in sorted({_gen(p) for p in held} - trained):
-        efficiency[gen] = fitted.efficiency[SUBSTITUTE[gen]]
-        print(f"  {gen}: no configuration left to fit; {SUBSTITUTE[gen]}'s", file=sys.stderr)
+    for group in sorted(set(generation_of) - trained):
+        gen = generation_of[group]
+        instead = gen if group != gen and gen in trained else SUBSTITUTE[gen]
+        efficiency[group] = fitted.efficiency[instead]
+        print(f"  {group}: no configuration left to fit; {instead}'s", file=sys.stderr)
     return replace(fitted, efficiency=efficiency)
+
+
+def _held_out(
+    held: list[Point],
+    fitted: Fitted,
+    own: frozenset[str],
+    model: ModelArch,
+    pool: PoolType,
+    unpredicted: list[str],
+) -> list[Residual]:
+    """The held-out points predicted as `denv sim predict` would, under `fitted`."""
+    out = []
+    args = [(p, model, None, _tuning(fitted, p, own)) for p in held]
+    for point, p in zip(held, pool.starmap(run, args), strict=True):
+        if p is None or not p.output_tok_s_per_gpu:
+            unpredicted.append(f"{point.result.id}: weights do not fit")
+            continue
+        out.append(_residual(point, p))
+    return out
+
+
+def _vendor(pts: list[Point], hardware_id: str) -> str:
+    return next(p.hardware.vendor for p in pts if p.hardware.id == hardware_id)
 
 
 def _residual(point: Point, p: Prediction) -> Residual:
@@ -685,6 +796,10 @@ def save_cv(cv: CrossValidation) -> None:
         "held_out": cv.held_out,
         "folds_done": cv.folds_done,
         "sweeps": cv.sweeps,
+        "own": cv.own,
+        "alternatives": {
+            hw: [r.model_dump(mode="json") for r in rs] for hw, rs in cv.alternatives.items()
+        },
     }
     CV_SAVED.write_text(json.dumps(data, indent=1))
 
@@ -700,11 +815,64 @@ def load_cv(path: Path) -> CrossValidation:
         data.get("held_out", True),
         data.get("folds_done", []),
         data.get("sweeps"),
+        data.get("own", []),
+        {
+            hw: [Residual.model_validate(r) for r in rs]
+            for hw, rs in data.get("alternatives", {}).items()
+        },
     )
+
+
+def weigh_own(cv: CrossValidation) -> list[Residual]:
+    """For each hardware weighed, the held-out loss (the fit's objective) of its generation's
+    points, aggregated and disaggregated (GB200 and GB300 take the generation's constants),
+    and the median errors of its own under both choices, printed; then the
+    residuals of the choice calibration.OWN_CONSTANTS makes now (a --cv run's own, or its
+    alternative for a hardware whose choice has flipped since)."""
+    now = calibration.OWN_CONSTANTS
+    flipped = now ^ frozenset(cv.own)
+    if flipped - set(cv.alternatives):
+        sys.exit(f"OWN_CONSTANTS differ from the run's on {sorted(flipped)}: run --cv again")
+    if len(flipped) > 1:
+        sys.exit(f"OWN_CONSTANTS differ from the run's on {sorted(flipped)}: one at a time")
+    chosen = list(cv.residuals)
+    for hw, alternative in sorted(cv.alternatives.items()):
+        gen = next(r.generation for r in alternative)
+        ran = [r for r in cv.residuals if r.generation == gen]
+        runs_own = hw in cv.own
+        by_choice = {runs_own: ran, not runs_own: alternative}
+        for own, rs in sorted(by_choice.items()):
+            mine = [r for r in rs if r.hardware == hw and r.mode == "aggregated"]
+            loss = statistics.fmean(_residual_loss(r) for r in rs)
+            medians = " / ".join(
+                f"{statistics.median(abs(math.exp(getattr(r, f)) - 1) for r in mine):.0%}"
+                for f in FIGURES
+            )
+            label = f"{hw} on its own constants" if own else f"{hw} on {gen}'s"
+            print(
+                f"{label}: held-out loss of {gen}'s {len(rs)} points {loss:.4f}; "
+                f"{hw}'s {len(mine)} points {medians} (tok/s/GPU / TTFT p50 / TPOT p50)"
+            )
+        better = min(
+            by_choice, key=lambda own: statistics.fmean(map(_residual_loss, by_choice[own]))
+        )
+        verdict = "own constants" if better else f"{gen}'s"
+        print(
+            f"{hw}: the held-out error chooses {verdict}; OWN_CONSTANTS has it "
+            f"{'on its own' if hw in now else 'with ' + gen}"
+        )
+        if hw in flipped:
+            chosen = [r for r in chosen if r.generation != gen] + alternative
+    return chosen
+
+
+def _residual_loss(r: Residual) -> float:
+    return log_loss(r.output_tok_s_per_gpu, r.ttft_p50_ms, r.tpot_p50_ms)
 
 
 def report_cv(cv: CrossValidation, k: int, write: bool) -> None:
     """The cross-validated error tables, the intervals and their coverage."""
+    cv = replace(cv, residuals=weigh_own(cv))
     tables = []
     for mode in ("aggregated", "disaggregated"):
         rows: dict[str, list[Errors]] = {}

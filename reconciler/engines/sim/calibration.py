@@ -3,7 +3,8 @@ peaks into what an engine reaches, with where each came from.
 
 Fitted by `scripts/calibrate_sim.py` on the InferenceX DeepSeek-R1 SGLang rows of
 results/published/inferencex.jsonl: per GPU generation, five efficiencies; the MTP acceptance;
-the P/D hand-off time. docs/simulator.md says how and how well. Re-fit with
+the P/D hand-off time; a hardware whose own constants predict its held-out points better has its
+own (OWN_CONSTANTS). docs/simulator.md says how and how well. Re-fit with
 `.venv/bin/python scripts/calibrate_sim.py --fit --write`, which rewrites the block between the
 `fitted` markers below.
 """
@@ -64,6 +65,11 @@ GENERATION: dict[str, str] = {
     "mi355x": "cdna4",
 }
 VENDOR_GENERATION: dict[str, str] = {"nvidia": "blackwell", "amd": "cdna4", "intel": "hopper"}
+
+# Hardware with constants of its own instead of its generation's. `calibrate_sim.py --cv`
+# weighs, for every hardware with enough configurations to fit alone, the held-out error of
+# both choices (docs/simulator.md, "Per hardware or per generation"); this set is its verdict.
+OWN_CONSTANTS: frozenset[str] = frozenset()
 
 # --- fitted: begin ---
 # Fitted 2026-11-29 by `.venv/bin/python scripts/calibrate_sim.py --fit --write`
@@ -142,9 +148,15 @@ def generation(hardware_id: str, vendor: str) -> str:
     return GENERATION.get(hardware_id) or VENDOR_GENERATION.get(vendor, "hopper")
 
 
+def constants_of(hardware_id: str, vendor: str, own: frozenset[str] = OWN_CONSTANTS) -> str:
+    """Whose fitted constants a GPU runs on: its own where `own` names it, else its
+    generation's."""
+    return hardware_id if hardware_id in own else generation(hardware_id, vendor)
+
+
 def efficiency(hardware_id: str, vendor: str, engine: str, version: str) -> Efficiency:
     """The efficiency an engine version reaches on a GPU."""
-    base = EFFICIENCY[generation(hardware_id, vendor)]
+    base = EFFICIENCY[constants_of(hardware_id, vendor)]
     rows = ENGINE_KERNEL_SCALE.get(engine, (("0.0", 1.0),))
     scale = next(
         (s for since, s in rows if _version_key(version) >= _version_key(since)),
