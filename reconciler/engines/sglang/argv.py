@@ -28,7 +28,7 @@ from reconciler.engines.sglang.flags import SGLANG_CHOICES, SGLANG_FLAG_HISTORY
 from reconciler.engines.units import EngineContext, MetricNames, Probe, Unit
 from reconciler.errors import UnsupportedSetting
 from reconciler.spec.catalog import Hardware
-from reconciler.spec.recipe import Parallel, Pool, Role, Settings
+from reconciler.spec.recipe import Parallel, Pool, Recipe, Role, Settings
 
 TABLES = flag_tables(SGLANG_FLAG_HISTORY)
 
@@ -308,12 +308,17 @@ def _replica(
     return units
 
 
+def check_hardware(recipe: Recipe, hardware: Hardware) -> None:
+    if hardware.vendor == "cpu":
+        label = f"sglang {recipe.engine.version}"
+        raise UnsupportedSetting(
+            "hardware", hardware.id, label, "denv runs only vLLM's CPU build on CPU"
+        )
+
+
 def units(deployment: Deployment, placement: Placement, context: EngineContext) -> list[Unit]:
     flags = table(deployment.recipe.engine.version)
-    if context.hardware.vendor == "cpu":
-        raise UnsupportedSetting(
-            "hardware", context.hardware.id, flags.label, "denv runs only vLLM's CPU build on CPU"
-        )
+    check_hardware(deployment.recipe, context.hardware)
     found: list[Unit] = []
     for role, pool in deployment.recipe.topology.pools():
         for index in range(pool.replicas):

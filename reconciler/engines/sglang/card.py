@@ -14,6 +14,7 @@ from reconciler.engines.router import SGLANG_ROUTER, sglang_pd_routes
 from reconciler.engines.sglang.argv import (
     MANAGED,
     TABLES,
+    check_hardware,
     check_pool,
     health,
     metric_names,
@@ -27,7 +28,7 @@ from reconciler.engines.units import EngineSeries, Series, Unit
 from reconciler.spec.catalog import Hardware
 from reconciler.spec.recipe import Recipe, Settings
 
-__all__ = ["MANAGED", "TABLES", "health", "metric_names", "table", "units"]
+__all__ = ["MANAGED", "TABLES", "check_hardware", "health", "metric_names", "table", "units"]
 
 IMAGE = "lmsysorg/sglang:v{version}"
 EXTRA_INDEX: tuple[str, ...] = ()  # none for the versions denv knows

@@ -12,6 +12,7 @@ from reconciler.engines.router import SGLANG_ROUTER, sglang_pd_routes
 from reconciler.engines.sim.argv import health, metric_names, units
 from reconciler.engines.vllm.card import ALARM_SERIES, sim_limits
 from reconciler.errors import EngineError
+from reconciler.spec.catalog import Hardware
 from reconciler.spec.recipe import Recipe
 
 __all__ = ["ALARM_SERIES", "health", "metric_names", "pd_routes", "sim_limits", "units"]
@@ -28,6 +29,10 @@ pd_routes = sglang_pd_routes
 
 def table(version: str) -> FlagTable:
     raise EngineError(f"the simulator has no flag tables (sim {version} takes any flag)")
+
+
+def check_hardware(recipe: Recipe, hardware: Hardware) -> None:
+    """The simulator runs on any hardware: it only models it."""
 
 
 def check_recipe(recipe: Recipe, largest_host: int) -> None:

@@ -82,6 +82,12 @@ def sim_limits(settings: Settings, hardware: Hardware, args: Sequence[str]) -> L
     return Limits(max_batch, budget, chunk, True, graphs or 512, 0.0, 1)
 
 
+def check_hardware(recipe: Recipe, hardware: Hardware) -> None:
+    if hardware.vendor == "cpu":
+        for role, pool in recipe.topology.pools():
+            cpu.check_replica(role, pool, hardware)
+
+
 def check_recipe(recipe: Recipe, largest_host: int) -> None:
     flags = table(recipe.engine.version)
     settings_flags(recipe.settings, flags)
