@@ -81,7 +81,9 @@ def test_preemption_when_kv_runs_out_and_never_above_capacity() -> None:
             s.add(f"r{i}", 1000, (), 2000)
         trace = drain(s)
         assert all(step.kv_usage <= 1.0 for step in trace.steps)
-        assert max(step.kv_usage for step in trace.steps) > 0.9
+        # vLLM fills the KV; SGLang keeps room for outputs and, these requests all finishing
+        # together, admits no more until the first one leaves
+        assert max(step.kv_usage for step in trace.steps) > (0.9 if engine == "vllm" else 0.8)
         assert trace.tokens == {f"r{i}": 2000 for i in range(40)}
         preempted[engine] = sum(len(step.preempted) for step in trace.steps)
     # vLLM admits greedily and preempts the newest when KV runs out; SGLang keeps room for the
