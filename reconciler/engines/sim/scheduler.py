@@ -411,7 +411,7 @@ class Scheduler:
     def _fits(self, r: Tracked, growth: int = 0, reserved: float | None = None) -> bool:
         """Whether admitting `r` leaves the KV the engine's admission policy wants kept, beyond
         `growth` tokens the running requests take this step. SGLang 0.5.9 (schedule_policy.py:
-        436-446 and 724-734 PrefillAdder): `r`'s own remaining output and the share of each
+        439-446 and 731-744 PrefillAdder): `r`'s own remaining output and the share of each
         running request's, both capped at reserve_clip; `reserved` is what the batch being
         formed already keeps. A request alone always goes in: add() checked its size."""
         need = self._need(r) + growth
@@ -429,7 +429,8 @@ class Scheduler:
         limits = self.model.limits
         if not self._decode_steps:
             return self._ratio_base
-        return max(self._ratio_base - limits.reserve_decay * self._decode_steps, limits.reserve_floor)
+        decayed = self._ratio_base - limits.reserve_decay * self._decode_steps
+        return max(decayed, limits.reserve_floor)
 
     def _own_output(self, r: Tracked) -> int:
         clip = self.model.limits.reserve_clip

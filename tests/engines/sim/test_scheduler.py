@@ -274,7 +274,9 @@ def test_advance_accounts_exactly_as_single_steps(
             send(16)
         else:
             load(s, 50, prompt=2000, out=600)
-        now, done, tokens = 0.0, {}, {}
+        now = 0.0
+        done: dict[str, float] = {}
+        tokens: dict[str, int] = {}
         while not s.idle:
             span = s.advance() if many else s.step()
             assert span is not None
