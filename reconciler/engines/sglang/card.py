@@ -59,17 +59,26 @@ ALARM_SERIES = EngineSeries(
     errors=Series("sglang:num_aborted_requests_total"),
 )
 
-# SGLang admits a request only while KV holds the running requests' remaining output times
-# this ratio (SGLANG_INIT_NEW_TOKEN_RATIO; the engine lets it decay while nothing is retracted,
-# denv keeps the starting value).
+# SGLang 0.5.9's admission reservation (PyPI wheel sglang-0.5.9 = tag v0.5.9):
+# srt/environ.py:225-229 SGLANG_INIT_NEW_TOKEN_RATIO 0.7, SGLANG_MIN_NEW_TOKEN_RATIO_FACTOR 0.14,
+# SGLANG_NEW_TOKEN_RATIO_DECAY_STEPS 600, SGLANG_RETRACT_DECODE_STEPS 20,
+# SGLANG_CLIP_MAX_NEW_TOKENS_ESTIMATION 4096; managers/scheduler.py:811-823 derives the floor
+# (0.7 × 0.14) and the decay per decode step ((0.7 − floor) / 600).
 NEW_TOKEN_RATIO = 0.7
+MIN_NEW_TOKEN_RATIO = NEW_TOKEN_RATIO * 0.14
+NEW_TOKEN_RATIO_DECAY = (NEW_TOKEN_RATIO - MIN_NEW_TOKEN_RATIO) / 600
+CLIP_MAX_NEW_TOKENS = 4096
+RETRACT_DECODE_STEPS = 20
 
 
 def sim_limits(settings: Settings, hardware: Hardware, args: Sequence[str]) -> Limits:
     """SGLang 0.5: --chunked-prefill-size 8192 under 160 GB, else 16384; --max-prefill-tokens
     16384; prefill batches run apart from decode (no mixed chunk); its request pool is sized
     from KV memory, which the scheduler enforces, so the count cap is 4096, and admission
-    keeps room for 0.7 of the running requests' remaining output. CUDA graphs capture decode
+    keeps room for the new request's output and a decaying share (0.7 down to 0.098) of the
+    running requests', each capped at 4096 tokens; KV short in decode retracts the requests
+    with the fewest output tokens, and a refusal holds admission until a request leaves
+    (managers/scheduler.py, schedule_policy.py, schedule_batch.py). CUDA graphs capture decode
     batches up to 512. Extra engine args that change these are honoured:
     --scheduler-recv-interval, --num-continuous-decode-steps, --cuda-graph-max-bs(-decode)."""
     default_chunk = 8192 if hardware.memory_gb < 160 else 16384
@@ -84,7 +93,20 @@ def sim_limits(settings: Settings, hardware: Hardware, args: Sequence[str]) -> L
         flag_value(args, "--num-continuous-decode-steps") or 1,
     )
     max_batch = settings.max_batch or 4096
-    return Limits(max_batch, budget, chunk, False, graphs or 512, NEW_TOKEN_RATIO, poll)
+    return Limits(
+        max_batch,
+        budget,
+        chunk,
+        False,
+        graphs or 512,
+        NEW_TOKEN_RATIO,
+        poll,
+        reserve_decay=NEW_TOKEN_RATIO_DECAY,
+        reserve_floor=MIN_NEW_TOKEN_RATIO,
+        reserve_clip=CLIP_MAX_NEW_TOKENS,
+        retract_decode_steps=RETRACT_DECODE_STEPS,
+        hold_after_refusal=True,
+    )
 
 
 def check_recipe(recipe: Recipe, largest_host: int) -> None:

@@ -45,12 +45,26 @@ class Limits:
     chunk_tokens: int | None  # prefill tokens of one request per step; None: no chunking
     mixed_batches: bool  # decode and prefill share a step (vLLM) or prefill runs alone (SGLang)
     cuda_graph_max_batch: int  # decode batches up to this replay a captured graph
-    # Admission keeps KV for this share of every running request's remaining output: SGLang's
-    # new_token_ratio (0.7 at start); vLLM admits greedily (0) and preempts when KV runs out.
+    # Admission keeps KV for this share of every running request's remaining output and for
+    # all of the new request's (SGLang's new_token_ratio at start); vLLM admits greedily (0)
+    # and preempts when KV runs out.
     reserve_ratio: float
     # While requests run, new ones are looked at every this many steps (SGLang's
     # --scheduler-recv-interval and --num-continuous-decode-steps); 1 elsewhere.
     poll_interval: int = 1
+    # The share falls by reserve_decay each decode step, down to reserve_floor; a retraction
+    # sets it anew (SGLang). 0: it stays at reserve_ratio.
+    reserve_decay: float = 0.0
+    reserve_floor: float = 0.0
+    # Each request's remaining output counts at most this much in the reservation (SGLang's
+    # CLIP_MAX_NEW_TOKENS); None: uncapped.
+    reserve_clip: int | None = None
+    # KV short in decode: None preempts the newest request (vLLM); else SGLang's
+    # retract_decode, whose new share counts this many more decode steps per request kept.
+    retract_decode_steps: int | None = None
+    # Once a request is refused for KV, admission waits until a running request leaves
+    # (SGLang's batch_is_full); False tries every step (vLLM).
+    hold_after_refusal: bool = False
 
 
 def flag_value(args: Sequence[str], name: str) -> int | None:

@@ -1,10 +1,12 @@
 """Pure logic: the simulator's continuous-batching loop — one scheduler, clockless, stepped by
 `denv sim serve` in wall-clock time and by `denv sim predict` in virtual time.
 
-Each step: decoding requests emit their tokens (preempting the newest requests when KV runs
-out), prefill chunks go in up to the token budget, waiting requests are admitted first come
-first served while the batch cap and KV memory allow. vLLM mixes decode and prefill in one
-step; SGLang runs a prefill batch alone whenever it has one (PerfModel.limits.mixed_batches).
+Each step: decoding requests emit their tokens (when KV runs out vLLM preempts the newest
+requests, SGLang retracts those with the fewest output tokens), prefill chunks go in up to the
+token budget, waiting requests are admitted first come first served while the batch cap and KV
+memory allow — SGLang keeping KV back for a share of the running requests' output that decays
+each decode step. vLLM mixes decode and prefill in one step; SGLang runs a prefill batch alone
+whenever it has one (PerfModel.limits.mixed_batches).
 """
 
 from __future__ import annotations
@@ -34,6 +36,11 @@ class Scheduler:
         self._left = 0  # output tokens the running requests have still to emit
         self._decode_role = model.role == "decode"
         self._prefill_role = model.role == "prefill"
+        # The reservation share is _ratio_base less reserve_decay per decode step since it was
+        # set (an integer count, so a span of k steps lands exactly where k steps do).
+        self._ratio_base = model.limits.reserve_ratio
+        self._decode_steps = 0
+        self._held = False  # a request was refused for KV; hold_after_refusal waits for a leave
 
     # ------------------------------------------------------------------ requests
     def add(
@@ -196,6 +203,7 @@ class Scheduler:
             ctx += growth
         k = len(durations)
         self._steps += k
+        self._decode_steps += k
         tokens: dict[str, int] = {}
         finished: list[Tracked] = []
         total = 0
@@ -245,21 +253,31 @@ class Scheduler:
             left = r.max_tokens - r.emitted
             if left < steps:
                 steps = left
+        limits = self.model.limits
         if self._waiting and len(self._running) < self.model.max_running:
             budget_used = len(self._running) * (1 + self.model.draft_tokens)
             starved = (
-                self.model.limits.mixed_batches
+                limits.mixed_batches
                 and not self._decode_role
                 and budget_used >= self.model.step_token_budget
             )
-            if self._fits(self._waiting[0]) and not starved:
+            if self._holding():
+                pass  # no admission until a request leaves, and a leave ends the span
+            elif self._fits(self._waiting[0]) and not starved:
                 return 0
+            elif limits.hold_after_refusal and not self._decode_role:
+                self._held = True  # what this step's prefill planning concludes
+            elif limits.reserve_decay:
+                return 0  # the share shrinks each step: step singly to admit on time
         if self.model.draft_tokens:  # more than one token a step: finishes come sooner
             most = math.ceil(tps - EPS)
             for r in self._running:
                 if r.max_tokens - r.emitted < steps * most:
                     steps = min(steps, r.steps_to_finish(tps))
         return steps
+
+    def _holding(self) -> bool:
+        return self._held and self.model.limits.hold_after_refusal and not self._decode_role
 
     def _poll(self) -> None:
         """Look at the requests added since the last look: every step when idle, else every
@@ -273,21 +291,60 @@ class Scheduler:
     # ------------------------------------------------------------------ planning
     def _plan_decode(self, preempted: list[str]) -> list[tuple[Tracked, int]]:
         """Decoding requests and the tokens each emits, after preempting the newest requests
-        until the KV those tokens need fits."""
+        (SGLang: retracting) until the KV those tokens need fits."""
         tps = self.model.tokens_per_step
+        if self.model.limits.retract_decode_steps is not None and not self._decode_role:
+            return self._retract(preempted)
         while True:
             decoders = [(r, r.next_tokens(tps)) for r in self._running if r.computed >= r.target]
             need = sum(n for _, n in decoders)
             if need <= self._kv.room or not self._running:
                 return decoders
             victim = self._running.pop()
-            self._release(victim)
-            victim.computed = 0
-            victim.target = victim.prompt + victim.emitted
-            victim.ready = 0
-            victim.spec_steps = victim.spec_emitted = 0
+            self._requeue(victim)
             self._waiting.appendleft(victim)
             preempted.append(victim.id)
+
+    def _retract(self, preempted: list[str]) -> list[tuple[Tracked, int]]:
+        """SGLang 0.5.9's decode step (managers/scheduler.py:2213-2260 update_running_batch,
+        schedule_batch.py:1847-1905 retract_decode). When the next tokens' KV does not fit,
+        requests are retracted fewest output tokens first (of equal outputs, the longest
+        prompt; with speculative decoding, the newest), at least one and never the last, to
+        the back of the queue, and the share is set to the kept requests' emitted output plus
+        retract_decode_steps per request over their max_tokens. Otherwise the share decays."""
+        tps = self.model.tokens_per_step
+        decoders = [r for r in self._running if r.computed >= r.target]
+        need = sum(r.next_tokens(tps) for r in decoders)
+        if need <= self._kv.room or not decoders:
+            if decoders:
+                self._decode_steps += 1
+            return [(r, r.next_tokens(tps)) for r in decoders]
+        if not self.model.draft_tokens:  # SGLang keeps batch order for speculative decoding
+            decoders.sort(key=lambda r: (r.emitted, -r.prompt), reverse=True)
+        while len(decoders) > 1:
+            victim = decoders.pop()
+            self._running.remove(victim)
+            self._requeue(victim)
+            self._waiting.append(victim)
+            preempted.append(victim.id)
+            need = sum(r.next_tokens(tps) for r in decoders)
+            if need <= self._kv.room:
+                break
+        steps = self.model.limits.retract_decode_steps or 0
+        emitted = sum(r.emitted for r in decoders)
+        wanted = sum(r.max_tokens for r in decoders)
+        self._ratio_base = min(1.0, (emitted + steps * len(decoders)) / (wanted + 1))
+        self._decode_steps = 0
+        return [(r, r.next_tokens(tps)) for r in decoders]
+
+    def _requeue(self, victim: Tracked) -> None:
+        """Out of the batch with its KV freed; admitted again, it computes its prompt and the
+        tokens it had emitted again (recompute)."""
+        self._release(victim)
+        victim.computed = 0
+        victim.target = victim.prompt + victim.emitted
+        victim.ready = 0
+        victim.spec_steps = victim.spec_emitted = 0
 
     def _plan_prefill(self, budget: int, growth: int = 0) -> tuple[list[tuple[Tracked, int]], int]:
         chunk_cap = self.model.limits.chunk_tokens
@@ -300,15 +357,23 @@ class Scheduler:
                 chunks.append((r, size))
                 budget -= size
         cached = 0
-        while self._waiting and budget > 0 and len(self._running) < self.model.max_running:
+        reserved = self._reserved()
+        while (
+            self._waiting
+            and budget > 0
+            and len(self._running) < self.model.max_running
+            and not self._holding()
+        ):
             r = self._waiting[0]
             hits = self._kv.hits(r.blocks)
-            if not self._fits(r, growth):
+            if not self._fits(r, growth, reserved):
+                self._held = True
                 break
             start = min(hits * BLOCK_TOKENS, r.target - 1)
             if self._chunk_size(r.target - start, budget, chunk_cap, bool(chunks)) == 0:
                 break
             self._waiting.popleft()
+            reserved += self._own_output(r)  # SGLang: whole, for the rest of this batch
             self._take(r)
             r.computed = start
             r.ready = hits
@@ -343,14 +408,41 @@ class Scheduler:
         tail = r.target - len(r.blocks) * BLOCK_TOKENS
         return self._kv.new_blocks(r.blocks) * BLOCK_TOKENS + tail + 1
 
-    def _fits(self, r: Tracked, growth: int = 0) -> bool:
+    def _fits(self, r: Tracked, growth: int = 0, reserved: float | None = None) -> bool:
         """Whether admitting `r` leaves the KV the engine's admission policy wants kept, beyond
-        `growth` tokens the running requests take this step."""
+        `growth` tokens the running requests take this step. SGLang 0.5.9 (schedule_policy.py:
+        439-446 and 731-744 PrefillAdder): `r`'s own remaining output and the share of each
+        running request's, both capped at reserve_clip; `reserved` is what the batch being
+        formed already keeps. A request alone always goes in: add() checked its size."""
         need = self._need(r) + growth
         ratio = self.model.limits.reserve_ratio
-        if ratio and self._running:  # a request alone always goes in: add() checked its size
-            need += int(ratio * (self._left + r.max_tokens - r.emitted))
-        return need <= self._kv.room
+        if not ratio or not self._running:
+            return need <= self._kv.room
+        if self._decode_role:  # a P/D decode worker: the fixed share, as before
+            return need + int(ratio * (self._left + r.max_tokens - r.emitted)) <= self._kv.room
+        if reserved is None:
+            reserved = self._reserved()
+        return need + self._own_output(r) + reserved <= self._kv.room
+
+    def _ratio(self) -> float:
+        """SGLang's new_token_ratio now: max(base − decay × steps, floor) once it has decayed."""
+        limits = self.model.limits
+        if not self._decode_steps:
+            return self._ratio_base
+        decayed = self._ratio_base - limits.reserve_decay * self._decode_steps
+        return max(decayed, limits.reserve_floor)
+
+    def _own_output(self, r: Tracked) -> int:
+        clip = self.model.limits.reserve_clip
+        left = r.max_tokens - r.emitted
+        return left if clip is None else min(left, clip)
+
+    def _reserved(self) -> float:
+        """KV kept for the running requests' output: the share of each one's, capped."""
+        ratio = self.model.limits.reserve_ratio
+        if not ratio or self._decode_role or not self._running:
+            return 0.0
+        return self._ratio() * sum(self._own_output(r) for r in self._running)
 
     def _take(self, r: Tracked) -> None:
         r.private = r.target - len(r.blocks) * BLOCK_TOKENS
@@ -363,6 +455,7 @@ class Scheduler:
         self._kv.give_back(r.blocks, r.private)
         self._left -= r.max_tokens - r.emitted
         r.private = 0
+        self._held = False  # SGLang's batch_is_full clears when the batch shrinks
 
     def _mark_computed(self, r: Tracked) -> None:
         done = min(r.computed // BLOCK_TOKENS, len(r.blocks))

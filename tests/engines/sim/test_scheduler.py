@@ -81,7 +81,9 @@ def test_preemption_when_kv_runs_out_and_never_above_capacity() -> None:
             s.add(f"r{i}", 1000, (), 2000)
         trace = drain(s)
         assert all(step.kv_usage <= 1.0 for step in trace.steps)
-        assert max(step.kv_usage for step in trace.steps) > 0.9
+        # vLLM fills the KV; SGLang keeps room for outputs and, these requests all finishing
+        # together, admits no more until the first one leaves
+        assert max(step.kv_usage for step in trace.steps) > (0.9 if engine == "vllm" else 0.8)
         assert trace.tokens == {f"r{i}": 2000 for i in range(40)}
         preempted[engine] = sum(len(step.preempted) for step in trace.steps)
     # vLLM admits greedily and preempts the newest when KV runs out; SGLang keeps room for the
@@ -246,16 +248,35 @@ def _must(step: Step | None) -> Step:
         ({}, "sglang"),
         ({"speculative": {"method": "ngram", "draft_tokens": 2}}, "vllm"),
         ({"kv_cache": {"memory_fraction": 0.13}}, "vllm"),
+        ({"kv_cache": {"memory_fraction": 0.13}}, "sglang"),
     ],
-    ids=["vllm", "sglang", "speculative", "preempting"],
+    ids=["vllm", "sglang", "speculative", "preempting", "sglang-retracting"],
 )
+@pytest.mark.parametrize("closed_loop", [False, True], ids=["batch", "closed-loop"])
 def test_advance_accounts_exactly_as_single_steps(
-    model_kwargs: dict[str, Any], engine: str
+    model_kwargs: dict[str, Any], engine: str, closed_loop: bool
 ) -> None:
+    """Closed loop: 16 clients, each sending its next request when the last one finishes, so
+    requests arrive while the SGLang share decays and admission is held."""
+
     def run(many: bool) -> tuple[float, dict[str, float], dict[str, int]]:
         s = Scheduler(small(engine=engine, **model_kwargs))
-        load(s, 50, prompt=2000, out=600)
-        now, done, tokens = 0.0, {}, {}
+        rng = random.Random(5)
+        sent = 0
+
+        def send(n: int) -> None:
+            nonlocal sent
+            for _ in range(n):
+                s.add(f"r{sent}", rng.randint(16, 4000), (), rng.randint(1, 1500))
+                sent += 1
+
+        if closed_loop:
+            send(16)
+        else:
+            load(s, 50, prompt=2000, out=600)
+        now = 0.0
+        done: dict[str, float] = {}
+        tokens: dict[str, int] = {}
         while not s.idle:
             span = s.advance() if many else s.step()
             assert span is not None
@@ -264,6 +285,8 @@ def test_advance_accounts_exactly_as_single_steps(
             for rid, n in span.tokens.items():
                 tokens[rid] = tokens.get(rid, 0) + n
             done.update({rid: now for rid in span.finished})
+            if closed_loop:
+                send(min(len(span.finished), 80 - sent))
         return now, done, tokens
 
     one, many = run(False), run(True)
@@ -284,3 +307,69 @@ def test_advance_stops_before_the_horizon() -> None:
     span = s.advance(horizon_s=10.5 * step_time)
     assert span is not None and len(span.durations) == 11
     assert span.tokens == {"a": 11}
+
+
+def _first_token_step(s: Scheduler, rid: str, limit: int = 20_000) -> int:
+    """Steps until `rid` emits its first token."""
+    for n in range(1, limit):
+        if rid in _must(s.step()).first_token:
+            return n
+    raise AssertionError(f"{rid} had no first token in {limit} steps")
+
+
+@pytest.mark.parametrize("wait", [2, 700], ids=["initial-share", "decayed-share"])
+def test_sglang_share_decays_while_nothing_is_retracted(wait: int) -> None:
+    """SGLang's new_token_ratio falls from 0.7 to 0.098 over 600 decode steps: a prompt that
+    the share at start keeps out goes in once it has decayed. Refused once, it waits until a
+    running request leaves (batch_is_full), however far the share decays meanwhile."""
+    s = Scheduler(small(engine="sglang", kv_cache={"memory_fraction": 0.13}))
+    capacity = s.model.kv_capacity_tokens
+    s.add("long", 100, (), 6000)
+    for _ in range(wait):
+        s.step()
+    # room then: capacity − 100 − 700; it leaves 1,500 for reserving: more than 0.098 × 4096,
+    # less than 0.7 × 4096 (and less again 698 steps earlier)
+    s.add("b", capacity - 100 - 700 - 1500, (), 1)
+    steps = _first_token_step(s, "b")
+    if wait == 700:
+        assert steps <= 3  # two prefill chunks
+    else:
+        assert steps > 6000 - wait  # after "long" finished
+
+
+def test_sglang_reserves_at_most_4096_tokens_of_a_running_requests_output() -> None:
+    """CLIP_MAX_NEW_TOKENS: a running request with 12,000 tokens to go holds back 0.7 × 4096,
+    not 0.7 × 12,000, so a prompt that needs the difference goes in at once."""
+    first = []
+    for out in (5000, 12000):
+        s = Scheduler(small(engine="sglang", kv_cache={"memory_fraction": 0.13}))
+        s.add("long", 100, (), out)
+        s.step()
+        s.step()
+        room = s.model.kv_capacity_tokens - 102
+        s.add("b", room - 2 - int(0.7 * 4096) - 500, (), 1)
+        first.append(_first_token_step(s, "b"))
+    assert first[0] == first[1] <= 3
+
+
+def test_sglang_retracts_fewest_outputs_first_and_resets_the_share() -> None:
+    """retract_decode: the request with the fewest output tokens (of equal outputs, the longest
+    prompt) leaves first, to the back of the queue, and the share becomes the kept requests'
+    (output + 20 each) / (max_tokens + 1)."""
+    s = Scheduler(small(engine="sglang", kv_cache={"memory_fraction": 0.13}))
+    rng = random.Random(3)
+    for i in range(40):
+        s.add(f"r{i}", rng.randint(500, 1500), (), rng.randint(1000, 3000))
+    while True:
+        before = {r.id: (r.emitted, r.prompt, r.max_tokens) for r in s._running}
+        step = _must(s.step())
+        if step.preempted:
+            break
+    kept = {rid: v for rid, v in before.items() if rid not in step.preempted}
+    order = sorted(before, key=lambda rid: (before[rid][0], -before[rid][1]))
+    assert list(step.preempted) == order[: len(step.preempted)]
+    assert [r.id for r in s._waiting][-len(step.preempted) :] == list(step.preempted)
+    emitted = sum(v[0] for v in kept.values())
+    wanted = sum(v[2] for v in kept.values())
+    assert s._ratio() == pytest.approx(min(1.0, (emitted + 20 * len(kept)) / (wanted + 1)))
+    assert s._ratio() < 0.7
