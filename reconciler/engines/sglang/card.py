@@ -69,6 +69,9 @@ MIN_NEW_TOKEN_RATIO = NEW_TOKEN_RATIO * 0.14
 NEW_TOKEN_RATIO_DECAY = (NEW_TOKEN_RATIO - MIN_NEW_TOKEN_RATIO) / 600
 CLIP_MAX_NEW_TOKENS = 4096
 RETRACT_DECODE_STEPS = 20
+# managers/schedule_policy.py:74; the check that uses it: 636-690, taken for ignore_eos requests
+# when the radix cache is off (731-732) — as in every InferenceX run (`--ignore-eos`).
+IGNORE_EOS_RESERVE_TOKENS = 1
 
 
 def sim_limits(settings: Settings, hardware: Hardware, args: Sequence[str]) -> Limits:
@@ -106,6 +109,7 @@ def sim_limits(settings: Settings, hardware: Hardware, args: Sequence[str]) -> L
         reserve_clip=CLIP_MAX_NEW_TOKENS,
         retract_decode_steps=RETRACT_DECODE_STEPS,
         hold_after_refusal=True,
+        end_reserve_tokens=IGNORE_EOS_RESERVE_TOKENS,
     )
 
 

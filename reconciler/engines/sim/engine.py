@@ -117,11 +117,12 @@ class Engine:
         hashes: list[int],
         max_tokens: int,
         reason: str,
+        ignore_eos: bool = False,
     ) -> Stream:
         """Schedule a request that reached the server at `arrived` (its latencies count from
         then); RequestTooLarge if it can never fit."""
         stream = Stream(request_id, arrived, max_tokens, reason)
-        self._scheduler.add(request_id, prompt_tokens, hashes, max_tokens)
+        self._scheduler.add(request_id, prompt_tokens, hashes, max_tokens, ignore_eos)
         self._streams[request_id] = stream
         self._wake.set()
         return stream

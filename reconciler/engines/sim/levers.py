@@ -65,6 +65,10 @@ class Limits:
     # Once a request is refused for KV, admission waits until a running request leaves
     # (SGLang's batch_is_full); False tries every step (vLLM).
     hold_after_refusal: bool = False
+    # An ignore_eos request without a prefix cache is admitted only if KV holds every running
+    # request to its end plus this many tokens each (SGLang's add_one_req_ignore_eos,
+    # IGNORE_EOS_RESERVE_TOKENS); None: no such check (vLLM).
+    end_reserve_tokens: int | None = None
 
 
 def flag_value(args: Sequence[str], name: str) -> int | None:

@@ -186,12 +186,16 @@ class _Run:
         request = self.requests[i]
         scheduler = self.pools[target].scheduler
         try:
+            # A benchmark's requests run to their length (denv bench, vLLM bench serve and
+            # InferenceX send ignore_eos), which SGLang's admission tells apart.
             if len(self.pools) == 2 and target == 0:  # prefill: the prompt, then the hand-off
-                scheduler.add(str(i), request.prompt, request.blocks, 1)
+                scheduler.add(str(i), request.prompt, request.blocks, 1, ignore_eos=True)
             elif len(self.pools) == 2:
-                scheduler.add(str(i), request.prompt, (), request.output)
+                scheduler.add(str(i), request.prompt, (), request.output, ignore_eos=True)
             else:
-                scheduler.add(str(i), request.prompt, request.blocks, request.output)
+                scheduler.add(
+                    str(i), request.prompt, request.blocks, request.output, ignore_eos=True
+                )
         except RequestTooLarge:  # an engine answers 400; the client moves on
             self.errors += 1
             self._finished(now)

@@ -44,7 +44,12 @@ class Scheduler:
 
     # ------------------------------------------------------------------ requests
     def add(
-        self, request_id: str, prompt_tokens: int, block_hashes: Sequence[int], max_tokens: int
+        self,
+        request_id: str,
+        prompt_tokens: int,
+        block_hashes: Sequence[int],
+        max_tokens: int,
+        ignore_eos: bool = False,
     ) -> None:
         if request_id in self._known:
             raise ValueError(f"request {request_id} is already scheduled")
@@ -61,7 +66,7 @@ class Scheduler:
                 f"{self.model.max_request_tokens} tokens one request may use here"
             )
         blocks = tuple(block_hashes) if self.model.prefix_caching else ()
-        request = Tracked(request_id, prompt_tokens, blocks, max_tokens)
+        request = Tracked(request_id, prompt_tokens, blocks, max_tokens, ignore_eos)
         self._known[request_id] = request
         self._inbox.append(request)
 
@@ -422,7 +427,38 @@ class Scheduler:
             return need + int(ratio * (self._left + r.max_tokens - r.emitted)) <= self._kv.room
         if reserved is None:
             reserved = self._reserved()
+        if self._runs_to_the_end(r):
+            return need + reserved <= self._kv.room and self._holds_to_the_end(r, need)
         return need + self._own_output(r) + reserved <= self._kv.room
+
+    def _runs_to_the_end(self, r: Tracked) -> bool:
+        """SGLang 0.5.9 admits an ignore_eos request without a radix cache by another check
+        (schedule_policy.py:731-732, add_one_req_ignore_eos)."""
+        exact = self.model.limits.end_reserve_tokens is not None
+        return exact and r.ignore_eos and not self.model.prefix_caching
+
+    def _holds_to_the_end(self, r: Tracked, need: int) -> bool:
+        """SGLang 0.5.9's add_one_req_ignore_eos (schedule_policy.py:636-690): with `r` in,
+        the requests ordered by output left (ignore_eos: all of it; others: the share of
+        max_tokens), KV must hold, when each finishes, what every request still running has
+        grown by then, less what those finished before it freed, plus end_reserve_tokens
+        per request still running."""
+        ratio, spare = self._ratio(), self.model.limits.end_reserve_tokens or 0
+        states = sorted(
+            (
+                x.max_tokens - x.emitted if x.ignore_eos else ratio * x.max_tokens - x.emitted,
+                x.prompt + x.emitted,
+            )
+            for x in (*self._running, r)
+        )
+        states = [s for s in states if s[0] > 0]
+        free, freed = self._kv.room - need, 0
+        for i, (left, occupied) in enumerate(states):
+            running = len(states) - i
+            if free + freed - left * running <= spare * running:
+                return False
+            freed += occupied
+        return True
 
     def _ratio(self) -> float:
         """SGLang's new_token_ratio now: max(base − decay × steps, floor) once it has decayed."""

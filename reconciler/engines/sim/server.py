@@ -329,7 +329,9 @@ class SimServer:
         count, reason = admitted.tokens, admitted.finish_reason
         try:
             hashes = block_hashes(ids)
-            stream = self.engine.submit(request_id, arrived, len(ids), hashes, count, reason)
+            stream = self.engine.submit(
+                request_id, arrived, len(ids), hashes, count, reason, req.ignore_eos
+            )
         except RequestTooLarge as exc:
             raise ApiError(400, str(exc), "max_tokens") from exc
         try:

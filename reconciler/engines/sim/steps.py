@@ -49,15 +49,23 @@ class Tracked:
     """One request as the scheduler tracks it."""
 
     __slots__ = (
-        "blocks", "computed", "emitted", "id", "max_tokens", "private", "prompt", "ready",
-        "spec_emitted", "spec_steps", "target",
+        "blocks", "computed", "emitted", "id", "ignore_eos", "max_tokens", "private", "prompt",
+        "ready", "spec_emitted", "spec_steps", "target",
     )  # fmt: skip
 
-    def __init__(self, rid: str, prompt: int, blocks: tuple[int, ...], max_tokens: int) -> None:
+    def __init__(
+        self,
+        rid: str,
+        prompt: int,
+        blocks: tuple[int, ...],
+        max_tokens: int,
+        ignore_eos: bool = False,
+    ) -> None:
         self.id = rid
         self.prompt = prompt
         self.blocks = blocks
         self.max_tokens = max_tokens
+        self.ignore_eos = ignore_eos  # runs to max_tokens: the client asked it to ignore EOS
         self.emitted = 0
         self.computed = 0  # tokens of `target` whose KV is computed
         self.target = prompt  # tokens to compute before decoding (outputs too after preemption)

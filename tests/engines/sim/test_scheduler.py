@@ -373,3 +373,24 @@ def test_sglang_retracts_fewest_outputs_first_and_resets_the_share() -> None:
     wanted = sum(v[2] for v in kept.values())
     assert s._ratio() == pytest.approx(min(1.0, (emitted + 20 * len(kept)) / (wanted + 1)))
     assert s._ratio() < 0.7
+
+
+@pytest.mark.parametrize("ignore_eos", [False, True], ids=["share", "to-the-end"])
+def test_sglang_admits_ignore_eos_only_if_every_request_runs_to_its_end(ignore_eos: bool) -> None:
+    """add_one_req_ignore_eos: with no prefix cache an ignore_eos request goes in only when KV
+    holds every running request to its end, not a share of its output. A running request with
+    2,998 tokens to go and a new one of 3,500: the share (0.7) keeps ~2,100 back and lets it
+    in; to the end, both grow by 2,998 before the first finishes, which 5,799 free tokens do
+    not hold — it waits until the running one leaves."""
+    kv = {"memory_fraction": 0.13, "prefix_caching": False}
+    s = Scheduler(small(engine="sglang", kv_cache=kv))
+    s.add("long", 100, (), 3000, ignore_eos=ignore_eos)
+    s.step()
+    s.step()
+    room = s.model.kv_capacity_tokens - 102
+    s.add("b", room - 5800, (), 3500, ignore_eos=ignore_eos)
+    steps = _first_token_step(s, "b")
+    if ignore_eos:
+        assert steps > 2990
+    else:
+        assert steps <= 3
