@@ -45,6 +45,9 @@ from reconciler.spec.loader import open_repo  # noqa: E402
 SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)
 TIMESPEC = struct.Struct("@ll")
 ANCILLARY = socket.CMSG_SPACE(TIMESPEC.size)
+# `--busy-client`: the client's event loop never blocks in epoll_wait, so the server's sends on
+# loopback never pay for waking it (a diagnostic: only the kernel-side figures stay valid).
+BUSY_CLIENT = os.environ.get("SIM_CAPACITY_BUSY_CLIENT") == "1"
 WARM_S = 2.0  # gaps before this are left out (connections opening, first prefills)
 PROMPT_TOKENS, OUTPUT_TOKENS = 128, 128
 
@@ -225,11 +228,20 @@ async def drive(
     # The client's own garbage collection would stall every stream's reads at once and count
     # as the server's ITL error: off while it measures (a point allocates a few MB).
     gc.disable()
+    busy = asyncio.ensure_future(spin()) if BUSY_CLIENT else None
     try:
         await asyncio.gather(*(stream(s) for s in range(first, first + streams)))
     finally:
         gc.enable()
+        if busy is not None:
+            busy.cancel()
     return records
+
+
+async def spin() -> None:
+    """Keep the event loop polling (epoll_wait with no timeout) instead of sleeping in it."""
+    while True:
+        await asyncio.sleep(0)
 
 
 def worker(argv: list[str]) -> None:
@@ -379,6 +391,13 @@ def main() -> None:
         help="run the model this many times faster than real time (more tokens/s per stream)",
     )
     parser.add_argument("--threshold-ms", type=float, default=5.0)
+    parser.add_argument(
+        "--busy-client",
+        action="store_true",
+        help="diagnostic: the client polls instead of sleeping, so the server's sends on "
+        "loopback do not wake it; its reads fall behind (with --realtime the kernel throttles "
+        "it), the kernel-side figures stay valid",
+    )
     parser.add_argument("--server-cpu", type=int, default=0)
     parser.add_argument(
         "--client-cpu", default="1", help="CPUs for the client processes, comma-separated"
@@ -398,6 +417,9 @@ def main() -> None:
     args = parser.parse_args()
 
     cpus = [int(c) for c in args.client_cpu.split(",")]
+    if args.busy_client:  # read at import by this process and by every client process
+        global BUSY_CLIENT
+        os.environ["SIM_CAPACITY_BUSY_CLIENT"], BUSY_CLIENT = "1", True
     isolate(cpus[0], args.realtime)
     spec = spec_for(args.recipe, args.hardware).model_copy(update={"time_scale": args.time_scale})
     print(
