@@ -49,9 +49,10 @@ from reconciler.spec.loader import open_repo  # noqa: E402
 SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)
 TIMESPEC = struct.Struct("@ll")
 ANCILLARY = socket.CMSG_SPACE(TIMESPEC.size)
-# `--busy-client`: the client's event loop never blocks in epoll_wait, so the server's sends on
-# loopback never pay for waking it (a diagnostic: only the kernel-side figures stay valid).
-BUSY_CLIENT = os.environ.get("SIM_CAPACITY_BUSY_CLIENT") == "1"
+# How long the client's event loop keeps polling after a read before it blocks in epoll_wait
+# (`--client-spin-us`; `--busy-client`: forever): a fan-out's sends on loopback then find it
+# awake and do not pay for waking it, once per chunk, on the server's core.
+SPIN_S = float(os.environ.get("SIM_CAPACITY_SPIN_S", "0"))
 WARM_S = 2.0  # gaps before this are left out (connections opening, first prefills)
 PROMPT_TOKENS, OUTPUT_TOKENS = 128, 128
 
@@ -128,6 +129,8 @@ class Reader:
 
     EVENT = b"data: {"  # every event but [DONE]; the usage event carries no token
     END = b"\n\n\r\n0\r\n\r\n"  # the last event, then the chunked body's end
+    last_read = 0.0  # any reader's, for `spin`
+    woken: asyncio.Future[None] | None = None  # `spin` waits on it for the next read
 
     def __init__(self, sock: socket.socket) -> None:
         self.sock = sock
@@ -165,7 +168,10 @@ class Reader:
         except OSError as exc:
             self._fail(exc)
             return
-        now = time.monotonic()
+        now = Reader.last_read = time.monotonic()
+        woken = Reader.woken
+        if woken is not None and not woken.done():
+            woken.set_result(None)
         lag = 0
         for level, kind, value in ancillary:
             if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS:
@@ -232,7 +238,7 @@ async def drive(
     # The client's own garbage collection would stall every stream's reads at once and count
     # as the server's ITL error: off while it measures (a point allocates a few MB).
     gc.disable()
-    busy = asyncio.ensure_future(spin()) if BUSY_CLIENT else None
+    busy = asyncio.ensure_future(spin(SPIN_S)) if SPIN_S > 0 else None
     try:
         await asyncio.gather(*(stream(s) for s in range(first, first + streams)))
     finally:
@@ -242,10 +248,16 @@ async def drive(
     return records
 
 
-async def spin() -> None:
-    """Keep the event loop polling (epoll_wait with no timeout) instead of sleeping in it."""
+async def spin(after_s: float) -> None:
+    """Keep the event loop polling (epoll_wait with no timeout) instead of sleeping in it until
+    `after_s` has passed without a read; then wait for the next read."""
+    loop = asyncio.get_running_loop()
     while True:
-        await asyncio.sleep(0)
+        if time.monotonic() - Reader.last_read < after_s:
+            await asyncio.sleep(0)
+        else:
+            Reader.woken = loop.create_future()
+            await Reader.woken
 
 
 def worker(argv: list[str]) -> None:
@@ -406,6 +418,13 @@ def main() -> None:
         "loopback do not wake it; its reads fall behind (with --realtime the kernel throttles "
         "it), the kernel-side figures stay valid",
     )
+    parser.add_argument(
+        "--client-spin-us",
+        type=float,
+        default=0.0,
+        help="after each read the client keeps polling this long before it sleeps, so a "
+        "fan-out's sends on loopback find it awake (0: it sleeps at once)",
+    )
     parser.add_argument("--server-cpu", type=int, default=0)
     parser.add_argument(
         "--client-cpu", default="1", help="CPUs for the client processes, comma-separated"
@@ -425,9 +444,9 @@ def main() -> None:
     args = parser.parse_args()
 
     cpus = [int(c) for c in args.client_cpu.split(",")]
-    if args.busy_client:  # read at import by this process and by every client process
-        global BUSY_CLIENT
-        os.environ["SIM_CAPACITY_BUSY_CLIENT"], BUSY_CLIENT = "1", True
+    global SPIN_S
+    SPIN_S = float("inf") if args.busy_client else args.client_spin_us * 1e-6
+    os.environ["SIM_CAPACITY_SPIN_S"] = repr(SPIN_S)  # for every client process too
     isolate(cpus[0], args.realtime)
     spec = spec_for(args.recipe, args.hardware).model_copy(update={"time_scale": args.time_scale})
     print(
