@@ -7,12 +7,16 @@ simulator's `GET /admin/steps` then gives each engine step's modelled duration a
 whose first token it emitted; a request emits one token in every step after that (one-token
 decode steps, no preemption at these loads), so the modelled gap before its k-th token is the
 duration of the k-th step after its first. The ITL error of a gap is (measured gap) - (modelled
-gap); a point holds when its p99 is under the threshold. Points grow in concurrency until one
-fails.
+gap); a point holds when its p99 is under the threshold. Every gap is measured twice: between
+the client's reads, and between the kernel's receive timestamps of the same chunks
+(SO_TIMESTAMPNS), which on loopback are taken in the server's send, before the client process
+is woken: the first includes the client's delays, the second is the server's. Points grow in
+concurrency until one fails at the kernel's receive.
 
     .venv/bin/python benchmarks/sim_capacity.py [--streams 16,32,64,...] [--seconds 10]
 
-Prints one row per point and a closing line with the largest concurrency that held.
+Prints one row per point (both p99s), where the latest 5% of steps were late, and a closing
+line per timestamp with the largest concurrency that held on it.
 """
 
 from __future__ import annotations
@@ -24,7 +28,9 @@ import json
 import os
 import re
 import resource
+import socket
 import statistics
+import struct
 import subprocess
 import sys
 import time
@@ -38,6 +44,15 @@ sys.path.insert(0, str(ROOT))
 from reconciler.engines.sim.spec import SimSpec  # noqa: E402
 from reconciler.spec.loader import open_repo  # noqa: E402
 
+# Linux's SO_TIMESTAMPNS (its SCM_TIMESTAMPNS cmsg has the same number), which Python's socket
+# module does not name: a struct timespec of CLOCK_REALTIME with every read.
+SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)
+TIMESPEC = struct.Struct("@ll")
+ANCILLARY = socket.CMSG_SPACE(TIMESPEC.size)
+# How long the client's event loop keeps polling after a read before it blocks in epoll_wait
+# (`--client-spin-us`; `--busy-client`: forever): a fan-out's sends on loopback then find it
+# awake and do not pay for waking it, once per chunk, on the server's core.
+SPIN_S = float(os.environ.get("SIM_CAPACITY_SPIN_S", "0"))
 WARM_S = 2.0  # gaps before this are left out (connections opening, first prefills)
 PROMPT_TOKENS, OUTPUT_TOKENS = 128, 128
 
@@ -45,7 +60,8 @@ PROMPT_TOKENS, OUTPUT_TOKENS = 128, 128
 @dataclass
 class Record:
     sent: float  # monotonic seconds
-    arrivals: list[float]  # monotonic seconds of every token-carrying chunk
+    arrivals: list[float]  # monotonic seconds of every token-carrying chunk, read
+    kernel: list[float]  # ... received by the kernel (its timestamp on the monotonic clock)
     id: str = ""
 
 
@@ -97,38 +113,74 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-class Reader(asyncio.Protocol):
-    """One keep-alive connection to the simulator, answers read as raw bytes: the client's cost
-    per chunk is one `bytes.count` and one clock read, so one client core keeps up with the
-    server's fan-out at a thousand streams (aiohttp's client parses every line in a task)."""
+class Reader:
+    """One keep-alive connection to the simulator, answers read as raw bytes off a non-blocking
+    socket (`recvmsg` in a `loop.add_reader` callback): the client's cost per chunk is one
+    `bytes.count` and two clock reads, so one client core keeps up with the server's fan-out at
+    a thousand streams (aiohttp's client parses every line in a task).
+
+    Each read also carries the kernel's receive timestamp (`SO_TIMESTAMPNS`): for TCP, the
+    software receive time of the newest segment the read returned (CLOCK_REALTIME). On loopback
+    the kernel takes it as the server's `write` hands the segment to the receiving socket, so
+    it leaves out the client's own delays (its event loop busy sending new requests); the read
+    time includes them. Both are kept, on the monotonic clock: the kernel's as the read time
+    less the read's lag behind the timestamp (one clock's difference, so a step of the realtime
+    clock does not move it)."""
 
     EVENT = b"data: {"  # every event but [DONE]; the usage event carries no token
     END = b"\n\n\r\n0\r\n\r\n"  # the last event, then the chunked body's end
+    last_read = 0.0  # any reader's, for `spin`
+    woken: asyncio.Future[None] | None = None  # `spin` waits on it for the next read
 
-    def __init__(self) -> None:
-        self.transport: asyncio.Transport | None = None
-        self.record = Record(0.0, [])
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self.record = Record(0.0, [], [])
         self.done: asyncio.Future[None] | None = None
         self._carry = b""  # the tail of the bytes before, for a pattern split between reads
         self._header = True
+        sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+        asyncio.get_running_loop().add_reader(sock.fileno(), self._readable)
 
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]
+    def close(self) -> None:
+        asyncio.get_running_loop().remove_reader(self.sock.fileno())
+        self.sock.close()
 
-    def connection_lost(self, exc: Exception | None) -> None:
-        if self.done is not None and not self.done.done():
-            self.done.set_exception(exc or ConnectionError("the simulator closed the connection"))
-
-    def send(self, request: bytes) -> asyncio.Future[None]:
-        self.record = Record(time.monotonic(), [])
-        self.done = asyncio.get_running_loop().create_future()
+    async def fetch(self, request: bytes) -> Record:
+        """Send one request; its record once its answer has ended."""
+        self.record = record = Record(time.monotonic(), [], [])
+        self.done = done = asyncio.get_running_loop().create_future()
         self._carry, self._header = b"", True
-        assert self.transport is not None
-        self.transport.write(request)
-        return self.done
+        sent = self.sock.send(request)
+        if sent < len(request):
+            await asyncio.get_running_loop().sock_sendall(self.sock, request[sent:])
+        await done
+        return record
 
-    def data_received(self, data: bytes) -> None:
-        now = time.monotonic()
+    def _fail(self, exc: BaseException) -> None:
+        if self.done is not None and not self.done.done():
+            self.done.set_exception(exc)
+
+    def _readable(self) -> None:
+        try:
+            data, ancillary, _, _ = self.sock.recvmsg(65536, ANCILLARY)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError as exc:
+            self._fail(exc)
+            return
+        now = Reader.last_read = time.monotonic()
+        woken = Reader.woken
+        if woken is not None and not woken.done():
+            woken.set_result(None)
+        lag = 0
+        for level, kind, value in ancillary:
+            if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS:
+                sec, nsec = TIMESPEC.unpack(value)
+                lag = time.time_ns() - sec * 1_000_000_000 - nsec
+        if not data:
+            asyncio.get_running_loop().remove_reader(self.sock.fileno())
+            self._fail(ConnectionError("the simulator closed the connection"))
+            return
         record = self.record
         if self._header:
             if not data.startswith(b"HTTP/1.1 200"):
@@ -141,6 +193,7 @@ class Reader(asyncio.Protocol):
                 at = seen.find(b'"id":"') + 6
                 record.id = seen[at : seen.index(b'"', at)].decode()
             record.arrivals.extend([now] * events)
+            record.kernel.extend([now - lag * 1e-9] * events)
         self._carry = seen[-(len(self.END) - 1) :]
         if seen.endswith(self.END) and self.done is not None:
             self.done.set_result(None)
@@ -158,7 +211,11 @@ async def drive(
 
     async def stream(s: int) -> None:
         await asyncio.sleep(max(0.0, start_at + gap * s - time.monotonic()))
-        transport, reader = await loop.create_connection(Reader, host, int(port))
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setblocking(False)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        await loop.sock_connect(sock, (host, int(port)))
+        reader = Reader(sock)
         n = 0
         try:
             while time.monotonic() < stop_at:
@@ -170,22 +227,37 @@ async def drive(
                     f"POST /v1/completions HTTP/1.1\r\nHost: {host}\r\n"
                     f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
                 )
-                await reader.send(head.encode() + body)
-                record = reader.record
+                record = await reader.fetch(head.encode() + body)
                 record.arrivals = record.arrivals[:out]  # the usage event carries no token
+                record.kernel = record.kernel[:out]
                 records.append(record)
                 n += 1
         finally:
-            transport.close()
+            reader.close()
 
     # The client's own garbage collection would stall every stream's reads at once and count
     # as the server's ITL error: off while it measures (a point allocates a few MB).
     gc.disable()
+    busy = asyncio.ensure_future(spin(SPIN_S)) if SPIN_S > 0 else None
     try:
         await asyncio.gather(*(stream(s) for s in range(first, first + streams)))
     finally:
         gc.enable()
+        if busy is not None:
+            busy.cancel()
     return records
+
+
+async def spin(after_s: float) -> None:
+    """Keep the event loop polling (epoll_wait with no timeout) instead of sleeping in it until
+    `after_s` has passed without a read; then wait for the next read."""
+    loop = asyncio.get_running_loop()
+    while True:
+        if time.monotonic() - Reader.last_read < after_s:
+            await asyncio.sleep(0)
+        else:
+            Reader.woken = loop.create_future()
+            await Reader.woken
 
 
 def worker(argv: list[str]) -> None:
@@ -196,7 +268,7 @@ def worker(argv: list[str]) -> None:
     records = asyncio.run(
         drive(url, int(first), int(streams), float(start_at), float(seconds), int(out), float(gap))
     )
-    rows = [[r.sent, r.id, r.arrivals] for r in records]
+    rows = [[r.sent, r.id, r.arrivals, r.kernel] for r in records]
     print(json.dumps({"cpu": time.process_time() - own0, "records": rows}))
 
 
@@ -236,7 +308,7 @@ def run_clients(
             raise SystemExit(f"a client process failed (exit {child.returncode})")
         result = json.loads(stdout)
         cpu += result["cpu"]
-        records += [Record(sent, arrivals, rid) for sent, rid, arrivals in result["records"]]
+        records += [Record(sent, got, kernel, rid) for sent, rid, got, kernel in result["records"]]
     return records, cpu
 
 
@@ -251,16 +323,30 @@ def point(
     with urllib.request.urlopen(url + "/admin/steps") as r:
         steps = json.loads(r.read())["steps"]
     first = {rid: i for i, step in enumerate(steps) for rid in step[3]}
-    errors, gaps = [], []
+    errors: list[float] = []  # ITL error at the client's read
+    kernel_errors: list[float] = []  # ... at the kernel's receive
+    lags: list[float] = []  # how long each chunk waited in the client's socket
+    gaps: list[float] = []
+    by_step: dict[int, list[tuple[float, float, float]]] = {}  # step: (read, kernel errors, lag)
+    merged = 0  # gaps inside one read (tokens of two steps): the kernel keeps the newest's time
     for record in records:
         s = first.get(record.id)
-        got = record.arrivals
+        got, ker = record.arrivals, record.kernel
         if s is None or got[0] < start_at + WARM_S or s + len(got) > len(steps):
             continue
         for k in range(1, len(got)):
             gap = got[k] - got[k - 1]
+            model = steps[s + k][2]
             gaps.append(gap)
-            errors.append(gap - steps[s + k][2])
+            errors.append(gap - model)
+            lags.append(got[k] - ker[k])
+            # Where one read returned two steps' tokens, the kernel's time of the older is
+            # unknown: the gaps on both sides of it are left out at the kernel.
+            if ker[k] == ker[k - 1] or (k + 1 < len(ker) and ker[k + 1] == ker[k]):
+                merged += ker[k] == ker[k - 1]
+                continue
+            kernel_errors.append(ker[k] - ker[k - 1] - model)
+            by_step.setdefault(s + k, []).append((errors[-1], kernel_errors[-1], lags[-1]))
     tokens = sum(len(r.arrivals) for r in records)
     ttft = [r.arrivals[0] - r.sent for r in records if r.arrivals and r.sent > start_at + WARM_S]
     if not ttft or not errors:
@@ -268,21 +354,48 @@ def point(
             f"{streams} streams: no request sent after the {WARM_S:g} s warm-up was answered "
             f"within {seconds:g} s; give the point more --seconds"
         )
-    errors.sort()
     # How long the server took to hand each step's chunks out (the fan-out), after warm-up.
     fan_out = sorted(t[4] - t[1] for t in steps if t[1] >= start_at + WARM_S) or [0.0]
+    # The steps whose median stream was latest at the read, the top 5%: where was it late?
+    medians = sorted(
+        (
+            statistics.median(e[0] for e in seen),
+            statistics.median(e[1] for e in seen),
+            statistics.median(e[2] for e in seen),
+            steps[i][1] - steps[i][0],  # the step's hand-out began this long after its due time
+        )
+        for i, seen in by_step.items()
+        if len(seen) >= streams // 2  # a step every stream's decode took part in
+    )
+    top = medians[-max(1, len(medians) // 20) :]
     return {
         "streams": streams,
         "tok_s": tokens / wall,
         "ttft_p50_ms": statistics.median(ttft) * 1e3,
         "itl_mean_ms": statistics.mean(gaps) * 1e3,
         "err_p50_ms": statistics.median(errors) * 1e3,
-        "err_p99_ms": errors[int(0.99 * (len(errors) - 1))] * 1e3,
+        "read_err_p99_ms": p99(errors) * 1e3,
+        "kernel_err_p50_ms": statistics.median(kernel_errors) * 1e3,
+        "kernel_err_p99_ms": p99(kernel_errors) * 1e3,
+        "lag_p50_ms": statistics.median(lags) * 1e3,
+        "lag_p99_ms": p99(lags) * 1e3,
+        "merged": merged / len(errors),
         "server_cpu": server_cpu / wall,
         "server_us_per_token": server_cpu / tokens * 1e6,
         "client_cpu": client_cpu / wall,
         "fan_out_p99_ms": fan_out[int(0.99 * (len(fan_out) - 1))] * 1e3,
+        "top_steps": len(top),
+        "top_read_ms": statistics.median(t[0] for t in top) * 1e3,
+        "top_kernel_ms": statistics.median(t[1] for t in top) * 1e3,
+        "top_lag_ms": statistics.median(t[2] for t in top) * 1e3,
+        "top_start_ms": max(t[3] for t in top) * 1e3,
+        "top_at_kernel": sum(t[1] > t[0] / 2 for t in top),
     }
+
+
+def p99(values: list[float]) -> float:
+    ordered = sorted(values)
+    return ordered[int(0.99 * (len(ordered) - 1))]
 
 
 def main() -> None:
@@ -298,6 +411,20 @@ def main() -> None:
         help="run the model this many times faster than real time (more tokens/s per stream)",
     )
     parser.add_argument("--threshold-ms", type=float, default=5.0)
+    parser.add_argument(
+        "--busy-client",
+        action="store_true",
+        help="diagnostic: the client polls instead of sleeping, so the server's sends on "
+        "loopback do not wake it; its reads fall behind (with --realtime the kernel throttles "
+        "it), the kernel-side figures stay valid",
+    )
+    parser.add_argument(
+        "--client-spin-us",
+        type=float,
+        default=0.0,
+        help="after each read the client keeps polling this long before it sleeps, so a "
+        "fan-out's sends on loopback find it awake (0: it sleeps at once)",
+    )
     parser.add_argument("--server-cpu", type=int, default=0)
     parser.add_argument(
         "--client-cpu", default="1", help="CPUs for the client processes, comma-separated"
@@ -317,9 +444,11 @@ def main() -> None:
     args = parser.parse_args()
 
     cpus = [int(c) for c in args.client_cpu.split(",")]
+    global SPIN_S
+    SPIN_S = float("inf") if args.busy_client else args.client_spin_us * 1e-6
+    os.environ["SIM_CAPACITY_SPIN_S"] = repr(SPIN_S)  # for every client process too
     isolate(cpus[0], args.realtime)
     spec = spec_for(args.recipe, args.hardware).model_copy(update={"time_scale": args.time_scale})
-    held = None
     print(
         f"{args.recipe} on {args.hardware}; server on CPU {args.server_cpu}, client on "
         f"CPU {args.client_cpu} ({args.client_procs} process(es))"
@@ -328,9 +457,17 @@ def main() -> None:
         "prompts 128, outputs 128"
     )
     print(
-        "streams  tok/s  TTFT p50 ms  ITL mean ms  err p50 ms  err p99 ms  server CPU"
-        "  µs/token  client CPU  fan-out p99 ms"
+        "ITL error at the client's read (read) and at the kernel's receive (kernel, "
+        "SO_TIMESTAMPNS); lag: a chunk's read after its receive"
     )
+    print(
+        "streams  tok/s  TTFT p50 ms  ITL mean ms  err p50 ms  read p99 ms  kernel p99 ms"
+        "  lag p99 ms  server CPU  µs/token  client CPU  fan-out p99 ms"
+    )
+    # The largest point below which every point held, on each timestamp; points go on until
+    # one fails at the kernel's receive (the server's), past the first that fails at the read.
+    held: dict[str, dict[str, float] | None] = {"kernel": None, "read": None}
+    failed: set[str] = set()
     for streams in (int(s) for s in args.streams.split(",")):
         proc, url = start_server(spec, args.server_cpu, args.realtime)
         try:
@@ -340,25 +477,41 @@ def main() -> None:
         finally:
             proc.terminate()
             proc.wait(10)
-        ok = row["err_p99_ms"] < args.threshold_ms
+        over = [at for at in ("read", "kernel") if row[f"{at}_err_p99_ms"] >= args.threshold_ms]
+        mark = f"  <- over at the {', '.join(over)}" if over else ""
         print(
             f"{streams:7d}  {row['tok_s']:5.0f}  {row['ttft_p50_ms']:11.1f}  "
-            f"{row['itl_mean_ms']:11.2f}  "
-            f"{row['err_p50_ms']:10.2f}  {row['err_p99_ms']:10.2f}  {row['server_cpu']:10.0%}  "
+            f"{row['itl_mean_ms']:11.2f}  {row['err_p50_ms']:10.2f}  "
+            f"{row['read_err_p99_ms']:11.2f}  {row['kernel_err_p99_ms']:13.2f}  "
+            f"{row['lag_p99_ms']:10.2f}  {row['server_cpu']:10.0%}  "
             f"{row['server_us_per_token']:8.1f}  {row['client_cpu']:10.0%}"
-            f"  {row['fan_out_p99_ms']:14.2f}{'' if ok else '  <- over'}",
+            f"  {row['fan_out_p99_ms']:14.2f}{mark}",
             flush=True,
         )
-        if not ok:
-            break
-        held = row
-    if held is None:
-        print(f"no point held an ITL error p99 under {args.threshold_ms:g} ms")
-    else:
         print(
-            f"held: {held['streams']:.0f} streams, {held['tok_s']:.0f} streamed tokens/s "
-            f"with ITL error p99 {held['err_p99_ms']:.2f} ms"
+            f"         the {row['top_steps']:.0f} latest steps at the read (top 5%), their median "
+            f"stream's ITL error: {row['top_read_ms']:.2f} ms at the read, "
+            f"{row['top_kernel_ms']:.2f} ms at the kernel, read lag {row['top_lag_ms']:.2f} ms; "
+            f"{row['top_at_kernel']:.0f} of them late at the kernel (over half the read's); "
+            f"hand-out began at most {row['top_start_ms']:.2f} ms after due; "
+            f"{row['merged']:.2%} of gaps inside one read",
+            flush=True,
         )
+        failed.update(over)
+        for at in held:
+            if at not in failed:
+                held[at] = row
+        if "kernel" in over:  # the server no longer holds: more streams will not either
+            break
+    for at, words in (("kernel", "at the kernel's receive"), ("read", "at the client's read")):
+        row = held[at]
+        if row is None:
+            print(f"{words}: no point held an ITL error p99 under {args.threshold_ms:g} ms")
+        else:
+            print(
+                f"held {words}: {row['streams']:.0f} streams, {row['tok_s']:.0f} streamed "
+                f"tokens/s with ITL error p99 {row[f'{at}_err_p99_ms']:.2f} ms"
+            )
 
 
 if __name__ == "__main__":
