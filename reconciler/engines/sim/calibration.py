@@ -72,7 +72,7 @@ VENDOR_GENERATION: dict[str, str] = {"nvidia": "blackwell", "amd": "cdna4", "int
 OWN_CONSTANTS: frozenset[str] = frozenset()
 
 # --- fitted: begin ---
-# Fitted 2026-11-29 by `.venv/bin/python scripts/calibrate_sim.py --fit --write`
+# Fitted 2026-12-03 by `.venv/bin/python scripts/calibrate_sim.py --fit --write`
 # on 168 InferenceX SGLang aggregated DeepSeek-R1 points (concurrency <= 256) and,
 # for PD_HANDOFF_S, 37 disaggregated ones (concurrency <= 8).
 EFFICIENCY: dict[str, Efficiency] = {

@@ -35,7 +35,7 @@ from reconciler.spec.result import (
 from reconciler.spec.workload import WorkloadProfile
 
 # Bump when a change to the simulator's code changes its predictions: every row is then stale.
-SIM_VERSION = 1
+SIM_VERSION = 2  # 2: SGLang's admission and retraction as its 0.5.9 source has them
 CONCURRENCIES = (1, 8, 64)
 REQUESTS_PER_CLIENT = 3  # after one warm-up request per client; at least MIN_REQUESTS in all
 MIN_REQUESTS = 32
@@ -64,6 +64,7 @@ def constants() -> dict[str, object]:
         "pd_handoff_s": calibration.PD_HANDOFF_S,
         "engine_kernel_scale": calibration.ENGINE_KERNEL_SCALE,
         "generation": calibration.GENERATION,
+        "own_constants": sorted(calibration.OWN_CONSTANTS),
         "sim_version": SIM_VERSION,
     }
 
