@@ -278,6 +278,7 @@ def engine_unit(
     names: MetricNames,
     flag_table: str,
     bootstrap_port: int | None = None,
+    cpus: list[int] | None = None,
 ) -> Unit:
     """One process of an engine replica. Only node 0 of a replica serves HTTP, so only it
     gets a port, probes, metrics and (for a prefill replica) the bootstrap port."""
@@ -295,6 +296,7 @@ def engine_unit(
         port=port,
         gpus=len(slot.gpu_indices),
         gpu_indices=slot.gpu_indices,
+        cpus=cpus or [],
         bootstrap_port=bootstrap_port if port else None,
         readiness=probe if port else None,
         health=probe if port else None,

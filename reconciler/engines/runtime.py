@@ -166,9 +166,11 @@ def in_container(
     if unit.gpu_indices and runtime.vendor == "nvidia":
         devices = ",".join(str(i) for i in unit.gpu_indices)
         argv += ["--gpus", f'"device={devices}"']  # quoted: docker splits the value on commas
-    elif unit.gpu_indices:  # AMD: the devices, and HIP_VISIBLE_DEVICES (in env) picks GPUs
+    elif unit.gpu_indices and runtime.vendor == "amd":  # HIP_VISIBLE_DEVICES (env) picks GPUs
         argv += ["--device", "/dev/kfd", "--device", "/dev/dri", "--group-add", "video"]
         argv += ["--security-opt", "seccomp=unconfined"]
+    if unit.cpus:
+        argv += ["--cpuset-cpus", ",".join(str(i) for i in unit.cpus)]
     if weights_dir:
         argv += ["--volume", f"{weights_dir}:{weights_dir}:ro"]
     for key, value in sorted(unit.env.items()):

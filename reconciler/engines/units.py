@@ -98,6 +98,9 @@ class Unit(Spec):
     port: int | None  # HTTP port; None for a secondary node of a multi-node replica
     gpus: NonNegativeInt  # GPUs this process stands for
     gpu_indices: list[int]  # GPU indices on its host
+    # CPU cores the process (and all it starts) may run on: vLLM's CPU build, whose replica owns
+    # its cores as another owns its GPUs. Empty: wherever the host schedules it.
+    cpus: list[int] = []
     bootstrap_port: int | None = None  # a prefill unit's KV bootstrap port (router P/D)
     readiness: Probe | None = None
     health: Probe | None = None

@@ -25,6 +25,8 @@ def unit_digest(unit: Unit) -> str:
     }
     if unit.restart:
         essence["restart"] = True
+    if unit.cpus:
+        essence["cpus"] = unit.cpus
     if unit.node_argv:
         essence["node_argv"] = unit.node_argv
     return hashlib.sha256(json.dumps(essence, sort_keys=True).encode()).hexdigest()[:16]
@@ -74,6 +76,8 @@ def launch_payload(
     }
     if unit.restart:
         payload["restart"] = True
+    if unit.cpus:
+        payload["cpus"] = unit.cpus
     if unit.hosts:
         payload["hosts"] = unit.hosts
     if unit.node_argv:

@@ -77,6 +77,15 @@ def test_container_gpus_and_devices(repo: Repo) -> None:
     assert "--gpus" not in argv
 
 
+def test_a_cpu_builds_container_is_held_to_its_cores_and_given_no_gpu_devices(repo: Repo) -> None:
+    served = golden_units(repo, repo.recipes["llama-3.1-8b/vllm@1"])[0]
+    on_cores = served.model_copy(update={"env": {}, "gpu_indices": [2, 3], "cpus": [2, 3]})
+    image = "example.org/vllm-cpu:0.32.0"
+    argv = in_runtime(on_cores, "u", "0.32.0", runtime("container", "cpu"), image).unit.argv
+    assert argv[argv.index("--cpuset-cpus") + 1] == "2,3"
+    assert "--gpus" not in argv and "--device" not in argv
+
+
 def test_image_override_and_router_venv(repo: Repo) -> None:
     units = golden_units(repo, repo.recipes["llama-3.1-8b/vllm@1"])
     engine, router = units[0], units[-1]

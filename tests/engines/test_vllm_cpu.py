@@ -155,6 +155,7 @@ def test_a_replica_on_x86_cpu_runs_the_cpu_server_on_its_own_core(repo: Repo) ->
         {"VLLM_CPU_OMP_THREADS_BIND": "0"},
         {"VLLM_CPU_OMP_THREADS_BIND": "1"},
     ]
+    assert [u.cpus for u in units] == [[0], [1]]  # the whole process tree, not only its worker
     for unit in units:
         assert unit.argv[:3] == ["python3", *cpu.SERVER_MODULE]
         assert flags_of(unit.argv[3:]) <= REAL_FLAGS  # the real CPU build's own parser

@@ -65,6 +65,40 @@ def test_launch_outlives_the_call_and_is_idempotent(agent: AgentClient) -> None:
     assert agent.stop("web")["stopped"] is False  # already gone: nothing to do
 
 
+def cores_allowed(pid: int) -> str:
+    status = Path(f"/proc/{pid}/status").read_text()
+    return next(
+        line.split()[1] for line in status.splitlines() if line.startswith("Cpus_allowed_list")
+    )
+
+
+def test_a_unit_given_cores_runs_on_them_only_and_so_does_what_it_starts(
+    agent: AgentClient,
+) -> None:
+    """vLLM's CPU build: the frontend it starts shares its replica's core, never another's."""
+    core = min(os.sched_getaffinity(0))
+    started = "import subprocess, sys, time; subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']); time.sleep(60)"
+    unit = agent.launch(
+        {"id": "cpu", "digest": "k", "cpus": [core], "argv": [sys.executable, "-c", started]}
+    )
+    assert unit.pid is not None
+    child = wait_for(
+        lambda: next(
+            iter(Path(f"/proc/{unit.pid}/task/{unit.pid}/children").read_text().split()), None
+        ),
+        what="the unit's child process",
+    )
+    assert cores_allowed(unit.pid) == cores_allowed(int(child)) == str(core)
+    agent.stop("cpu", grace=1)
+
+
+def test_cores_the_host_lacks_are_refused_before_anything_starts(agent: AgentClient) -> None:
+    beyond = max(os.sched_getaffinity(0)) + 1
+    with pytest.raises(AgentFailed, match=rf"unit cpu is given cores \[{beyond}\] that this host"):
+        agent.launch({"id": "cpu", "digest": "k", "cpus": [beyond], "argv": [sys.executable, "-V"]})
+    assert agent.units() == []
+
+
 def test_a_unit_that_died_is_reported_with_its_exit_code(agent: AgentClient) -> None:
     unit = {
         "id": "crash",

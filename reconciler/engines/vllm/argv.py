@@ -291,10 +291,12 @@ def _replica(
             env["VLLM_NIXL_SIDE_CHANNEL_HOST"] = slot.address
             env["VLLM_NIXL_SIDE_CHANNEL_PORT"] = str(slot.at(SIDE_CHANNEL) - first_rank)
         argv = head_argv + serve + layout + node + tail
+        cores: list[int] = []
         if context.hardware.vendor == "cpu":
             cpu.check_replica(role, pool, context.hardware)
             kv_gb = cpu.kv_cache_gb(recipe.settings, context.hardware, slot)
             argv = cpu.cpu_argv(argv, kv_gb, flags)
+            cores = slot.gpu_indices
         units.append(
             engine_unit(
                 "vllm",
@@ -305,6 +307,7 @@ def _replica(
                 health(),
                 metric_names(),
                 flags.source,
+                cpus=cores,
             )
         )
     return units

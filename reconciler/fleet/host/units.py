@@ -70,6 +70,13 @@ def _launch(unit):
                 unit["id"], previous.get("digest")
             )
         )
+    cpus = unit.get("cpus") or []
+    outside = sorted(set(cpus) - os.sched_getaffinity(0))
+    if outside:
+        raise AgentError(
+            "unit {} is given cores {} that this host does not let its processes run on "
+            "(its cores: {})".format(unit["id"], outside, sorted(os.sched_getaffinity(0)))
+        )
     if previous is not None:  # e.g. a container the killed client left behind
         run_cleanup(previous)
     if os.path.exists(path + ".stop"):
@@ -86,6 +93,7 @@ def _launch(unit):
         "argv": pinned(unit),
         "port": unit.get("port"),
         "gpus": unit.get("gpus", []),
+        "cpus": cpus,
         "labels": unit.get("labels", {}),
         "env": unit.get("env", {}),  # the unit's own env: what a rollback relaunches with
         "cleanup": unit.get("cleanup"),
@@ -145,6 +153,10 @@ def supervise(unit_id):
                 child.terminate()
 
     signal.signal(signal.SIGTERM, on_term)
+    if record.get("cpus"):
+        # Inherited by everything the unit starts: vLLM's frontend processes as well as its
+        # worker, and the math library that, while torch loads, visits each core it may use.
+        os.sched_setaffinity(0, record["cpus"])
     quick = 0  # exits in a row after short runs
     while True:
         child = subprocess.Popen(
