@@ -77,7 +77,8 @@ def test_a_unit_given_cores_runs_on_them_only_and_so_does_what_it_starts(
 ) -> None:
     """vLLM's CPU build: the frontend it starts shares its replica's core, never another's."""
     core = min(os.sched_getaffinity(0))
-    started = "import subprocess, sys, time; subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']); time.sleep(60)"
+    sleeper = "[sys.executable, '-c', 'import time; time.sleep(60)']"
+    started = f"import subprocess, sys, time; subprocess.Popen({sleeper}); time.sleep(60)"
     unit = agent.launch(
         {"id": "cpu", "digest": "k", "cpus": [core], "argv": [sys.executable, "-c", started]}
     )
