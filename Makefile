@@ -73,14 +73,11 @@ $(OCTOKIT)/webhooks-%.stamp:
 	mv $(OCTOKIT)/webhooks.json.part $(OCTOKIT)/webhooks.json
 	rm -rf $(OCTOKIT)/pack-webhooks $(OCTOKIT)/webhooks-*.stamp && touch $@
 
-# Three workers on two cores, a test file each at a time (a module's lab fixture is built
-# once), in the order tests/conftest.py collects them (longest first; xdist would reorder by
-# test count): a test mostly waits on what it starts (engines, sshd, Slurm, git), so a third
-# worker fills the cores (this phase, 2 cores, 2026-12-03: 13:36 with two workers, 11:29 with
-# three, 10:50 with four);
+# Two workers, a test file each at a time (a module's lab fixture is built once), in the
+# order tests/conftest.py collects them (longest first; xdist would reorder by test count);
 # then a real vLLM (its CPU build) under denv, one engine a core, with the machine to itself;
 # then the tests that compare wall-clock timings with a model, alone.
-PYTEST_PARALLEL = $(BIN)/pytest -q -n 3 --dist loadfile --no-loadscope-reorder \
+PYTEST_PARALLEL = $(BIN)/pytest -q -n 2 --dist loadfile --no-loadscope-reorder \
 	-m "not serial and not real_engine"
 test: lint workflows system-deps github-schemas
 	$(PYTEST_PARALLEL) --durations=25

@@ -56,7 +56,7 @@ def edit(denv_repo: Path) -> Edit:
 
 
 # The longest test files (minutes each: engines over sshd), collected first so that under
-# `pytest -n 3 --dist loadfile --no-loadscope-reorder` they start first and the workers
+# `pytest -n 2 --dist loadfile --no-loadscope-reorder` they start first and the two workers
 # finish together (by default xdist orders files by their number of tests instead).
 LONGEST_FIRST = (
     "tests/e2e/test_reconcile.py",
