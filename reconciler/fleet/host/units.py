@@ -71,11 +71,11 @@ def _launch(unit):
             )
         )
     cpus = unit.get("cpus") or []
-    outside = sorted(set(cpus) - os.sched_getaffinity(0))
-    if outside:
+    allowed = os.sched_getaffinity(0)
+    if not set(cpus) <= allowed:
         raise AgentError(
             "unit {} is given cores {} that this host does not let its processes run on "
-            "(its cores: {})".format(unit["id"], outside, sorted(os.sched_getaffinity(0)))
+            "(its cores: {})".format(unit["id"], sorted(set(cpus) - allowed), sorted(allowed))
         )
     if previous is not None:  # e.g. a container the killed client left behind
         run_cleanup(previous)
