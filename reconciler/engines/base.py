@@ -180,15 +180,18 @@ def check_args(args: list[str], table: FlagTable, managed: Mapping[str, str]) ->
     return list(args)
 
 
+# The variable that hands a process its GPUs, by vendor (vLLM's CPU build: its worker's cores).
+DEVICE_ENV = {
+    "nvidia": "CUDA_VISIBLE_DEVICES",
+    "amd": "HIP_VISIBLE_DEVICES",
+    "cpu": "VLLM_CPU_OMP_THREADS_BIND",
+}
+
+
 def visible_devices(hardware: Hardware, indices: list[int]) -> dict[str, str]:
     """The env that hands a process its GPUs."""
-    ids = ",".join(map(str, indices))
-    if hardware.vendor == "nvidia":
-        return {"CUDA_VISIBLE_DEVICES": ids}
-    if hardware.vendor == "amd":
-        return {"HIP_VISIBLE_DEVICES": ids}
-    if hardware.vendor == "cpu":  # vLLM's CPU build: a replica's worker on its own cores
-        return {"VLLM_CPU_OMP_THREADS_BIND": ids}
+    if hardware.vendor in DEVICE_ENV:
+        return {DEVICE_ENV[hardware.vendor]: ",".join(map(str, indices))}
     raise EngineError(
         f"{hardware.id} is {hardware.vendor} hardware; denv hands GPUs to engines with "
         f"CUDA_VISIBLE_DEVICES (nvidia), HIP_VISIBLE_DEVICES (amd) or, to vLLM's CPU build, "

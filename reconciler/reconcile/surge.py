@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from reconciler.engines.base import DEVICE_ENV
 from reconciler.engines.placement import PORT_BLOCK
 from reconciler.engines.units import Unit
 
-_VISIBLE = ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES")
 SURGE_PORTS = range(20000, 30000, PORT_BLOCK)  # above the deployments' blocks
 
 
@@ -30,8 +30,8 @@ def surge_unit(unit: Unit, free_gpus: Iterable[int], used_ports: set[int]) -> Un
     argv = list(unit.argv)
     argv[argv.index("--port") + 1] = str(port)
     indices = ",".join(map(str, gpus))
-    env = {k: (indices if k in _VISIBLE else v) for k, v in unit.env.items()}
+    env = {k: (indices if k in DEVICE_ENV.values() else v) for k, v in unit.env.items()}
     metrics = unit.metrics.model_copy(update={"port": port}) if unit.metrics else None
-    return unit.model_copy(
-        update={"argv": argv, "env": env, "port": port, "gpu_indices": gpus, "metrics": metrics}
-    )
+    cpus = gpus if unit.cpus else []  # a CPU replica's cores are its "GPUs"
+    moved = {"argv": argv, "env": env, "port": port, "gpu_indices": gpus, "cpus": cpus}
+    return unit.model_copy(update={**moved, "metrics": metrics})

@@ -14,6 +14,7 @@ from reconciler.engines.units import Unit
 from reconciler.engines.vllm import argv as vllm
 from reconciler.engines.vllm import cpu
 from reconciler.errors import UnsupportedSetting
+from reconciler.reconcile.surge import surge_unit
 from reconciler.spec.catalog import Hardware
 from reconciler.spec.fleet import FleetFile
 from reconciler.spec.recipe import Settings
@@ -162,6 +163,17 @@ def test_a_replica_on_x86_cpu_runs_the_cpu_server_on_its_own_core(repo: Repo) ->
         # 0.90 of the catalog's 2 GiB a core: 1.8, rounded down
         assert unit.argv[-2:] == ["--kv-cache-memory-bytes", "1G"]
         assert "--gpu-memory-utilization" not in unit.argv
+
+
+def test_a_surge_replica_of_the_cpu_build_moves_its_binding_and_its_cores(repo: Repo) -> None:
+    [unit] = cpu_units(repo, {"mode": "aggregated", "gpus": 1, "replicas": 1, "parallel": {}})
+    moved = surge_unit(unit, free_gpus=[3], used_ports=set())
+    assert moved is not None
+    assert (moved.env, moved.cpus, moved.gpu_indices) == (
+        {"VLLM_CPU_OMP_THREADS_BIND": "3"},
+        [3],
+        [3],
+    )
 
 
 @pytest.mark.parametrize(
