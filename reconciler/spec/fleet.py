@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import Field, NonNegativeInt, PositiveFloat, PositiveInt, model_validator
+from pydantic import (
+    AfterValidator,
+    Field,
+    NonNegativeInt,
+    PositiveFloat,
+    PositiveInt,
+    model_validator,
+)
 
 from reconciler.spec.base import Slug, Spec, field_error
 
@@ -49,6 +56,22 @@ class FleetPrice(Spec):
     note: str | None = None
 
 
+def _weights_root(value: str) -> str:
+    if value.startswith("file:///"):
+        parts = value.removeprefix("file://").rstrip("/").split("/")[1:]
+    elif value.startswith("s3://"):
+        parts = value.removeprefix("s3://").rstrip("/").split("/")
+    else:
+        raise ValueError("a weights root is file:///absolute/folder or s3://bucket[/prefix]")
+    if not parts or any(part in ("", ".", "..") for part in parts):
+        raise ValueError(f"'{value}': a weights root names a folder plainly (no '.', '..', '//')")
+    return value.rstrip("/")
+
+
+# An absolute folder or a bucket (with an optional prefix), kept without a trailing slash.
+WeightsRoot = Annotated[str, AfterValidator(_weights_root)]
+
+
 class WeightsSettings(Spec):
     """How hosts fetch weights: at most `parallel` hosts download at once; gated Hugging Face
     repositories take a token from the bot's environment variable `token_env` (a reference:
@@ -58,6 +81,9 @@ class WeightsSettings(Spec):
     parallel: PositiveInt = 4
     token_env: str | None = Field(default=None, pattern=r"^[A-Z_][A-Z0-9_]*$")
     s3_command: list[str] | None = None
+    # Where file:// and s3:// weights may come from on this fleet (`file:///srv/models`,
+    # `s3://bucket/models`): a source outside every root is refused; none: neither kind.
+    roots: list[WeightsRoot] = Field(default_factory=list)
 
 
 class SlurmSettings(Spec):
