@@ -102,6 +102,9 @@ class GitHubForge:
     def __repr__(self) -> str:
         return f"GitHubForge({self.repository} at {self.api_url})"
 
+    def default_branch(self) -> str:
+        return self._call("read the default branch", lambda: str(self._repo.default_branch))
+
     def token(self) -> str | None:
         """The current token, for git over HTTPS (App tokens are refreshed on the way)."""
         token = getattr(self._auth, "token", None)

@@ -44,7 +44,13 @@ from reconciler.forge.models import (
     Review,
     ReviewState,
 )
-from reconciler.forge.protocol import CLOSED_KIND, DENV_BOT, BotChange, BotIdentity
+from reconciler.forge.protocol import (
+    CLOSED_KIND,
+    DEFAULT_BRANCH,
+    DENV_BOT,
+    BotChange,
+    BotIdentity,
+)
 from reconciler.forge.render import render_closed
 from reconciler.forge.views import ClosedView
 
@@ -62,8 +68,10 @@ class LocalForge:
         user: str | None = None,
         bot: BotIdentity = DENV_BOT,
         clock: Callable[[], datetime] = utc_now,
+        default_branch: str = DEFAULT_BRANCH,
     ) -> None:
         self.repo = GitRepo.open(root, ForgeError)
+        self._default_branch = default_branch
         self.root = root
         self.store = LocalStore(self.repo.git_dir)
         self.bot = bot
@@ -73,6 +81,9 @@ class LocalForge:
     def _git_user(self) -> str:
         name = self.repo.config("user.name")
         return "local" if name is None else name
+
+    def default_branch(self) -> str:
+        return self._default_branch
 
     def _tip(self, branch: str) -> str | None:
         return self.repo.branch_tip(branch)

@@ -62,6 +62,11 @@ def test_pull_request_view(github: GitHubSetup) -> None:
     assert [p.number for p in github.forge.pull_requests()] == [1]
 
 
+def test_the_default_branch_is_the_repository_setting(github: GitHubSetup) -> None:
+    github.fake.default_branch = "trunk"
+    assert github.forge.default_branch() == "trunk"
+
+
 def test_upsert_creates_then_edits_in_place(github: GitHubSetup) -> None:
     number, _ = open_pr(github)
     github.fake.comment(number, "grace", "<!-- denv:plan -->\nnot the bot's: never edited")
