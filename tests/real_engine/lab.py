@@ -41,6 +41,7 @@ fleet:
   hosts:
     - {{ name: localhost, gpus: {cores} }}
   trial_gpus: {trial}
+  weights: {{ roots: ["file://{model}"] }}
 """
 # The catalog's entry for the tiny model (scripts/tiny_llama.py writes its config).
 MODEL = """\
@@ -114,7 +115,7 @@ class CpuLab:
         return self.repo.commit(f"tiny: max_batch {batch}")
 
     def fleet(self, trial: int) -> str:
-        self.repo.write("fleets/cpu.yaml", FLEET.format(cores=CORES, trial=trial))
+        self.repo.write("fleets/cpu.yaml", FLEET.format(cores=CORES, trial=trial, model=self.model))
         return self.repo.commit(f"cpu fleet: {trial} trial cores")
 
     def reconcile(self) -> subprocess.CompletedProcess[str]:

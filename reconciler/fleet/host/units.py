@@ -21,7 +21,7 @@ from common import (
     UNITS,
     AgentError,
     alive,
-    clean_environment,
+    child_environment,
     detach,
     file_lock,
     read_json,
@@ -105,7 +105,7 @@ def _launch(unit):
         "start_time": None,
         "exit_code": None,
     }
-    env = clean_environment(unit.get("env", {}))
+    env = child_environment("engine", unit.get("env", {}))
     spec_file = path + ".launch"
     write_atomic(spec_file, {"record": record, "env": env, "cwd": unit.get("cwd") or HOME})
     # The supervisor detaches in its own session, so the unit outlives this SSH session.
