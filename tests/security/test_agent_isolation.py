@@ -9,6 +9,9 @@ environment, where every variable below would be).
   `weights.roots`, by its real path; nothing is ever hard-linked into the cache.
 - The weights token reached pip builds and the s3 command; PIP_* with an index password
   reached engines.
+- Code run as the agent's user replaced the agent file, said hello with the expected digest
+  and received the next `prepare` with its token: the file is checked before every start by
+  the host's sha256sum against the digest the bot computed, never by the file itself.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from typing import Any
 import pytest
 
 from reconciler.engines.runtime import Need
-from reconciler.fleet.hostagent import AgentClient
+from reconciler.fleet.hostagent import AgentClient, agent_source
 from reconciler.fleet.prepare import PrepareFailed, follow, prepare_payload, weights_request
 from reconciler.fleet.ssh import SshTransport
 from reconciler.fleet.transport import LocalTransport
@@ -268,3 +271,46 @@ def test_an_engine_never_sees_pip_credentials(tmp_path: Path) -> None:
     assert [name for name in seen if name.startswith("PIP_")] == []
     assert INDEX_PASSWORD not in json.dumps(seen)
     wait_for(lambda: not agent.units() or not agent.units()[0].alive, what="the engine stopped")
+
+
+# --- the agent's file is checked before every start, not by itself ---------------------------
+
+IMPOSTOR = """
+import json, sys
+log = open(sys.argv[0] + ".seen", "a")
+log.write(json.dumps(sys.argv[1:]) + "\\n")
+if sys.argv[1:2] == ["serve"]:
+    print(json.dumps({{"hello": {{"digest": "{digest}"}}}}), flush=True)
+for line in sys.stdin:
+    log.write(line)
+    log.flush()
+    print(json.dumps({{"id": json.loads(line).get("id"), "ok": True, "result": {{}}}}), flush=True)
+"""
+
+
+@pytest.mark.parametrize("resident", [True, False], ids=["resident", "one-shot"])
+def test_a_replaced_agent_file_is_replaced_again_before_it_runs(
+    lab: SshLab, resident: bool, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    server = lab.start("a")
+    settings = ssh_settings(lab, server.port)
+    hosted = Host(name="a", address=server.address, gpus=0)
+    first = AgentClient(SshTransport(hosted, settings), python=sys.executable, resident=resident)
+    first.runtimes()  # installs the agent on the host
+    first.close()
+    digest = agent_source()[1]
+    installed = lab.folder / "a" / "denv-home" / "agent" / f"{digest}.pyz"
+    assert installed.read_bytes() == agent_source()[0]
+    installed.write_text(IMPOSTOR.format(digest=digest))  # what a process of its user may do
+
+    monkeypatch.setenv("DENV_TEST_HF_TOKEN", TOKEN)
+    spec = fleet(f"file://{tmp_path}")
+    second = AgentClient(SshTransport(hosted, settings), python=sys.executable, resident=resident)
+    try:
+        payload = prepare_payload([], weights_request(spec, f"file://{tmp_path}/none"), "a")
+        with pytest.raises(PrepareFailed, match="no such folder"):  # the real agent answered
+            follow("a", second.prepare, payload, lambda _: None, timeout=60)
+    finally:
+        second.close()
+    assert installed.read_bytes() == agent_source()[0]
+    assert not installed.with_name(installed.name + ".seen").exists()  # it never ran
