@@ -41,6 +41,9 @@ fleet:
   hosts:
     - {{ name: localhost, gpus: {cores} }}
   trial_gpus: {trial}
+  # The lab's home lies in pytest's private folder, where no other user may enter: its trials
+  # run as the agent's user (tests/security starts engines as a trial user).
+  trial_user: null
   weights: {{ roots: ["file://{model}"] }}
 """
 # The catalog's entry for the tiny model (scripts/tiny_llama.py writes its config).

@@ -18,9 +18,12 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import socket
+import subprocess
 import sys
+import tempfile
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -29,11 +32,12 @@ from typing import Any
 import pytest
 
 from reconciler.engines.runtime import Need
-from reconciler.fleet.hostagent import AgentClient, agent_source
+from reconciler.fleet.hostagent import AgentClient, AgentFailed, agent_source
 from reconciler.fleet.prepare import PrepareFailed, follow, prepare_payload, weights_request
 from reconciler.fleet.ssh import SshTransport
 from reconciler.fleet.transport import LocalTransport
 from reconciler.spec.fleet import Fleet, Host
+from tests.conftest import require_installed
 from tests.fleet.conftest import ssh_settings, wait_for
 from tests.fleet.sshd import SshLab
 
@@ -314,3 +318,98 @@ def test_a_replaced_agent_file_is_replaced_again_before_it_runs(
         second.close()
     assert installed.read_bytes() == agent_source()[0]
     assert not installed.with_name(installed.name + ".seen").exists()  # it never ran
+
+
+# --- a trial's engine runs as the trial user, never as the agent's ----------------------------
+
+TRIAL_USER = "denv-trial-test"
+# What code a pull request proposes would try, as the engine it starts: write the agent's
+# file, its records, the weights cache, an engine environment.
+ATTACK = """
+import json, os, sys
+home = sys.argv[1]
+tried = {}
+for path in sys.argv[2:]:
+    try:
+        with open(path, "a") as target:
+            target.write("owned")
+        tried[path] = "written"
+    except OSError as exc:
+        tried[path] = type(exc).__name__
+print(json.dumps({"uid": os.getuid(), "cwd": os.getcwd(), "home": os.environ["HOME"],
+                  "tried": tried}), flush=True)
+"""
+
+
+@pytest.fixture
+def trial_user() -> int:
+    """The trial user, created once (CI runs as root; nothing may skip there)."""
+    if os.geteuid() != 0:
+        require_installed(False, "root, to create a trial user and switch to it", "test")
+    done = subprocess.run(["id", "-u", TRIAL_USER], capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        subprocess.run(
+            ["useradd", "--system", "--user-group", "--no-create-home", "--shell",
+             "/usr/sbin/nologin", TRIAL_USER],
+            check=True,
+        )  # fmt: skip
+        done = subprocess.run(["id", "-u", TRIAL_USER], capture_output=True, text=True, check=True)
+    return int(done.stdout)
+
+
+@pytest.fixture
+def trial_home() -> Iterator[Path]:
+    """An agent's home as an operator keeps it: 0755, on a path every user may enter (the
+    trial user reads the engines' environments and the weights from it)."""
+    folder = Path(tempfile.mkdtemp(prefix="denv-trial-", dir="/var/tmp"))
+    folder.chmod(0o755)
+    try:
+        yield folder / "home"
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def attack_unit(home: Path, targets: list[Path]) -> dict[str, Any]:
+    python = shutil.which("python3", path="/usr/bin:/usr/local/bin:/bin") or sys.executable
+    argv = [python, "-c", ATTACK, str(home), *map(str, targets)]
+    return {"id": "trial-engine", "digest": "d1", "gpus": [], "argv": argv, "user": TRIAL_USER}
+
+
+def test_a_trials_engine_runs_as_the_trial_user_and_cannot_touch_the_agent(
+    trial_user: int, trial_home: Path
+) -> None:
+    agent = AgentClient(LocalTransport(env={**os.environ, "DENV_HOME": str(trial_home)}))
+    agent.runtimes()  # the agent installed, its home made
+    cached = trial_home / "weights" / "0123456789abcdef"
+    cached.mkdir(parents=True)
+    (cached / "model.safetensors").write_bytes(b"w" * 64)
+    agent_file = trial_home / "agent" / f"{agent_source()[1]}.pyz"
+    targets = [agent_file, cached / "model.safetensors", trial_home / "units" / "x.json"]
+    launched = agent.launch(attack_unit(trial_home, targets))
+    log = Path(launched.log or "")
+    wait_for(lambda: not agent.units()[0].alive, what="the trial's engine to exit")
+    seen = json.loads(log.read_text().strip().splitlines()[-1])
+    assert seen["uid"] == trial_user
+    assert seen["cwd"] == seen["home"] == str(trial_home / "trials" / "trial-engine")
+    assert seen["tried"] == {str(path): "PermissionError" for path in targets}
+    assert agent_file.read_bytes() == agent_source()[0]
+    assert (cached / "model.safetensors").read_bytes() == b"w" * 64
+
+
+def test_no_trial_starts_while_the_trial_user_can_write_the_cache(
+    trial_user: int, trial_home: Path
+) -> None:
+    agent = AgentClient(LocalTransport(env={**os.environ, "DENV_HOME": str(trial_home)}))
+    agent.runtimes()
+    cached = trial_home / "weights" / "0123456789abcdef"
+    cached.mkdir(parents=True)
+    (cached / "model.safetensors").write_bytes(b"w" * 64)
+    (cached / "model.safetensors").chmod(0o666)  # an operator's mistake
+    with pytest.raises(AgentFailed, match=f"the trial user {TRIAL_USER} can write {cached}"):
+        agent.launch(attack_unit(trial_home, []))
+    assert agent.units() == []
+    (cached / "model.safetensors").chmod(0o644)
+    os.chown(trial_home / "agent", trial_user, -1)  # the agent's folder, given away
+    with pytest.raises(AgentFailed, match=f"can write {trial_home / 'agent'}"):
+        agent.launch(attack_unit(trial_home, []))
+    assert agent.units() == []

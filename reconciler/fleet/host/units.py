@@ -14,6 +14,7 @@ import subprocess
 import time
 
 import runtimes
+import users
 from common import (
     HOME,
     LOG_CAP,
@@ -77,6 +78,9 @@ def _launch(unit):
             "unit {} is given cores {} that this host does not let its processes run on "
             "(its cores: {})".format(unit["id"], sorted(set(cpus) - allowed), sorted(allowed))
         )
+    switch, cwd, own = None, unit.get("cwd") or HOME, {}
+    if unit.get("user"):  # a trial's unit: as its unprivileged user, never as ours
+        switch, cwd, own = users.prepare(unit["id"], unit["user"])
     if previous is not None:  # e.g. a container the killed client left behind
         run_cleanup(previous)
     if os.path.exists(path + ".stop"):
@@ -96,6 +100,7 @@ def _launch(unit):
         "cpus": cpus,
         "labels": unit.get("labels", {}),
         "env": unit.get("env", {}),  # the unit's own env: what a rollback relaunches with
+        "user": unit.get("user"),
         "cleanup": unit.get("cleanup"),
         "log": log,
         "restart": bool(unit.get("restart")),
@@ -105,9 +110,9 @@ def _launch(unit):
         "start_time": None,
         "exit_code": None,
     }
-    env = child_environment("engine", unit.get("env", {}))
+    env = child_environment("engine", dict(unit.get("env", {}), **own))
     spec_file = path + ".launch"
-    write_atomic(spec_file, {"record": record, "env": env, "cwd": unit.get("cwd") or HOME})
+    write_atomic(spec_file, {"record": record, "env": env, "cwd": cwd, "switch": switch})
     # The supervisor detaches in its own session, so the unit outlives this SSH session.
     supervisor = detach("supervise", unit["id"])
     deadline = time.time() + 10
@@ -166,6 +171,7 @@ def supervise(unit_id):
             stderr=subprocess.STDOUT,
             env=launch_spec["env"],
             cwd=launch_spec["cwd"],
+            preexec_fn=users.switcher(launch_spec.get("switch")),
         )
         children[:] = [child]
         began = time.time()
