@@ -36,9 +36,10 @@ PASSED_NAMES = frozenset(
 # prepare job and its venv builds, never an engine, a weights fetch or an s3 command.
 CHILD_PREFIXES = {
     "engine": ("LC_", "NCCL_"),  # a unit: an engine, a router, a simulator
-    "job": ("LC_", "PIP_"),  # the prepare job (builds venvs, pulls images, fetches weights)
+    # the prepare job (builds venvs, pulls images, fetches weights): what its children take
+    "job": ("LC_", "PIP_", "HF_ENDPOINT"),
     "venv": ("LC_", "PIP_"),  # python -m venv, pip install
-    "image": ("LC_", "DOCKER_", "CONTAINERS_"),  # docker or podman pull and inspect
+    "image": ("LC_",),  # docker or podman pull and inspect, as a container unit's `run`
     "weights": ("LC_", "HF_ENDPOINT"),  # the hf-fetch child: the token comes as `extra`
     "s3": ("LC_",),  # the fleet's s3_command
     # sbatch, squeue, scancel, sinfo; a submitted job starts from this and its units from it
