@@ -394,6 +394,8 @@ def test_a_trials_engine_runs_as_the_trial_user_and_cannot_touch_the_agent(
     assert seen["tried"] == {str(path): "PermissionError" for path in targets}
     assert agent_file.read_bytes() == agent_source()[0]
     assert (cached / "model.safetensors").read_bytes() == b"w" * 64
+    agent.stop("trial-engine", grace=1)
+    assert not (trial_home / "trials" / "trial-engine").exists()
 
 
 def test_no_trial_starts_while_the_trial_user_can_write_the_cache(

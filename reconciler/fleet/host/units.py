@@ -9,6 +9,7 @@ Other units are restarted by the reconciler, which also backs off (reconcile/app
 
 import contextlib
 import os
+import shutil
 import signal
 import subprocess
 import time
@@ -286,6 +287,8 @@ def _stop(unit_id, grace):
     while supervisor and time.time() < deadline and start_time(supervisor) is not None:
         time.sleep(0.01)  # it writes the exit code last; let it finish before the record goes
     run_cleanup(record)
+    if record.get("user"):  # a trial's own folder goes with it
+        shutil.rmtree(os.path.join(users.TRIALS, unit_id), ignore_errors=True)
     for done in (path, path + ".stop"):
         if os.path.exists(done):
             os.unlink(done)
