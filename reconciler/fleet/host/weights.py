@@ -331,6 +331,7 @@ def copy_file(origin, target, progress, done, total):
             count += len(chunk)
             progress(count, total)
     shutil.copystat(origin, temporary)
+    os.chmod(temporary, 0o644)  # read by engines of any user (a trial's), written by none
     os.rename(temporary, target)
 
 
