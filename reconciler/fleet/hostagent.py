@@ -176,8 +176,9 @@ class AgentClient:
         """The shell line that runs the cached agent, or does `missing` when it is not there
         or its content is not the one this denv ships (checked by `sha256sum`, before the
         agent's code runs: a replaced file cannot vouch for itself)."""
-        full = hashlib.sha256(source).hexdigest()
-        check = f'printf "%s  %s\\n" {full} "$a" | sha256sum -c --status 2>/dev/null'
+        line = f'printf "%s  %s\\n" {hashlib.sha256(source).hexdigest()} "$a"'
+        # coreutils' sha256sum, or where there is none (BSD, macOS) Perl's shasum
+        check = f"{{ {line} | sha256sum -c --status || {line} | shasum -a 256 -c -s; }} 2>/dev/null"
         return f'a={_HOME}/{digest}.pyz; {check} || {{ {missing}; }}; exec "$0" "$a" "$@"'
 
     def _once(self, verb: str, args: list[str], payload: Any, timeout: float) -> dict[str, Any]:
