@@ -358,14 +358,23 @@ def trial_user() -> int:
 
 
 @pytest.fixture
-def trial_home() -> Iterator[Path]:
-    """An agent's home as an operator keeps it: 0755, on a path every user may enter (the
-    trial user reads the engines' environments and the weights from it)."""
+def trial_host() -> Iterator[tuple[AgentClient, Path]]:
+    """The real agent on a real SSH host whose home is kept as an operator keeps it: 0755, on
+    a path every user may enter (the trial user reads environments and weights from it)."""
     folder = Path(tempfile.mkdtemp(prefix="denv-trial-", dir="/var/tmp"))
     folder.chmod(0o755)
+    lab = SshLab(folder / "ssh", own_home=True)
     try:
-        yield folder / "home"
+        server = lab.start("a")
+        settings = ssh_settings(lab, server.port)
+        transport = SshTransport(Host(name="a", address=server.address, gpus=0), settings)
+        agent = AgentClient(transport, python=sys.executable)
+        yield agent, lab.folder / "a" / "denv-home"
+        for unit in agent.units():
+            agent.stop(unit.id, grace=1)
+        agent.close()
     finally:
+        lab.stop()
         shutil.rmtree(folder, ignore_errors=True)
 
 
@@ -376,9 +385,9 @@ def attack_unit(home: Path, targets: list[Path]) -> dict[str, Any]:
 
 
 def test_a_trials_engine_runs_as_the_trial_user_and_cannot_touch_the_agent(
-    trial_user: int, trial_home: Path
+    trial_user: int, trial_host: tuple[AgentClient, Path]
 ) -> None:
-    agent = AgentClient(LocalTransport(env={**os.environ, "DENV_HOME": str(trial_home)}))
+    agent, trial_home = trial_host
     agent.runtimes()  # the agent installed, its home made
     cached = trial_home / "weights" / "0123456789abcdef"
     cached.mkdir(parents=True)
@@ -399,9 +408,9 @@ def test_a_trials_engine_runs_as_the_trial_user_and_cannot_touch_the_agent(
 
 
 def test_no_trial_starts_while_the_trial_user_can_write_the_cache(
-    trial_user: int, trial_home: Path
+    trial_user: int, trial_host: tuple[AgentClient, Path]
 ) -> None:
-    agent = AgentClient(LocalTransport(env={**os.environ, "DENV_HOME": str(trial_home)}))
+    agent, trial_home = trial_host
     agent.runtimes()
     cached = trial_home / "weights" / "0123456789abcdef"
     cached.mkdir(parents=True)
