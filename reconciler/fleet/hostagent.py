@@ -9,7 +9,12 @@ that is not this denv's (an older agent, a damaged file) is replaced and started
 session of an agent this process no longer ships. A session that dies (the agent killed, the
 channel cut) is reopened by the next call, and a call it cut off is sent once more on the new
 one: every verb is idempotent (a launch by unit name). A call that gets no answer by its
-deadline closes the connection and is reported; it is not repeated."""
+deadline closes the connection and is reported; it is not repeated.
+
+The agent's own word on its digest is never what is trusted: before every start, the shell
+line that starts it checks the file against the full sha256 this denv computed, with the
+host's `sha256sum`, not the agent's code; a file that differs is treated as missing and
+installed again (docs/hosts.md)."""
 
 from __future__ import annotations
 
@@ -167,13 +172,25 @@ class AgentClient:
             raise AgentFailed(f"{self.transport.host}: {answer.get('error')}")
         return answer.get("result")
 
-    def _wrapper(self, digest: str, missing: str) -> str:
-        """The shell line that runs the cached agent, or does `missing` when it is not there."""
-        return f'a={_HOME}/{digest}.pyz; [ -f "$a" ] || {{ {missing}; }}; exec "$0" "$a" "$@"'
+    def _wrapper(self, source: bytes, digest: str, missing: str) -> str:
+        """The shell line that runs the cached agent, or does `missing` when it is not there
+        or its content is not the one this denv ships (checked by `sha256sum`, before the
+        agent's code runs: a replaced file cannot vouch for itself)."""
+        line = f'printf "%s  %s\\n" {hashlib.sha256(source).hexdigest()} "$a"'
+        # coreutils' sha256sum, or where there is none (BSD, macOS) Perl's shasum
+        check = f"{{ {line} | sha256sum -c --status || {line} | shasum -a 256 -c -s; }} 2>/dev/null"
+        return f'a={_HOME}/{digest}.pyz; {check} || {{ {missing}; }}; exec "$0" "$a" "$@"'
 
     def _once(self, verb: str, args: list[str], payload: Any, timeout: float) -> dict[str, Any]:
         source, digest = agent_source()
-        argv = ["sh", "-c", self._wrapper(digest, f"exit {_MISSING}"), self.python, verb, *args]
+        argv = [
+            "sh",
+            "-c",
+            self._wrapper(source, digest, f"exit {_MISSING}"),
+            self.python,
+            verb,
+            *args,
+        ]
         stdin = json.dumps(payload).encode() if payload is not None else None
         done = self.transport.run(argv, stdin=stdin, timeout=timeout)
         if done.exit_code == _MISSING:
@@ -224,7 +241,7 @@ class AgentClient:
             if session is not None:
                 self._drop(session)  # dead, or of an agent this denv no longer ships
             for attempt in range(2):
-                serve = self._wrapper(digest, "echo '{\"missing\": true}'; exit 0")
+                serve = self._wrapper(source, digest, "echo '{\"missing\": true}'; exit 0")
                 stream = self.transport.open_stream(["sh", "-c", serve, self.python, "serve"])
                 session = AgentSession(stream, self.transport.host, digest)
                 try:

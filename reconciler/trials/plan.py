@@ -176,7 +176,7 @@ def plan_trial(
         engine=engine_name(deployment, fleet),
         deployment=deployment,
         units=tuple(
-            _trial_unit(deployment, unit, runtimes[unit.host], fleet.simulated, purpose, owner)
+            _trial_unit(deployment, unit, runtimes[unit.host], fleet, purpose, owner)
             for unit in units
         ),
     )
@@ -186,16 +186,21 @@ def _trial_unit(
     deployment: Deployment,
     unit: Unit,
     runtime: HostRuntime,
-    simulated: bool,
+    fleet: Fleet,
     purpose: str,
     owner: str | None,
 ) -> TrialUnit:
     trial = deployment.stage
     engine = deployment.recipe.engine
-    weights = None if simulated or unit.role == "router" else deployment.weights
+    weights = None if fleet.simulated or unit.role == "router" else deployment.weights
     unit_id = trial_prefix(trial) + unit.name
     runs = runnable(unit, unit_id, engine.version, engine.image, runtime, weights)
     container = runs.need is not None and runs.need.kind == "container"
+    # An engine that is a process of the host (the venv runtime) runs as the fleet's trial
+    # user; a container has its own filesystem (the weights mounted read-only), the simulator
+    # and the router are denv's own code, and a Slurm job runs as the user who submits it.
+    process = runs.need is not None and runs.need.kind == "venv" and unit.role != "router"
+    user = fleet.trial_user if process and fleet.transport != "slurm" else None
     return TrialUnit(
         id=unit_id,
         host=unit.host,
@@ -205,6 +210,7 @@ def _trial_unit(
         weights=weights,
         cleanup=runs.cleanup,
         image=runs.need.name if container and runs.need is not None else None,
+        user=user,
     )
 
 

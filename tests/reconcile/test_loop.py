@@ -224,7 +224,9 @@ def test_sigterm_during_prepare_ends_the_bot_within_seconds_and_the_next_pass_re
     (weights / "config.json").write_text("{}")
     repo.replace(FLEET, "simulated: true", "simulated: false\n  runtime: venv")
     repo.replace(FLEET, "gpus: 16 }", "gpus: 2 }")
-    repo.replace(FLEET, "trial_gpus: 8", "trial_gpus: 0")
+    repo.replace(
+        FLEET, "trial_gpus: 8", f"trial_gpus: 0\n  weights: {{ roots: ['file://{weights}'] }}"
+    )
     repo.replace(RELEASE, "replicas: 2", "replicas: 1")
     hf = "hf://meta-llama/Llama-3.1-8B-Instruct@0e9e39f249a16976918f6564b8830bc894c89659"
     repo.replace(RELEASE, hf, f"file://{weights}")
