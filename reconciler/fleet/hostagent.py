@@ -107,7 +107,7 @@ class AgentClient:
         if found is None:
             found = self._once(verb, list(args), payload, timeout)
         if not found.ok:
-            raise AgentFailed(f"{self.transport.host}: {found.error}")
+            raise AgentFailed(f"{self.transport.host}: {(found.error or 'no reason')[:2000]}")
         try:
             return answer.model_validate(found.result)
         except ValidationError as exc:
