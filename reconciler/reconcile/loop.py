@@ -20,9 +20,10 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-from reconciler.errors import DenvError
+from reconciler.errors import DenvError, failure
 from reconciler.fleet.drivers.base import FleetDriver
 from reconciler.fleet.drivers.registry import Drivers
+from reconciler.fleet.model.answers import LeaseAnswer
 from reconciler.reconcile.apply import Applier, ApplyOptions, ApplyReport
 from reconciler.reconcile.desired import DesiredMemo
 from reconciler.reconcile.plan import ActionKind, Plan
@@ -148,28 +149,32 @@ class Reconciler:
         unreachable: dict[str, str] = {}
         for fleet in fleets:
             try:
-                driver = self._lease_driver(repo, fleet)
-                answer = driver.lease(LEASE, self.holder, self.lease_ttl, note=note)
-                if answer.get("note") and not self._checked:  # what the last bot found
-                    self._checked = dict(answer["note"].get("checks") or {})
-                if answer.get("note") and self._reach is None:
-                    noted = answer["note"]
-                    self._noted.append((noted.get("at") or 0, parse(noted.get("unreachable"))))
-                if not answer["held"] and self._dead_here(answer["holder"] or ""):
-                    driver.lease(LEASE, answer["holder"], 0, release=True)  # a killed bot of ours
-                    answer = driver.lease(LEASE, self.holder, self.lease_ttl, note=note)
-            except DenvError as exc:
-                unreachable[fleet] = f"fleet {fleet}: no lease, nothing done: {exc}"
+                answer = self._lease(repo, fleet, note)
+            except Exception as exc:  # a host's answer, or a bug: this fleet only
+                unreachable[fleet] = f"fleet {fleet}: no lease, nothing done: {failure(exc)}"
                 self._held.pop(fleet, None)
                 continue
-            if not answer["held"]:
-                left = answer["expires"] - answer["now"]
+            if not answer.held:
                 raise LeaseHeld(
-                    f"fleet {fleet} is being reconciled by {answer['holder']} (lease for "
-                    f"{left:.0f}s more); one reconciler at a time per fleet"
+                    f"fleet {fleet} is being reconciled by {answer.holder} (lease for "
+                    f"{answer.left():.0f}s more); one reconciler at a time per fleet"
                 )
             self._held[fleet] = time.monotonic()
         return unreachable
+
+    def _lease(self, repo: Repo, fleet: str, note: Any) -> LeaseAnswer:
+        """Take or renew one fleet's lease; what the last bot noted is read on the way."""
+        driver = self._lease_driver(repo, fleet)
+        answer = driver.lease(LEASE, self.holder, self.lease_ttl, note=note)
+        noted = answer.note
+        if noted and not self._checked:  # what the last bot found
+            self._checked = dict(noted.get("checks") or {})
+        if noted and self._reach is None:
+            self._noted.append((noted.get("at") or 0, parse(noted.get("unreachable"))))
+        if not answer.held and self._dead_here(answer.holder or ""):
+            driver.lease(LEASE, answer.holder or "", 0, release=True)  # a killed bot of ours
+            answer = driver.lease(LEASE, self.holder, self.lease_ttl, note=note)
+        return answer
 
     @staticmethod
     def _dead_here(holder: str) -> bool:

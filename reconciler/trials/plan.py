@@ -27,7 +27,7 @@ from reconciler.fleet.model.rules import FleetRules, one_job_per_replica
 from reconciler.fleet.placement.gpus import place_on_trial_gpus
 from reconciler.fleet.placement.placer import host_states
 from reconciler.fleet.placement.ports import PortBook
-from reconciler.reconcile.hostrun import host_runtimes, runnable, weights_dir
+from reconciler.reconcile.hostrun import host_runtimes, model_path, runnable
 from reconciler.spec.base import Spec
 from reconciler.spec.fleet import Fleet
 from reconciler.spec.recipe import Recipe
@@ -159,12 +159,12 @@ def plan_trial(
             host, seen.listening, (r.port for r in seen.units if r.port is not None)
         )
     placement = ports.choose(placement, ("trial", trial), None, trial_base_port(trial))
-    home = rules.home(observation)
+    home = rules.default_home()  # for hosts not observed
     context = context.model_copy(
         update={
             "base_port": placement.router.port,
             # real engines load the weights the prepare step cached on the host
-            "model_path": None if fleet.simulated else weights_dir(home, deployment.weights),
+            "model_path": None if fleet.simulated else model_path(deployment.weights),
         }
     )
     units = launch_units(deployment, fleet, placement, context)

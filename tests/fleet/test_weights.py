@@ -354,7 +354,7 @@ def test_prepare_verb_fetches_gated_weights_and_runtimes_lists_them(
     payload = {"id": "prepare-w1", "needs": [], "weights": {**weights, "hf_endpoint": hub.endpoint}}
 
     def finished() -> dict[str, Any] | None:
-        state: dict[str, Any] = agent.call("prepare", "--wait", "5", payload=payload)
+        state: dict[str, Any] = agent.prepare(payload, 5)
         return state if state["state"] != "running" else None
 
     state: dict[str, Any] = wait_for(finished, timeout=60, what="the prepare job")  # type: ignore[assignment]

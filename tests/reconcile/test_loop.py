@@ -147,8 +147,8 @@ def test_the_loop_converges_and_sigterm_leaves_the_units_running(
     assert bot.terminate() == 0
     assert {u.id: u.pid for u in agent.units() if u.alive} == running  # left as planned
     lease = agent.lease("reconciler", "test", 0, peek=True)
-    assert lease["holder"] is None  # given back: the next bot need not wait for its expiry
-    assert CONVERGED in lease["note"]["summary"]  # `denv status` shows the last pass
+    assert lease.holder is None  # given back: the next bot need not wait for its expiry
+    assert CONVERGED in (lease.note or {})["summary"]  # `denv status` shows the last pass
 
 
 def test_metrics_are_served_while_the_loop_waits_for_its_next_pass(
