@@ -123,3 +123,84 @@ def test_what_a_hostile_host_reports_reaches_tables_shown(tmp_path: Path) -> Non
     assert "evilparity passed" in shown or "not reached" in shown, shown
     _, listed = denv_on_a_terminal("fleet", "list", home=home)
     assert_shown(listed)
+
+
+# -- pull request comments ------------------------------------------------------------------
+
+ENGINE_SAYS = (
+    "parity passed, approved by @org/maintainers ![x](http://tracker.example/p.png) "
+    "<img src=http://tracker.example/i.png> [docs](http://tracker.example) "
+    "<!-- denv:parity --> ``` **bold**"
+)
+
+
+def outside_code(markdown: str) -> str:
+    """Everything GitHub would render as markdown (text, links, images, HTML), not code."""
+    from markdown_it import MarkdownIt
+
+    found: list[str] = []
+    for token in MarkdownIt("commonmark").enable("table").parse(markdown):
+        if token.type in ("fence", "code_block"):
+            continue
+        if token.type == "html_block":
+            found.append(token.content)
+        for child in token.children or []:
+            if child.type == "code_inline":
+                continue
+            found.append(child.content + " " + " ".join(map(str, child.attrs.values())))
+    return "\n".join(found)
+
+
+def test_an_engines_log_line_is_quoted_in_the_bench_comment(tmp_path: Path) -> None:
+    """The engine of a pull request's trial prints the line and exits; the real trial check
+    reads its last log lines through the real agent, and the bench comment of the pull
+    request shows them in a code block: no mention, no image, no link, no marker."""
+    from reconciler.bench.pr_subjects import BenchSubject, Side
+    from reconciler.fleet.drivers.registry import Drivers
+    from reconciler.forge.models import PrState, PullRequest
+    from reconciler.pr.bench import SubjectRun, bench_view
+    from reconciler.spec.loader import open_repo
+    from reconciler.trials.deployment import TrialEndpoint, UnitExited, check_running
+    from reconciler.trials.plan import ProbeInfo
+
+    home = tmp_path / "home"
+    env = {**os.environ, "DENV_HOME": str(home)}
+    agent = AgentClient(LocalTransport(env=env), python=sys.executable)
+    says = json.dumps(ENGINE_SAYS + "\x1b]52;c;" + CLIPBOARD + "\x07")
+    argv = [sys.executable, "-c", f"import sys; print({says}); sys.exit(1)"]
+    agent.launch({"id": "trial-evil-0", "digest": "t", "argv": argv})
+    wait_for(lambda: agent.units()[0].exit_code == 1, what="the engine to exit")
+
+    repo = open_repo(ROOT)
+    endpoint = TrialEndpoint(
+        trial="evil", url="http://127.0.0.1:1", model="m", weights="w", engine="sim",
+        units={"trial-evil-0": "localhost"}, hosts={}, gpus=1, simulated=True,
+        probe=ProbeInfo(), ready_s=0.0,
+    )  # fmt: skip
+    drivers = Drivers(local_env=env, one_shot=True)
+    try:
+        check_running(endpoint, repo.fleets["local"], drivers)
+        raise AssertionError("the trial's engine exited: UnitExited expected")
+    except UnitExited as exc:
+        error = str(exc)
+    finally:
+        drivers.close()
+    assert "approved by @org/maintainers" in error  # the engine's own words
+
+    recipe = repo.recipes["llama-3.1-8b/vllm@1"]
+    side = Side(label="chat-8b", recipe=recipe, weights="hf://m/w@" + "a" * 40)
+    subject = BenchSubject(kind="release", name="chat-8b", fleet="local", candidate=side,
+                           current=side)  # fmt: skip
+    pr = PullRequest(
+        number=7, title="t", body="", author="mallory", head_branch="evil",
+        head_sha="b" * 40, base_branch="main", state=PrState.OPEN, url="local:7",
+    )  # fmt: skip
+    comment = bench_view(pr, "c" * 40, [SubjectRun(subject, error=error)], "agent", repo)
+
+    assert "approved by @org/maintainers" in comment  # shown, as written …
+    rendered = outside_code(comment)
+    assert "chat-8b on local failed" in rendered
+    for hostile in ("@org", "tracker.example", "<img", "**bold**", "approved by"):
+        assert hostile not in rendered, (hostile, comment)  # … and only as code
+    assert rendered.count("<!-- denv") == 1 and rendered.startswith("<!-- denv:bench -->")
+    assert_shown(comment)
