@@ -10,11 +10,11 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.markdown import Markdown
 from rich.table import Table
+from rich.text import Text
 
-from reconciler.cli import pr_runs
+from reconciler.cli import pr_runs, terminal
 from reconciler.cli.common import JsonOption, RepoOption, console, print_json
 from reconciler.cli.plan import cache_dir
 from reconciler.errors import ForgeError
@@ -100,10 +100,10 @@ def show(number: NumberArg, repo: RepoOption = Path("."), as_json: JsonOption = 
             }
         )
         return
-    console.print(f"[bold]#{pr.number} {pr.title}[/bold]  ({pr.state})")
+    console.print(Text.assemble((f"#{pr.number} {pr.title}", "bold"), f"  ({pr.state})"))
     console.print(f"{pr.author} wants {pr.head_branch} → {pr.base_branch} at {pr.head_sha[:12]}")
     if pr.body:
-        console.print(Markdown(pr.body))
+        console.print(Markdown(pr.body, hyperlinks=False))
     console.print(f"checks: {_checks_line(forge, pr)}")
     counted = ", ".join(approvals.counted) or "none"
     console.print(f"approvals: {approvals.count} of {required} ({counted})")
@@ -113,7 +113,7 @@ def show(number: NumberArg, repo: RepoOption = Path("."), as_json: JsonOption = 
         kind = read_marker(comment.body)
         label = f" [{kind[0]}]" if kind else ""
         console.rule(f"{comment.author}{label} · {comment.at:%Y-%m-%d %H:%M}")
-        console.print(Markdown(comment.body))
+        console.print(Markdown(comment.body, hyperlinks=False))
 
 
 @app.command("approve")
@@ -222,7 +222,7 @@ def plan_pr(
     forge = open_forge(root, os.environ)
     drivers = Drivers(warn=lambda m: print(f"warning: {m}", file=sys.stderr))
     try:
-        with Console(stderr=True).status(f"planning #{number}") as shown:
+        with terminal.console(stderr=True).status(f"planning #{number}") as shown:
             result = plan_pull_request(
                 forge, root, number, drivers, shown.update, cache=cache_dir()
             )

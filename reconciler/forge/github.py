@@ -38,9 +38,10 @@ from reconciler.forge.models import (
     ReviewState,
 )
 from reconciler.forge.protocol import CLOSED_KIND, DENV_BOT, BotChange, BotIdentity
-from reconciler.forge.render import render_closed
+from reconciler.forge.render import quoted, render_closed, unquoted
 from reconciler.forge.retry import RetryPolicy, wait_before_retry
 from reconciler.forge.views import ClosedView
+from reconciler.shown import shown
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -296,9 +297,12 @@ class GitHubForge:
     # -- checks ----------------------------------------------------------------------------
 
     def set_check(self, head_sha: str, check: CheckRun) -> None:
+        # GitHub renders a check's summary as markdown: denv's summaries are plain lines
+        # that quote hosts and engines (a failed run's last log lines), so it is one quoted
+        # block; the title is plain text, without control characters
         output: dict[str, str | list[dict[str, str | int]]] = {
-            "title": check.title,
-            "summary": check.summary,
+            "title": shown(check.title),
+            "summary": quoted(check.summary),
         }
 
         def put() -> None:
@@ -325,7 +329,7 @@ class GitHubForge:
                 latest[run.name] = CheckRun(
                     name=run.name,
                     title=run.output.title or "",
-                    summary=run.output.summary or "",
+                    summary=unquoted(run.output.summary or ""),
                     conclusion=_conclusion(run.conclusion),
                 )
             return sorted(latest.values(), key=lambda c: c.name)

@@ -31,7 +31,7 @@ from reconciler.forge.models import CheckRun, Conclusion, PullRequest
 from reconciler.forge.prdiff import fork_point
 from reconciler.forge.protocol import Forge
 from reconciler.forge.render import render_bench, render_parities
-from reconciler.forge.views import BenchView, ParityMismatch, ParityView
+from reconciler.forge.views import BenchFailure, BenchView, ParityMismatch, ParityView
 from reconciler.parity.runner import run_parity
 from reconciler.parity.suite import Suite, parse_suite
 from reconciler.parity.suite_files import SUITES_DIR, load_suite
@@ -285,12 +285,12 @@ def bench_view(
     head: Repo,
     files: list[str] | None = None,
 ) -> str:
-    rows, points, notes = [], [], []
+    rows, points, notes, failures = [], [], [], []
     if (note := trusted_note(files or [], pr.base_branch)) is not None:
         notes.append(note)
     for run in runs:
         if run.error is not None:
-            notes.append(f"**{run.subject.key} failed**: {run.error}")
+            failures.append(BenchFailure(subject=run.subject.key, error=run.error))
             continue
         rows += bench_rows(run.subject, run.current, run.candidate, run.simulated, head)
         points += pareto_points(run.subject, run.current, run.candidate, alone=len(runs) == 1)
@@ -307,6 +307,7 @@ def bench_view(
             rows=rows,
             pareto=points,
             notes=notes,
+            failures=failures,
         )
     )
 

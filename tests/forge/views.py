@@ -6,6 +6,7 @@ from datetime import UTC, datetime
 
 from reconciler.forge.views import (
     AlarmRow,
+    BenchFailure,
     BenchFigure,
     BenchRow,
     BenchView,
@@ -127,6 +128,13 @@ BENCH = BenchView(
         ParetoPoint(series="release", label="c64", interactivity=61.5, throughput=2410.0),
         ParetoPoint(series="PR", label="c16", interactivity=118.2, throughput=1630.0),
         ParetoPoint(series="PR", label="c64", interactivity=66.0, throughput=2795.6),
+    ],
+    failures=[
+        BenchFailure(
+            subject="chat-8b on h200-use1",
+            error="trial-chat-8b-0 on gpu-1 exited (exit 1); its last log lines: "
+            "ValueError: `--max-model-len` 65536 > 32768 | Engine core failed",
+        )
     ],
 )
 

@@ -188,7 +188,7 @@ def test_a_bench_whose_candidate_cannot_start_fails_its_check(
     assert (check["conclusion"], check["title"]) == ("failure", "1 run failed of 1 (simulated)")
     [bench] = [c.body for c in forge.comments(number) if c.body.startswith("<!-- denv:bench")]
     assert f"### denv bench for `{head[:12]}`" in bench
-    assert "- **chat-8b on local failed**: " in bench
+    assert "- **chat-8b on local failed**:\n\n  ```\n" in bench  # its engine, quoted
     assert _trial_units(git_repo) == []  # both sides torn down
 
     # `/denv plan` on the local forge, through `denv pr commands`
