@@ -152,6 +152,17 @@ PARITY_FAIL = ParityView(
         ParityMismatch(prompt=17, position=41, detail="token 1043 | reference 889"),
         ParityMismatch(prompt=132, position=7, detail="token 29901, reference 13"),
     ],
+    suite="`policies/parity/default.jsonl` of `main @ 9c8d7e6f5a4b`",
+)
+
+# The pull request changed the suite: its own version's verdict, beside the gate's
+PARITY_PROPOSED = PARITY_PASS.model_copy(
+    update={
+        "prompts": 1,
+        "suite": "`policies/parity/default.jsonl` as this pull request changes it, at "
+        "`1a2b3c4d5e6f`",
+        "gating": False,
+    }
 )
 
 CANDIDATE = CandidateView(
