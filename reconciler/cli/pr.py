@@ -20,11 +20,11 @@ from reconciler.cli.plan import cache_dir
 from reconciler.errors import ForgeError
 from reconciler.fleet.drivers.registry import Drivers
 from reconciler.forge.commands import merge_blockers
-from reconciler.forge.config import bot_identity, open_forge
+from reconciler.forge.config import local_forge, open_forge
 from reconciler.forge.local import LocalForge
 from reconciler.forge.markers import read_marker
 from reconciler.forge.models import Approvals, MergeStatus, PrState, PullRequest
-from reconciler.pr.plan import base_gates, plan_pull_request
+from reconciler.pr.plan import plan_pull_request, trusted_gates
 from reconciler.spec.sources import find_root
 
 app = typer.Typer(
@@ -40,11 +40,12 @@ NumberArg = Annotated[int, typer.Argument(help="Pull request number.", min=1)]
 
 
 def _forge(repo: Path, user: str | None = None) -> LocalForge:
-    return LocalForge(find_root(repo), user=user, bot=bot_identity(os.environ))
+    return local_forge(find_root(repo), os.environ, user)
 
 
 def _approvals(repo: Path, forge: LocalForge, number: int) -> tuple[Approvals, int]:
-    gates = base_gates(find_root(repo), forge.pull_request(number), cache_dir())
+    """The approvals policy of the default branch, never of the pull request or its base."""
+    gates = trusted_gates(forge, find_root(repo), cache_dir())
     return forge.approvals(number, gates.approvers), gates.default_approvals
 
 
@@ -135,8 +136,8 @@ def approve(
 ) -> None:
     """Approve the pull request's current head commit, signed with your SSH key."""
     forge = _forge(repo, user)
-    # an invalid base stops here
-    gates = base_gates(find_root(repo), forge.pull_request(number), cache_dir())
+    forge.pull_request(number)  # a missing pull request stops here
+    gates = trusted_gates(forge, find_root(repo), cache_dir())  # an invalid default branch too
     key = key or forge.signing_key()
     if key is None:
         raise ForgeError(

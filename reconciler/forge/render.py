@@ -315,9 +315,17 @@ def render_parity(view: ParityView) -> str:
         rows = [(str(m.prompt), str(m.position), code(m.detail)) for m in view.mismatches]
         mismatches = table(("prompt", "token", "difference"), rows, right=(0, 1)) + "\n"
     agreed = view.prompts - view.mismatched
+    if view.gating:
+        verdict = "pass" if view.passed else "FAIL: this candidate does not ship"
+    else:
+        verdict = f"{'pass' if view.passed else 'fail'} on the suite this pull request proposes"
+    suite = f"Suite: {view.suite}." if view.suite else ""
+    if not view.gating:
+        suite += " The parity suite changed by this pull request: this verdict does not gate."
     return fill(
         "parity",
-        verdict="pass" if view.passed else "FAIL: this candidate does not ship",
+        verdict=verdict,
+        suite=suite,
         candidate=view.candidate,
         reference=view.reference,
         mode=view.mode,

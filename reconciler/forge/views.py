@@ -131,6 +131,8 @@ class ParityView(Record):
     prompts: int
     mismatched: int
     mismatches: list[ParityMismatch] = []
+    suite: str | None = None  # which suite, and from where: the default branch, for the gate
+    gating: bool = True  # False: the pull request's own changed suite, reported beside the gate
 
 
 class LeverChange(Record):

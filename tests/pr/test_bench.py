@@ -201,9 +201,10 @@ def test_a_bench_whose_candidate_cannot_start_fails_its_check(
 
 
 def test_out_writes_both_sides_result_files_as_bench_run_does(
-    git_repo: Path, tmp_path: Path
+    git_repo: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
     number, _ = _release_pr(git_repo, "bigger-batch", "settings: { max_batch: 192 }")
+    tmp_path = tmp_path_factory.mktemp("operator")  # a suite file outside the checkout
     suite = tmp_path / "parity-small.jsonl"
     prompts = (ROOT / "policies/parity/default.jsonl").read_text().splitlines()[:2]
     suite.write_text("\n".join(prompts) + "\n")
