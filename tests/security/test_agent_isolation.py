@@ -235,7 +235,7 @@ def test_pip_builds_never_see_the_weights_token(tmp_path: Path) -> None:
     need = Need(kind="venv", name="six-held", packages=("six==1.16.0",))
     weights = {"source": "hf://org/repo@0123456", "host": None, "token": TOKEN}
     payload = prepare_payload([need], weights, "a")
-    state: dict[str, Any] = agent.call("prepare", "--wait", "0", payload=payload)
+    state: dict[str, Any] = agent.prepare(payload, 0)
     try:
         assert index.asked.wait(timeout=120), "pip never reached the index"
         pips = [

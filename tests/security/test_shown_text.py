@@ -158,6 +158,7 @@ def test_an_engines_log_line_is_quoted_in_the_bench_comment(tmp_path: Path) -> N
     from reconciler.bench.pr_subjects import BenchSubject, Side
     from reconciler.fleet.drivers.registry import Drivers
     from reconciler.forge.models import PrState, PullRequest
+    from reconciler.forge.trusted import TrustedRef
     from reconciler.pr.bench import SubjectRun, bench_view
     from reconciler.spec.loader import open_repo
     from reconciler.trials.deployment import TrialEndpoint, UnitExited, check_running
@@ -195,7 +196,8 @@ def test_an_engines_log_line_is_quoted_in_the_bench_comment(tmp_path: Path) -> N
         number=7, title="t", body="", author="mallory", head_branch="evil",
         head_sha="b" * 40, base_branch="main", state=PrState.OPEN, url="local:7",
     )  # fmt: skip
-    comment = bench_view(pr, "c" * 40, [SubjectRun(subject, error=error)], "agent", repo)
+    trusted = TrustedRef(branch="main", commit="c" * 40)
+    comment = bench_view(pr, trusted, "c" * 40, [SubjectRun(subject, error=error)], "agent", repo)
 
     assert "approved by @org/maintainers" in comment  # shown, as written …
     rendered = outside_code(comment)
