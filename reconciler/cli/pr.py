@@ -107,6 +107,8 @@ def show(number: NumberArg, repo: RepoOption = Path("."), as_json: JsonOption = 
         console.print(Markdown(pr.body, hyperlinks=False))
     console.print(f"checks: {_checks_line(forge, pr)}")
     counted = ", ".join(approvals.counted) or "none"
+    if approvals.opening is not None:
+        console.print(f"cannot merge: {approvals.opening}", markup=False)
     console.print(f"approvals: {approvals.count} of {required} ({counted})")
     for ignored in approvals.ignored:
         console.print(f"  not counted: {ignored.user}: {ignored.reason}")
@@ -128,7 +130,8 @@ def approve(
         typer.Option(
             "--key",
             help="The SSH key that signs the approval (default: git config user.signingKey); "
-            "it counts when policies/allowed_signers on the base lists it for the approver.",
+            "it counts when the default branch's policies/allowed_signers lists it for the "
+            "approver.",
         ),
     ] = None,
     repo: RepoOption = Path("."),
@@ -138,13 +141,7 @@ def approve(
     forge = _forge(repo, user)
     forge.pull_request(number)  # a missing pull request stops here
     gates = trusted_gates(forge, find_root(repo), cache_dir())  # an invalid default branch too
-    key = key or forge.signing_key()
-    if key is None:
-        raise ForgeError(
-            "an approval is signed with your SSH key: pass --key ~/.ssh/id_ed25519 or set "
-            "git config user.signingKey (docs/github.md#the-local-forge)"
-        )
-    review = forge.approve(number, key=key.expanduser())
+    review = forge.approve(number, key=_signing_key(forge, key, "an approval"))
     approvals, required = forge.approvals(number, gates.approvers), gates.default_approvals
     if as_json:
         print_json(
@@ -188,18 +185,42 @@ def open_pr(
     title: Annotated[str, typer.Option(help="Title (default: the head's commit subject).")] = "",
     body: Annotated[str, typer.Option(help="Description, in markdown.")] = "",
     base: Annotated[str, typer.Option(help="The branch to merge into.")] = "main",
+    user: Annotated[
+        str | None, typer.Option("--as", help="Who opens it (default: git config user.name).")
+    ] = None,
+    key: Annotated[
+        Path | None,
+        typer.Option(
+            "--key",
+            help="The SSH key that signs the opening (default: git config user.signingKey); "
+            "the default branch's policies/allowed_signers must list it for the author.",
+        ),
+    ] = None,
     repo: RepoOption = Path("."),
     as_json: JsonOption = False,
 ) -> None:
-    """Open a pull request on the local forge from a branch of this repository."""
-    forge = _forge(repo)
-    pr = forge.open_pr(head, title or _subject(forge, head), body, base)
+    """Open a pull request on the local forge from a branch of this repository, signed with
+    your SSH key: the key names you as its author, and cannot approve it."""
+    forge = _forge(repo, user)
+    signing = _signing_key(forge, key, "an opening")
+    pr = forge.open_pr(head, title or _subject(forge, head), body, base, key=signing)
     if as_json:
         print_json(pr)
         return
     console.print(
         f"Opened #{pr.number} {pr.title}: {pr.head_branch} → {pr.base_branch}.", markup=False
     )
+
+
+def _signing_key(forge: LocalForge, key: Path | None, what: str) -> Path:
+    """`--key`, else git's user.signingKey; a clear error when neither is set."""
+    chosen = key or forge.signing_key()
+    if chosen is None:
+        raise ForgeError(
+            f"{what} is signed with your SSH key: pass --key ~/.ssh/id_ed25519 or set "
+            "git config user.signingKey (docs/github.md#the-local-forge)"
+        )
+    return chosen.expanduser()
 
 
 def _subject(forge: LocalForge, branch: str) -> str:

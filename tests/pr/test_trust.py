@@ -17,7 +17,7 @@ from reconciler.forge.local import LocalForge
 from reconciler.forge.models import CheckRun, Conclusion
 from reconciler.spec.sources import is_trusted_path
 from tests.forge.gitrepo import git
-from tests.forge.sshkeys import new_key
+from tests.forge.sshkeys import new_key, sign_openings
 from tests.pr.test_plan import RELEASE, branch, denv, planned
 
 FLEET = "fleets/local.yaml"
@@ -92,6 +92,7 @@ def test_a_pull_request_fleet_is_never_dialled(git_repo: Path, listener: Listene
     (git_repo / RELEASE).write_text(release)
     git(git_repo, "commit", "-q", "-am", "hostile: point the local fleet at my host")
     git(git_repo, "checkout", "-q", "main")
+    sign_openings(git_repo)
     assert denv(git_repo, "open", "--head", "hostile").returncode == 0
 
     answer = planned(git_repo, 1)
@@ -109,6 +110,7 @@ def test_a_pull_request_fleet_is_never_dialled(git_repo: Path, listener: Listene
 def test_a_pull_request_without_its_base_branch_is_refused(git_repo: Path) -> None:
     bigger = (git_repo / RELEASE).read_text().replace("max_batch: 128", "max_batch: 192")
     branch(git_repo, "bigger", RELEASE, bigger)
+    sign_openings(git_repo)
     assert denv(git_repo, "open", "--head", "bigger").returncode == 0
     git(git_repo, "checkout", "-q", "bigger")
     git(git_repo, "branch", "-q", "-m", "main", "gone")
@@ -128,6 +130,7 @@ def test_a_pull_request_cannot_lower_the_approvals_it_needs(git_repo: Path) -> N
         "policies/gates.yaml",
         gates.replace("default_approvals: 1 ", "default_approvals: 0 "),
     )
+    sign_openings(git_repo)
     assert denv(git_repo, "open", "--head", "no-gate").returncode == 0
     git(git_repo, "checkout", "-q", "no-gate")  # the work tree now says 0 approvals
     LocalForge(git_repo).set_check(
@@ -165,6 +168,7 @@ def test_a_review_that_does_not_count_benches_nothing(
     git(git_repo, "commit", "-q", "-am", "only grace approves")
     bigger = (git_repo / RELEASE).read_text().replace("max_batch: 128", "max_batch: 192")
     branch(git_repo, "bigger", RELEASE, bigger)
+    sign_openings(git_repo, listed=True)
     assert denv(git_repo, "open", "--head", "bigger").returncode == 0
     mallory = new_key(tmp_path_factory.mktemp("keys"), "mallory")
     assert denv(git_repo, "approve", "1", "--as", "mallory", "--key", str(mallory)).returncode == 0

@@ -14,6 +14,7 @@ import pytest
 
 from reconciler.forge.local import LocalForge
 from tests.forge.gitrepo import commit_file, git, init_repo
+from tests.forge.sshkeys import sign_openings
 from tests.pr.test_plan import RELEASE, denv
 from tests.pr.test_trust import FLEET, Listener, hostile_fleet
 
@@ -45,6 +46,7 @@ def _evil_base(repo: Path, port: int) -> None:
     release = (repo / RELEASE).read_text().replace("max_batch: 128", "max_batch: 192")
     commit_file(repo, RELEASE, release, "chat-8b: a bigger batch")
     git(repo, "checkout", "-q", "main")
+    sign_openings(repo)
     opened = denv(repo, "open", "--head", "evil", "--base", "evil-base")
     assert opened.returncode == 0, opened.stderr
 
@@ -119,6 +121,7 @@ def test_approvals_count_by_the_default_branch_not_the_base(repo: Path) -> None:
     release = (repo / RELEASE).read_text().replace("max_batch: 128", "max_batch: 192")
     commit_file(repo, RELEASE, release, "chat-8b: a bigger batch")
     git(repo, "checkout", "-q", "main")
+    sign_openings(repo)
     assert denv(repo, "open", "--head", "feature", "--base", "lax-base").returncode == 0
 
     shown = denv(repo, "show", "1")
