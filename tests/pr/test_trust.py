@@ -146,17 +146,6 @@ def test_a_pull_request_cannot_lower_the_approvals_it_needs(git_repo: Path) -> N
     assert "approvals: 0 of 1" in shown.stdout
 
 
-def test_docs_table_says_what_the_code_does() -> None:
-    """docs/github.md's table of what a pull request can change is the code's rule."""
-    doc = (Path(__file__).resolve().parents[2] / "docs/github.md").read_text()
-    section = doc.split("## What a pull request can and cannot change", 1)[1].split("\n## ")[0]
-    rows = [line.split("|")[1:3] for line in section.splitlines() if line.startswith("| `")]
-    assert len(rows) == 8
-    for path, source in rows:
-        example = path.strip().strip("`").replace("**", "x/y.yaml").replace("*.yaml", "z.yaml")
-        assert is_trusted_path(example) is (source.strip() == "the default branch"), example
-
-
 def test_a_review_that_does_not_count_benches_nothing(
     git_repo: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
