@@ -50,7 +50,7 @@ def promoter(root: Path, repo: Repo, drivers: Drivers) -> Promote:
 
     def promote(state: StudyState, row: Row) -> int:
         forge = open_forge(root, os.environ)
-        number = promote_row(forge, repo, state, row, "main")
+        number = promote_row(forge, repo, state, row)
         plan_pull_request(forge, root, number, drivers, lambda _m: None, cache=cache_dir())
         return number
 

@@ -196,10 +196,11 @@ class GitHubForge:
     def open_or_update_bot_pr(self, change: BotChange) -> PullRequest:
         if self.git is None:
             raise ForgeError("the bot needs a clone to push from (GitRemote); none configured")
-        repo, tips = self.git.fetch(change.base, change.branch)
-        if change.base not in tips:
-            raise ForgeError(f"no branch '{change.base}' on {self.repository}")
-        base_tip, branch_tip = tips[change.base], tips.get(change.branch)
+        base = change.base or self.default_branch()
+        repo, tips = self.git.fetch(base, change.branch)
+        if base not in tips:
+            raise ForgeError(f"no branch '{base}' on {self.repository}")
+        base_tip, branch_tip = tips[base], tips.get(change.branch)
         new = bot_commit(
             repo, change.branch, base_tip, branch_tip, self.bot, change.message, change.edit
         )
@@ -214,7 +215,7 @@ class GitHubForge:
                     pr.edit(title=change.title, body=change.body)
                 return self._view(self._pull(pr.number))
             made = self._repo.create_pull(
-                base=change.base, head=change.branch, title=change.title, body=change.body
+                base=base, head=change.branch, title=change.title, body=change.body
             )
             return self._view(made)
 
