@@ -29,6 +29,7 @@ CASES = [
     ("c0", "a\x00\x07\x08\x0b\x0c\rb", "ab"),
     ("del-c1", "a\x7f\x80\x85\x8fb", "ab"),
     ("c1-apc-left-open", "a\x9fb", "a"),
+    ("bidi", "a\u202eb\u2066c\u2069\u200fd", "abc\u200fd"),  # overrides, isolates; a mark stays
 ]
 
 
@@ -43,7 +44,7 @@ def test_shown_twice_is_shown_once() -> None:
 
 
 def test_json_keeps_the_value_and_shows_no_raw_control() -> None:
-    value = {"line": "a\x1b]52;c;x\x07\x9b2J\x85\x7f\u2028b"}
+    value = {"line": "a\x1b]52;c;x\x07\x9b2J\x85\x7f\u2028\u202eb"}
     document = json_escaped(json.dumps(value, ensure_ascii=False))
     assert json.loads(document) == value
     assert shown(document) == document

@@ -32,8 +32,9 @@ HOSTILE = (
     "\x9b2J\x9d0;title\x9c"  # the same in C1
     "\x1bPdcs\x1b\\ \r\x08\x7f"  # DCS, carriage return, backspace, DEL
     "[bold red]approved[/] [link=http://evil.example]docs[/link]"  # rich markup
+    "\u202edeliaf\u202c"  # a right-to-left override: "failed" reads as "deliaf" reversed
 )
-NOT_SHOWN = ("\x1b", "\x9b", "\x9d", "\x9c", "\x90", "\x07", "\r", "\x08", "\x7f")
+NOT_SHOWN = ("\x1b", "\x9b", "\x9d", "\x9c", "\x90", "\x07", "\r", "\x08", "\x7f", "\u202e")
 
 
 def denv_on_a_terminal(*args: str, home: Path) -> tuple[int, str]:
