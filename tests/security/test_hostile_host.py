@@ -118,8 +118,13 @@ def lab(git_repo: GitRepo, ssh_lab: SshLab, tmp_path: Path) -> Iterator[Lab]:
             "bad-h0 (bad answer)",
             "bad-h0: unreachable: its answer to probe: gpus: Input should be a valid",
         ),
+        (  # a lease "held" by another bot for ever: that fleet waits, the other goes on
+            {"lease": {"patch": {"held": False, "holder": "other-bot/1", "expires": 4e9}}},
+            "fleet bad is being reconciled by other-bot/1",
+            None,
+        ),
     ],
-    ids=["lease-expires-tomorrow", "probe-gpus-x"],
+    ids=["lease-expires-tomorrow", "probe-gpus-x", "lease-held-by-another"],
 )
 def test_a_hostile_answer_makes_its_host_unreachable_and_the_other_fleet_converges(
     lab: Lab, rules: dict[str, object], status_says: str, probe_says: str | None
