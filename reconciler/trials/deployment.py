@@ -95,7 +95,7 @@ def _not_running(driver: FleetDriver, unit_id: str, host: str) -> str | None:
     """Why a unit is not running — its exit code (a scheduler's job: its end state) and last
     log lines — or None when it runs or waits in the scheduler's queue to start."""
     record = next((r for r in driver.units(host) if r.id == unit_id), None)
-    if record is not None and (record.alive or record.pending):
+    if record is not None and (record.alive or record.pending or record.exiting):
         return None
     if record is None:
         return f"{unit_id} on {host} is gone"

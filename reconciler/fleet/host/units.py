@@ -47,6 +47,14 @@ def list_units():
                 record = read_json(os.path.join(UNITS, name))
                 if record is not None:
                     record["alive"] = running(record)
+                    # exited, and its supervisor, still running, has not written the exit
+                    # code yet: ask again rather than report an exit without its code
+                    record["exiting"] = bool(
+                        not record["alive"]
+                        and record.get("pid")
+                        and record.get("exit_code") is None
+                        and supervising(record)
+                    )
                     records.append(record)
     return records
 

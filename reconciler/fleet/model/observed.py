@@ -68,6 +68,7 @@ class UnitRecord(Observed):
     log: str | None = None
     log_error: str | None = None
     alive: bool = False
+    exiting: bool = False  # exited; its supervisor is about to record the exit code
     env: dict[str, str] = {}
     labels: dict[str, str] = {}  # what the reconciler launched it as: release, stage, fleet, …
     # A unit that runs as a scheduler's job (a Slurm fleet): the job, its state in the queue
