@@ -245,6 +245,21 @@ def pareto_chart(points: Sequence[ParetoPoint]) -> str:
     return "\n".join(lines) + f"\n\n{caption}"
 
 
+def code_block(lines: Sequence[str]) -> str:
+    """Lines shown as they are, in a fence longer than any run of backticks they hold (a
+    line of a pull request's own cannot close the block and write markdown after it)."""
+    longest = max((len(run) for line in lines for run in re.findall("`+", line)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return "\n".join([fence, *lines, fence])
+
+
+def _bench_tables(view: BenchView) -> str:
+    if view.problems:
+        refused = "**Invalid or refused files: nothing benched.**"
+        return f"{refused}\n\n{code_block(view.problems)}"
+    return "\n\n".join(_bench_table(r) for r in view.rows) or "No results."
+
+
 def render_bench(view: BenchView) -> str:
     simulated = any(r.simulated for r in view.rows)
     return fill(
@@ -255,7 +270,7 @@ def render_bench(view: BenchView) -> str:
         simulated=" Figures marked simulated come from denv's simulator, not GPUs."
         if simulated
         else "",
-        tables="\n\n".join(_bench_table(r) for r in view.rows) or "No results.",
+        tables=_bench_tables(view),
         notes="\n".join(f"- {' '.join(note.split())}" for note in view.notes),
         chart=pareto_chart(view.pareto),
     )

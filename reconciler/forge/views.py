@@ -90,6 +90,7 @@ class BenchView(Record):
     rows: list[BenchRow]
     pareto: list[ParetoPoint] = []
     notes: list[str] = []  # runs that failed, subjects left out: one a line
+    problems: list[str] = []  # invalid or refused files (`path:line:col: …`): nothing benched
 
 
 class ParityMismatch(Record):

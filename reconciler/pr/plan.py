@@ -2,8 +2,9 @@
 run (as `denv plan` does), commented on the pull request (edited in place on each run) and
 set as the `denv plan` check of the head commit. `denv pr plan` and `denv deploy` use it.
 
-The check fails on invalid files and on a deployment that cannot be placed; the comment says
-why. The head's commit must be in the local repository (a CI checkout of the pull request has
+The check fails on invalid files, on fields the trusted PR policy refuses (policies/pr.yaml:
+images, weights sources, engine flags) and on a deployment that cannot be placed; the comment
+says why. The head's commit must be in the local repository (a CI checkout of the pull request has
 it; elsewhere `git fetch origin pull/N/head`).
 """
 
@@ -13,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from reconciler.engines.pr_policy import pr_refusals
 from reconciler.errors import DenvError, ForgeError, SpecError
 from reconciler.fleet.drivers.registry import Drivers
 from reconciler.forge.localgit import changed_paths, has_commit
@@ -26,6 +28,7 @@ from reconciler.reconcile.render import plan_view, summary
 from reconciler.reconcile.snapshot import snapshot
 from reconciler.reconcile.source import GitSource, InvalidRevision
 from reconciler.spec.policy import Gates
+from reconciler.spec.repo import Repo
 from reconciler.spec.sources import is_trusted_path
 
 CHECK = "denv plan"
@@ -114,6 +117,17 @@ def pull_request_source(root: Path, pr: PullRequest, cache: Path) -> GitSource:
     return GitSource(str(root), cache, trusted_base=base_tip(root, pr.base_branch))
 
 
+def proposed(source: GitSource, head: str) -> Repo:
+    """The head of a pull request as the bot may act on it: valid, and within the trusted PR
+    policy (policies/pr.yaml and the fleets' weights roots, read from the trusted ref that
+    `source` overlays). InvalidRevision listing every problem of either kind."""
+    repo = source.repo_at(head)
+    refused = pr_refusals(repo)
+    if refused:
+        raise InvalidRevision(head, refused)
+    return repo
+
+
 def base_gates(root: Path, pr: PullRequest, cache: Path) -> Gates:
     """The approval rules of the pull request's base branch, never of its work tree or head:
     a pull request cannot lower the bar it must clear. SpecError when the base is invalid."""
@@ -164,7 +178,7 @@ def plan_pull_request(
     plan: Plan | None = None
     status(f"validating {pr.head_sha[:12]}")
     try:
-        source.repo_at(pr.head_sha)
+        proposed(source, pr.head_sha)
     except InvalidRevision as exc:
         problems = [str(p) for p in exc.problems]
     if not problems:
