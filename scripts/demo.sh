@@ -69,17 +69,20 @@ for question in ("What is a canary release?", "Name three GPU interconnects."):
 EOF
 
 step "Change a setting through a local pull request: plan comment, signed approval, merge, rolling replace"
-# An approval on the local forge counts when signed by a key main's policies/allowed_signers
-# lists for the approver: grace gets a key, and main lists it.
+# On the local forge the author signs the opening and the approver the approval, each with a
+# key main's policies/allowed_signers lists for them: you (git's user.name, "denv demo") open,
+# grace approves; your own key could not approve what it opened.
 ssh-keygen -q -t ed25519 -N "" -C grace -f "$WORK/grace-key"
-printf 'grace %s\n' "$(cat "$WORK/grace-key.pub")" > "$REPO/policies/allowed_signers"
+ssh-keygen -q -t ed25519 -N "" -C demo -f "$WORK/demo-key"
+printf 'grace %s\n"denv demo" %s\n' "$(cat "$WORK/grace-key.pub")" "$(cat "$WORK/demo-key.pub")" \
+  > "$REPO/policies/allowed_signers"
 git -C "$REPO" add policies/allowed_signers
 git -C "$REPO" commit -q -m "grace may approve"
 git -C "$REPO" checkout -q -b max-batch-64
 sed -i 's/settings: { max_batch: 128 }/settings: { max_batch: 64 }/' "$REPO/releases/chat-8b/denv.yaml"
 git -C "$REPO" commit -q -am "chat-8b: max_batch 64"
 git -C "$REPO" checkout -q main
-"$DENV" pr open --head max-batch-64 --repo "$REPO"
+"$DENV" pr open --head max-batch-64 --key "$WORK/demo-key" --repo "$REPO"
 "$DENV" pr plan --pr 1 --repo "$REPO"
 "$DENV" pr show 1 --repo "$REPO"
 "$DENV" pr approve 1 --as grace --key "$WORK/grace-key" --repo "$REPO"

@@ -56,8 +56,9 @@ def weights_request(
     """What the agent needs to fetch `source`; the token is read from the bot's environment
     variable the fleet names and goes to the agent on stdin only. `secrets`: the variables
     this request may read (a pull request's trial: its PR policy's, none by default); None:
-    any the fleet names (the fleet's own releases and the operator's runs). Every caller says
-    which: a trial that forgets cannot receive a token by default."""
+    any the fleet names (the fleet's own releases and the operator's runs); every caller says
+    which. The fleet's weights roots go along: the agent refuses a file:// or s3:// source
+    outside every one of them."""
     if source is None:
         return None
     name = fleet.weights.token_env
@@ -68,6 +69,7 @@ def weights_request(
         "host": None,
         "token": token,
         "s3_command": fleet.weights.s3_command,
+        "roots": list(fleet.weights.roots),
     }
 
 

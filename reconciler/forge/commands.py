@@ -1,15 +1,18 @@
 """Pure logic: comment commands (`/denv plan`, `/denv bench`), approvals and the merge gate.
 
-On the local forge an approval is signed with the reviewer's SSH key (`ssh-keygen -Y sign`,
-namespace `denv-approval`) over `approval_message`, and checked against the allowed signers
-(OpenSSH's format, as git's `gpg.ssh.allowedSignersFile`) in the base branch's
-`policies/allowed_signers`, whose lines `allowed_signers_problems` checks first.
+On the local forge a pull request's opening is signed with its author's SSH key
+(`ssh-keygen -Y sign`, namespace `denv-pr-open`) over `opening_message`, and an approval with
+the reviewer's (namespace `denv-approval`) over `approval_message`; both are checked against the
+allowed signers (OpenSSH's format, as git's `gpg.ssh.allowedSignersFile`) in the default
+branch's `policies/allowed_signers`, whose lines `allowed_signers_problems` checks first.
 
 A command is the first line of a comment. Who may give one, and whose approval counts,
 is decided by the forge (write permission, the approvers policy); the rules are here.
-A command runs on the commit it was given on: the one it names (`/denv bench 1a2b3c4`),
-else the head when it was commented, where the forge records that (the local forge does,
-GitHub does not); when the head has moved since, it is refused (docs/github.md).
+A command runs on the commit it was given on: the one it names in full (`/denv bench` and the
+commit's 40 hex digits), else the head when it was commented, where the forge records that
+(the local forge does, GitHub does not); when the head has moved since, it is refused
+(docs/github.md). A prefix is refused, not resolved: a 7-digit one is forged by brute force
+in under a minute, and the command would run on the forged commit.
 """
 
 from __future__ import annotations
@@ -34,7 +37,9 @@ from reconciler.forge.models import (
 
 PREFIX = "/denv"
 USAGE = "denv understands `/denv plan` and `/denv bench` (from users with write permission)."
-_NAMED_SHA = re.compile(r"^[0-9a-f]{7,40}$")
+FULL_SHA = re.compile(r"^[0-9a-f]{40}$")
+# what reads as a commit: a full one, or a prefix that is refused for being one
+_NAMED_SHA = re.compile(r"^[0-9a-f]{4,40}$")
 
 
 @dataclass(frozen=True)
@@ -97,19 +102,26 @@ def comment_commands(
 
 
 def named_commit(args: Sequence[str]) -> str | None:
-    """The commit a command names (7 to 40 hex digits), if it names one."""
+    """The commit a command names, if it names one: in full (40 hex digits), or a prefix
+    of 4 to 39 that `head_moved` refuses."""
     return next((a.lower() for a in args if _NAMED_SHA.match(a.lower())), None)
 
 
 def head_moved(command: CommentCommand, head_sha: str) -> str | None:
-    """Why `command` may not run on the pull request's head `head_sha`; None when it may."""
+    """Why `command` may not run on the pull request's head `head_sha`; None when it may.
+    It runs only on the very commit it was given on, named in full."""
     given = command.head_sha
     if given is None:
         return (
             f"refused: the comment names no commit, and the head it was given on is not known; "
-            f"comment `/denv {command.command} {head_sha[:12]}` to run on the head"
+            f"comment `/denv {command.command} {head_sha}` to run on the head"
         )
-    if not head_sha.startswith(given):
+    if not FULL_SHA.match(given):
+        return (
+            f"refused: `{given}` is a prefix, and a prefix can be forged; name the commit in "
+            f"full (40 hex digits): `/denv {command.command} {head_sha}` to run on the head"
+        )
+    if head_sha != given:
         return (
             f"refused: commented on {given[:12]}, but the head is now {head_sha[:12]}; "
             "comment again to run on the new head"
@@ -156,10 +168,13 @@ def approval_candidates(reviews: Sequence[Review], head_sha: str, author: str) -
 
 
 def merge_blockers(approvals: Approvals, required: int, checks: Sequence[CheckRun]) -> list[str]:
-    """Why a pull request may not merge yet; empty when it may."""
+    """Why a pull request may not merge yet; empty when it may. A pull request whose author
+    is not known (approvals.opening) never may: nobody can tell its author's approval."""
     blockers = [
         f"check '{c.name}' is {c.conclusion}: {c.title}" for c in checks if c.conclusion.blocks
     ]
+    if approvals.opening is not None:
+        blockers.append(approvals.opening)
     if approvals.count < required:
         who = f" ({', '.join(approvals.counted)})" if approvals.counted else ""
         blockers.append(f"{approvals.count} of {required} approvals of the head{who}")
@@ -168,6 +183,7 @@ def merge_blockers(approvals: Approvals, required: int, checks: Sequence[CheckRu
 
 ALLOWED_SIGNERS = "policies/allowed_signers"
 APPROVAL_NAMESPACE = "denv-approval"
+OPENING_NAMESPACE = "denv-pr-open"
 KEY_TYPES = frozenset(
     {
         "ssh-ed25519",
@@ -186,6 +202,15 @@ def approval_message(number: int, base: str, head_sha: str, user: str) -> bytes:
     """What an approver signs: this pull request's head, into this base, by this user."""
     return (
         f"denv approval\npull request: {number}\nbase: {base}\nhead: {head_sha}\napprover: {user}\n"
+    ).encode()
+
+
+def opening_message(number: int, head_branch: str, base: str, head_sha: str, author: str) -> bytes:
+    """What an author signs on opening a pull request: this number, from this branch at this
+    commit, into this base, by this author."""
+    return (
+        f"denv pull request\nnumber: {number}\nhead branch: {head_branch}\nbase: {base}\n"
+        f"head: {head_sha}\nauthor: {author}\n"
     ).encode()
 
 

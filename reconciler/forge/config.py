@@ -12,7 +12,7 @@ from pathlib import Path
 
 from reconciler.errors import ForgeError
 from reconciler.forge.local import LocalForge
-from reconciler.forge.protocol import DENV_BOT, BotIdentity, Forge
+from reconciler.forge.protocol import DEFAULT_BRANCH, DENV_BOT, BotIdentity, Forge
 
 DEFAULT_SERVER = "https://github.com"
 
@@ -47,10 +47,17 @@ def _private_key(env: Mapping[str, str]) -> str | None:
     return None
 
 
+def local_forge(root: Path, env: Mapping[str, str], user: str | None = None) -> LocalForge:
+    """The local forge of the repository at `root`, its default branch `main` unless
+    DENV_DEFAULT_BRANCH names another."""
+    branch = env.get("DENV_DEFAULT_BRANCH", DEFAULT_BRANCH)
+    return LocalForge(root, user=user, bot=bot_identity(env), default_branch=branch)
+
+
 def open_forge(root: Path, env: Mapping[str, str], user: str | None = None) -> Forge:
     """The forge for the repository at `root`; `user` names the local forge's person."""
     if forge_kind(env) == "local":
-        return LocalForge(root, user=user, bot=bot_identity(env))
+        return local_forge(root, env, user)
     return open_github(root, env)
 
 

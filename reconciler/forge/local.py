@@ -4,9 +4,11 @@ A pull request is a head branch and a base branch of the local git repository; i
 description, comments, reviews and the checks of its commits are kept beside them in
 `.git/denv-forge/` (localstore.py). Merging writes a merge commit (the git adapter), as GitHub's
 merge button does, and brings the work tree along when the base is checked out. Everyone
-who can write to this repository has write permission here, so an approval names its
-approver by an SSH signature, checked against the base branch's `policies/allowed_signers`
-(commands.py, sshsig.py); the approvers policy, when it names users, narrows whose counts.
+who can write to this repository has write permission here, so an opening names its author
+and an approval its approver by an SSH signature, checked against the default branch's
+`policies/allowed_signers` (localsigs.py); the approvers policy, when it names users, narrows
+whose counts. Its security boundary is the filesystem: who can write `.git` can write
+records, branches and the default branch itself (docs/github.md).
 """
 
 from __future__ import annotations
@@ -21,14 +23,15 @@ from reconciler.errors import ForgeError, NotFound
 from reconciler.forge import sshsig
 from reconciler.forge.botgit import bot_commit
 from reconciler.forge.commands import (
-    ALLOWED_SIGNERS,
     APPROVAL_NAMESPACE,
-    allowed_signers_problems,
+    OPENING_NAMESPACE,
     approval_candidates,
     approval_message,
     approver_rule,
     comment_commands,
+    opening_message,
 )
+from reconciler.forge.localsigs import Signers, approval_problem, opening_problem, read_signers
 from reconciler.forge.localstore import LocalPr, LocalStore
 from reconciler.forge.markers import Create, Delete, Edit, read_marker, split_body, upsert_ops
 from reconciler.forge.models import (
@@ -44,7 +47,13 @@ from reconciler.forge.models import (
     Review,
     ReviewState,
 )
-from reconciler.forge.protocol import CLOSED_KIND, DENV_BOT, BotChange, BotIdentity
+from reconciler.forge.protocol import (
+    CLOSED_KIND,
+    DEFAULT_BRANCH,
+    DENV_BOT,
+    BotChange,
+    BotIdentity,
+)
 from reconciler.forge.render import render_closed
 from reconciler.forge.views import ClosedView
 
@@ -62,8 +71,10 @@ class LocalForge:
         user: str | None = None,
         bot: BotIdentity = DENV_BOT,
         clock: Callable[[], datetime] = utc_now,
+        default_branch: str = DEFAULT_BRANCH,
     ) -> None:
         self.repo = GitRepo.open(root, ForgeError)
+        self._default_branch = default_branch
         self.root = root
         self.store = LocalStore(self.repo.git_dir)
         self.bot = bot
@@ -73,6 +84,9 @@ class LocalForge:
     def _git_user(self) -> str:
         name = self.repo.config("user.name")
         return "local" if name is None else name
+
+    def default_branch(self) -> str:
+        return self._default_branch
 
     def _tip(self, branch: str) -> str | None:
         return self.repo.branch_tip(branch)
@@ -94,27 +108,50 @@ class LocalForge:
     # -- pull requests ---------------------------------------------------------------------
 
     def open_pr(
-        self, head: str, title: str, body: str = "", base: str = "main", author: str | None = None
+        self,
+        head: str,
+        title: str,
+        body: str = "",
+        base: str = "main",
+        author: str | None = None,
+        key: Path | None = None,
     ) -> PullRequest:
-        for branch in (head, base):
-            if self._tip(branch) is None:
+        """Open a pull request; with `key`, its opening signed by that SSH key as `author`'s
+        (unsigned, only the bot's own can merge: localsigs.py)."""
+        who = author or self.user
+        number, tip = self._next_number(), self._tip(head)
+        for branch, found in ((head, tip), (base, self._tip(base))):
+            if found is None:
                 raise NotFound(f"no branch '{branch}' in {self.root}")
+        opening = None
+        if key is not None:  # signed before the lock: ssh-keygen may ask for a passphrase
+            message = opening_message(number, head, base, str(tip), who)
+            opening = sshsig.sign(key, OPENING_NAMESPACE, message)
         with self.store.locked():
-            for number in self.store.numbers():
-                known = self.store.load(number)
+            for known_number in self.store.numbers():
+                known = self.store.load(known_number)
                 if known.head_branch == head and known.state == PrState.OPEN:
-                    raise ForgeError(f"branch '{head}' already has an open pull request: #{number}")
+                    raise ForgeError(
+                        f"branch '{head}' already has an open pull request: #{known_number}"
+                    )
+            if (self._next_number(), self._tip(head)) != (number, tip):
+                raise ForgeError(f"#{number} was taken or '{head}' moved while signing; open again")
             pr = LocalPr(
-                number=max(self.store.numbers(), default=0) + 1,
+                number=number,
                 title=title,
                 body=body,
-                author=author or self.user,
+                author=who,
                 head_branch=head,
                 base_branch=base,
                 created_at=self.clock(),
+                opening=opening,
+                opened_head=str(tip),
             )
             self.store.save(pr)
         return self._view(pr)
+
+    def _next_number(self) -> int:
+        return max(self.store.numbers(), default=0) + 1
 
     def pull_request(self, number: int) -> PullRequest:
         return self._view(self.store.load(number))
@@ -124,9 +161,10 @@ class LocalForge:
         return [self._view(pr) for pr in prs if pr.state == state]
 
     def open_or_update_bot_pr(self, change: BotChange) -> PullRequest:
-        base_tip = self._tip(change.base)
+        base = change.base or self.default_branch()
+        base_tip = self._tip(base)
         if base_tip is None:
-            raise NotFound(f"no branch '{change.base}' in {self.root}")
+            raise NotFound(f"no branch '{base}' in {self.root}")
         branch_tip = self._tip(change.branch)
         new = bot_commit(
             self.repo, change.branch, base_tip, branch_tip, self.bot, change.message, change.edit
@@ -140,7 +178,7 @@ class LocalForge:
                     pr.title, pr.body = change.title, change.body
                     self.store.save(pr)
                     return self._view(pr)
-        return self.open_pr(change.branch, change.title, change.body, change.base, self.bot.name)
+        return self.open_pr(change.branch, change.title, change.body, base, self.bot.name)
 
     # -- comments --------------------------------------------------------------------------
 
@@ -264,48 +302,24 @@ class LocalForge:
         found = approval_candidates(record.reviews, head, record.author)
         users, teams = approver_rule(approvers)
         counted, ignored = [], list(found.ignored)
-        signers = self._allowed_signers(record.base_branch) if found.users else None
+        # who may sign what is the default branch's to say, never the base the author chose
+        default = self.default_branch()
+        needed = bool(found.users) or record.opening is not None
+        signers = read_signers(self.repo, default) if needed else Signers(None, default)
+        opening = opening_problem(signers, record, self.bot.name)
         for user in found.users:
-            if (users or teams) and user.lower() not in users:
+            if opening is not None:
+                ignored.append(Ignored(user=user, reason=f"its author is not known: {opening}"))
+            elif (users or teams) and user.lower() not in users:
                 why = "not named in the approvers policy"
                 if teams:
                     why += " (the local forge cannot look up team members)"
                 ignored.append(Ignored(user=user, reason=why))
-            elif (unsigned := self._unsigned(record, head, user, signers)) is not None:
+            elif (unsigned := approval_problem(signers, record, head, user)) is not None:
                 ignored.append(Ignored(user=user, reason=unsigned))
             else:
                 counted.append(user)
-        return Approvals(head_sha=head, counted=counted, ignored=ignored)
-
-    def _allowed_signers(self, base: str) -> str | None:
-        """The base branch's allowed signers (None: it has none); an invalid line stops."""
-        tip = self._tip(base)
-        if tip is None:
-            raise NotFound(f"no branch '{base}' in {self.root}")
-        blob = self.repo.revparse(tip).blob(ALLOWED_SIGNERS)
-        if blob is None:
-            return None
-        text = blob.data.decode(errors="replace")
-        for line, problem in allowed_signers_problems(text)[:1]:
-            raise ForgeError(f"{ALLOWED_SIGNERS}:{line} (on {base}): {problem}")
-        return text
-
-    def _unsigned(self, record: LocalPr, head: str, user: str, signers: str | None) -> str | None:
-        """Why `user`'s approval of `head` is not signed by them; None when it is."""
-        if signers is None:
-            return f"{record.base_branch} has no {ALLOWED_SIGNERS} to check its signature by"
-        approval = next(
-            r
-            for r in reversed(record.reviews)
-            if (r.user, r.state, r.commit) == (user, ReviewState.APPROVED, head)
-        )
-        if approval.signature is None:
-            return "unsigned (denv pr approve --key)"
-        message = approval_message(record.number, record.base_branch, head, user)
-        said = sshsig.verify(signers, user, APPROVAL_NAMESPACE, message, approval.signature)
-        if said is not None:
-            return f"its signature is not {user}'s by {ALLOWED_SIGNERS} on {record.base_branch}"
-        return None
+        return Approvals(head_sha=head, counted=counted, ignored=ignored, opening=opening)
 
     # -- merging ---------------------------------------------------------------------------
 

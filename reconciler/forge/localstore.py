@@ -35,6 +35,10 @@ class LocalPr(BaseModel):
     created_at: datetime
     head_sha: str = ""  # kept from the merge; while open, the branch says
     merged_sha: str | None = None
+    # the author's SSH signature of the opening (commands.opening_message) and the head it
+    # was opened at; None: unsigned (the bot's own pull requests; any other cannot merge)
+    opening: str | None = None
+    opened_head: str = ""
     comments: list[Comment] = []
     reviews: list[Review] = []
 

@@ -79,6 +79,9 @@ class Approvals(Record):
     head_sha: str
     counted: list[str]
     ignored: list[Ignored]
+    # the local forge: why the opening does not name the pull request's author (then it
+    # cannot merge); None when it does, and always on GitHub, which knows its authors
+    opening: str | None = None
 
     @property
     def count(self) -> int:

@@ -49,7 +49,7 @@ class BotChange:
     body: str
     message: str  # the commit message
     edit: Edit
-    base: str = "main"
+    base: str | None = None  # None: the forge's default branch
 
 
 @dataclass(frozen=True)
@@ -61,10 +61,19 @@ class BotIdentity:
 
 
 DENV_BOT = BotIdentity()
+# A local forge's default branch, unless DENV_DEFAULT_BRANCH names another (GitHub's is the
+# repository's own setting).
+DEFAULT_BRANCH = "main"
 CLOSED_KIND = "closed"  # the marker of the comment a pull request is closed with
 
 
 class Forge(Protocol):
+    def default_branch(self) -> str:
+        """The repository's default branch: the one trusted ref whose fleets, policies, parity
+        suites and allowed signers decide everything a pull request triggers (never the pull
+        request's own base, which its author chooses)."""
+        ...
+
     def pull_request(self, number: int) -> PullRequest: ...
 
     def pull_requests(self, state: PrState = PrState.OPEN) -> list[PullRequest]: ...

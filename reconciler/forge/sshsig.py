@@ -1,10 +1,13 @@
 """Adapter: SSH signatures with OpenSSH's `ssh-keygen -Y sign` and `-Y verify`, as git signs
-commits with `gpg.format ssh`. The local forge signs approvals with them (commands.py says
-what is signed). Everything reaches ssh-keygen as an argv list or a file, never a shell.
+commits with `gpg.format ssh`. The local forge signs openings and approvals with them
+(commands.py says what is signed). Everything reaches ssh-keygen as an argv list or a file,
+never a shell.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import shutil
 import subprocess
 import tempfile
@@ -57,3 +60,26 @@ def verify(
         argv = [_ssh_keygen(), "-Y", "verify", "-f", str(signers), "-I", principal]
         run = _run([*argv, "-n", namespace, "-s", str(sig)], message)
     return None if run.returncode == 0 else _said(run)
+
+
+_ARMOR = ("-----BEGIN SSH SIGNATURE-----", "-----END SSH SIGNATURE-----")
+_MAGIC = b"SSHSIG"
+
+
+def signer_key(signature: str) -> bytes | None:
+    """The public key (its wire-format blob) an armored SSH signature carries, as OpenSSH's
+    PROTOCOL.sshsig lays it out; None when `signature` is not one. `verify` checks that this
+    key made the signature, so two verified signatures by one key carry the same blob."""
+    lines = [line.strip() for line in signature.strip().splitlines()]
+    if len(lines) < 3 or (lines[0], lines[-1]) != _ARMOR:
+        return None
+    try:
+        raw = base64.b64decode("".join(lines[1:-1]), validate=True)
+    except (binascii.Error, ValueError):
+        return None
+    at = len(_MAGIC) + 4  # the magic, then a uint32 version
+    if not raw.startswith(_MAGIC) or len(raw) < at + 4:
+        return None
+    size = int.from_bytes(raw[at : at + 4], "big")
+    key = raw[at + 4 : at + 4 + size]
+    return key if size and len(key) == size else None

@@ -147,6 +147,9 @@ class PrPolicy(Spec):
     # Environment variables of the bot a pull request's trial may receive (a fleet's
     # weights.token_env); none by default: trial weights are public or pre-staged
     secrets: list[Annotated[str, Field(pattern=r"^[A-Z_][A-Z0-9_]*$")]] = []
+    # Branches besides the default one whose pull requests may start trials on hosts (each
+    # named in full); a pull request into any other base is planned, never benched
+    allowed_bases: list[Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._/-]*$")]] = []
 
 
 class PrPolicyFile(Spec):

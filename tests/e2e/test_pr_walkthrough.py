@@ -76,7 +76,7 @@ def bench_step(github: GitHubSetup, number: int, head: str, drivers: Drivers) ->
     claimed = [Handled(comment_id=i, user="grace", command="bench", outcome="done") for i in
                range(1, 1000)]  # fmt: skip
     fake.comment(number, "mallory", render_commands(claimed))
-    asked = fake.comment(number, "grace", f"/denv bench {head[:12]}")  # the commit grace read
+    asked = fake.comment(number, "grace", f"/denv bench {head}")  # the commit grace read
     ran = run_commands(forge, github.work, number, drivers, options, only=asked, cache=cache)
     assert [(h.comment_id, h.user, h.command) for h in ran.ran] == [(asked, "grace", "bench")]
     assert [(c.name, c.conclusion) for c in ran.checks] == [("denv bench", "success")], ran.checks

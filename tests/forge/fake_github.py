@@ -64,6 +64,7 @@ class FakeGitHub:
     bare: Path  # the repository's git data: branches are read from and merged into it
     owner: str = "acme"
     name: str = "fleet"
+    default_branch: str = "main"
     tokens: dict[str, str] = field(default_factory=dict)  # token -> login
     # tokens that are Actions' GITHUB_TOKEN: they write as github-actions[bot], and GET /user
     # answers them 403, as GitHub does an integration's token
@@ -200,7 +201,9 @@ class FakeGitHub:
     def _repo_json(self, full_name: str | None = None) -> Json:
         full = full_name or self.full_name
         ours = full == self.full_name
-        return shapes.repository(self._site, full, 1 if ours else 2, not ours, _iso(EPOCH))
+        return shapes.repository(
+            self._site, full, 1 if ours else 2, not ours, _iso(EPOCH), self.default_branch
+        )
 
     def _branch_tip(self, branch: str) -> str | None:
         repo = pygit2.Repository(str(self.bare))
@@ -427,8 +430,12 @@ class FakeGitHub:
             ("PATCH", rf"{repo}/check-runs/(\d+)", self._patch_check),
             ("GET", rf"{API}/orgs/([^/]+)/teams/([^/]+)/memberships/([^/]+)", self._membership),
             ("GET", rf"{API}/user", self._authenticated_user),
+            ("GET", repo, self._get_repo),
             ("POST", r"/api/graphql", self._graphql),
         ]
+
+    def _get_repo(self, r: Request) -> Answer:
+        return 200, shapes.full_repository(self._repo_json()), {}
 
     def _authenticated_user(self, r: Request) -> Answer:
         if r.login == "github-actions[bot]":

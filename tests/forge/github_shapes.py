@@ -109,7 +109,9 @@ _REPO_TEMPLATES = {
 }
 
 
-def repository(site: Site, full_name: str, repo_id: int, fork: bool, at: str) -> Json:
+def repository(
+    site: Site, full_name: str, repo_id: int, fork: bool, at: str, default_branch: str = "main"
+) -> Json:
     """A repository (a pull request's head and base each carry one)."""
     owner, name = full_name.split("/")
     url = f"{site.api}/repos/{full_name}"
@@ -139,7 +141,7 @@ def repository(site: Site, full_name: str, repo_id: int, fork: bool, at: str) ->
         "watchers_count": 0,
         "watchers": 0,
         "size": 0,
-        "default_branch": "main",
+        "default_branch": default_branch,
         "open_issues": 0,
         "open_issues_count": 0,
         "has_issues": True,
@@ -452,3 +454,8 @@ def pull_issue(site: Site, repo_url: str, pull: Json) -> Json:
 def _reactions(url: str) -> Json:
     counts = ("+1", "-1", "laugh", "hooray", "confused", "heart", "rocket", "eyes")
     return {"url": url, "total_count": 0, **dict.fromkeys(counts, 0)}
+
+
+def full_repository(repository: Json) -> Json:
+    """`GET /repos/{owner}/{repo}`: the repository and the counts only this answer carries."""
+    return {**repository, "has_discussions": False, "network_count": 0, "subscribers_count": 0}

@@ -35,3 +35,18 @@ def allow(repo: Path, signers: dict[str, Path], branch: str = "main") -> str:
     sha = commit_file(repo, SIGNERS, text, "allowed signers")
     git(repo, "checkout", "-q", "main")
     return sha
+
+
+def sign_openings(repo: Path, name: str = "Ada Lovelace", listed: bool = False) -> Path:
+    """A key for `name` (git's user.name in the test repositories) that `git config
+    user.signingKey` names, so that `denv pr open` signs with it; `listed`: main's allowed
+    signers list it too (then the opening names its author and approvals can count)."""
+    folder = repo.parent / f"{repo.name}-keys"
+    folder.mkdir(exist_ok=True)
+    key = new_key(folder, name.replace(" ", "-"))
+    git(repo, "config", "user.signingKey", str(key))
+    if listed:
+        git(repo, "checkout", "-q", "main")
+        old = (repo / SIGNERS).read_text() if (repo / SIGNERS).is_file() else ""
+        commit_file(repo, SIGNERS, old + signer_line(f'"{name}"', key), f"{name} signs")
+    return key

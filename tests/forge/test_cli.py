@@ -36,7 +36,9 @@ def test_approve_then_merge(git_repo: Path, tmp_path_factory: pytest.TempPathFac
     head = commit_file(git_repo, RELEASE, text, "chat-8b: max_batch 192")
     git(git_repo, "checkout", "-q", "main")
     forge = LocalForge(git_repo)
-    forge.open_pr("bigger-batch", "chat-8b: bigger batches", "Raise **max_batch**.")
+    forge.open_pr(
+        "bigger-batch", "chat-8b: bigger batches", "Raise **max_batch**.", key=keys["ada"]
+    )
     forge.upsert_comment(1, "plan", "### denv plan\n\n**1 action**: 1 replace.")
     failing = CheckRun(name="denv plan", title="invalid", summary="", conclusion=Conclusion.FAILURE)
     forge.set_check(head, failing)

@@ -37,6 +37,11 @@ def test_local_by_default(git_repo: Path) -> None:
     assert isinstance(forge, LocalForge) and forge.bot.name == "fleet-bot"
 
 
+def test_the_local_default_branch_is_main_unless_configured(git_repo: Path) -> None:
+    assert open_forge(git_repo, {}).default_branch() == "main"
+    assert open_forge(git_repo, {"DENV_DEFAULT_BRANCH": "trunk"}).default_branch() == "trunk"
+
+
 def test_github_needs_a_repository_and_credentials(git_repo: Path) -> None:
     with pytest.raises(ForgeError, match="GITHUB_REPOSITORY"):
         open_forge(git_repo, {"DENV_FORGE": "github"})

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from reconciler.errors import BotBranchTaken, ForgeError
+from reconciler.forge.commands import merge_blockers
 from reconciler.forge.local import LocalForge
 from reconciler.forge.models import CheckRun, CommandKind, Conclusion, MergeStatus, PrState
 from reconciler.forge.protocol import BotChange, BotFiles
@@ -36,7 +37,9 @@ def keys(git_repo: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, 
 def test_open_comment_approve_merge(git_repo: Path, keys: dict[str, Path]) -> None:
     head = _branch_with_change(git_repo)
     forge = LocalForge(git_repo, user="ada")
-    pr = forge.open_pr("bigger-batch", "chat-8b: bigger batches", "Raise max_batch.")
+    pr = forge.open_pr(
+        "bigger-batch", "chat-8b: bigger batches", "Raise max_batch.", key=keys["ada"]
+    )
     assert (pr.number, pr.head_sha, pr.state) == (1, head, PrState.OPEN)
 
     first = forge.upsert_comment(1, "plan", "plan v1")
@@ -74,14 +77,14 @@ def test_an_approval_counts_only_signed_by_its_approver(
     git_repo: Path, keys: dict[str, Path]
 ) -> None:
     """`--as grace` named the approver for anyone: now grace's key must sign it, by the
-    allowed signers of the base branch, which the pull request cannot add itself to."""
+    allowed signers of the default branch, which the pull request cannot add itself to."""
     _branch_with_change(git_repo)
     git(git_repo, "checkout", "-q", "bigger-batch")  # the pull request lists mallory too
     text = (git_repo / SIGNERS).read_text() + signer_line("mallory", keys["mallory"])
     commit_file(git_repo, SIGNERS, text, "let mallory approve")
     git(git_repo, "checkout", "-q", "main")
     forge = LocalForge(git_repo, user="ada")
-    forge.open_pr("bigger-batch", "t")
+    forge.open_pr("bigger-batch", "t", key=keys["ada"])
     forge.approve(1, "grace")  # unsigned
     forge.approve(1, "grace", key=keys["mallory"])  # mallory signs as grace: latest word
     forge.approve(1, "mallory", key=keys["mallory"])  # listed by the pull request only
@@ -102,10 +105,15 @@ def test_without_allowed_signers_no_approval_counts_and_a_bad_line_stops(
 ) -> None:
     _branch_with_change(git_repo)
     forge = LocalForge(git_repo, user="ada")
-    forge.open_pr("bigger-batch", "t")
-    forge.approve(1, "grace", key=new_key(tmp_path_factory.mktemp("keys"), "grace"))
-    [ignored] = forge.approvals(1).ignored
-    assert ignored.reason == f"main has no {SIGNERS} to check its signature by"
+    folder = tmp_path_factory.mktemp("keys")
+    forge.open_pr("bigger-batch", "t", key=new_key(folder, "ada"))
+    forge.approve(1, "grace", key=new_key(folder, "grace"))
+    approvals = forge.approvals(1)
+    assert approvals.opening == f"main has no {SIGNERS} to check its opening by"
+    [ignored] = approvals.ignored
+    assert (
+        ignored.reason == f"its author is not known: main has no {SIGNERS} to check its opening by"
+    )
     commit_file(git_repo, SIGNERS, "# signers\ngrace ssh-ed25519\n", "half a line")
     with pytest.raises(ForgeError, match=f"^{SIGNERS}:2 \\(on main\\): expected `PRINCIPALS"):
         forge.approvals(1)
@@ -117,7 +125,7 @@ def test_without_allowed_signers_no_approval_counts_and_a_bad_line_stops(
 def test_approval_of_an_old_head_does_not_count(git_repo: Path, keys: dict[str, Path]) -> None:
     _branch_with_change(git_repo)
     forge = LocalForge(git_repo, user="ada")
-    forge.open_pr("bigger-batch", "t")
+    forge.open_pr("bigger-batch", "t", key=keys["ada"])
     forge.approve(1, "grace", key=keys["grace"])
     git(git_repo, "checkout", "-q", "bigger-batch")
     commit_file(git_repo, "NOTES.md", "more\n", "another commit")
@@ -125,6 +133,28 @@ def test_approval_of_an_old_head_does_not_count(git_repo: Path, keys: dict[str, 
     approvals = forge.approvals(1)
     assert approvals.counted == []
     assert approvals.ignored[0].user == "grace" and "not the head" in approvals.ignored[0].reason
+
+
+def test_an_unsigned_opening_cannot_merge_but_the_bots_own_can(
+    git_repo: Path, keys: dict[str, Path]
+) -> None:
+    """The opening names the author, so that their approval is known for theirs: a pull
+    request opened unsigned has no known author and cannot merge; the bot holds no key, and
+    its own pull requests (promotions, rollbacks, winners) count others' approvals as ever."""
+    _branch_with_change(git_repo)
+    forge = LocalForge(git_repo, user="ada")
+    forge.open_pr("bigger-batch", "t")
+    forge.approve(1, "grace", key=keys["grace"])
+    approvals = forge.approvals(1)
+    assert approvals.counted == []
+    assert approvals.opening == "its opening is not signed by its author ada (denv pr open --key)"
+    assert merge_blockers(approvals, 0, []) == [approvals.opening]  # whatever the gates ask
+
+    _branch_with_change(git_repo, "denv/bot-change")
+    bot = forge.open_pr("denv/bot-change", "bot", author=forge.bot.name)
+    forge.approve(bot.number, "grace", key=keys["grace"])
+    approvals = forge.approvals(bot.number)
+    assert (approvals.counted, approvals.opening) == (["grace"], None)
 
 
 def test_merge_refuses_a_moved_head_and_conflicts(git_repo: Path) -> None:
@@ -190,6 +220,15 @@ def test_bot_pr_open_update_and_comments_survive(git_repo: Path) -> None:
     diff = git(git_repo, "diff", "--name-only", f"main...{updated.head_sha}")
     assert diff == RELEASE
     assert len(forge.pull_requests()) == 1
+
+
+def test_a_bot_pr_goes_into_the_default_branch(git_repo: Path) -> None:
+    git(git_repo, "branch", "-q", "trunk")
+    commit_file(git_repo, "NOTES.md", "main only\n", "a commit trunk lacks")
+    forge = LocalForge(git_repo, user="ada", default_branch="trunk")
+    pr = forge.open_or_update_bot_pr(_change(256))
+    assert pr.base_branch == "trunk"
+    assert git(git_repo, "diff", "--name-only", f"trunk...{pr.head_sha}") == RELEASE
 
 
 def test_bot_never_overwrites_a_human_commit(git_repo: Path) -> None:

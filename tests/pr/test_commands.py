@@ -27,11 +27,21 @@ T0 = datetime(2025, 1, 1, tzinfo=UTC)
     [
         ("/denv bench", OLD, OLD, None),
         ("/denv bench", OLD, NEW, f"commented on {OLD[:12]}, but the head is now {NEW[:12]}"),
-        ("/denv bench bbbbbbb", OLD, NEW, None),  # names the new head: it runs there
-        ("/denv plan aaaaaaa", None, NEW, f"commented on aaaaaaa, but the head is now {NEW[:12]}"),
-        ("/denv plan", None, NEW, f"comment `/denv plan {NEW[:12]}` to run on the head"),
+        (f"/denv bench {NEW}", OLD, NEW, None),  # names the new head: it runs there
+        (f"/denv plan {OLD}", None, NEW, f"on {OLD[:12]}, but the head is now {NEW[:12]}"),
+        ("/denv plan", None, NEW, f"comment `/denv plan {NEW}` to run on the head"),
+        ("/denv bench bbbbbbb", OLD, NEW, "`bbbbbbb` is a prefix, and a prefix can be forged"),
+        (f"/denv bench {NEW[:39]}", None, NEW, "name the commit in full (40 hex digits)"),
     ],
-    ids=["same-head", "head-moved", "names-new-head", "names-old-head", "head-unknown"],
+    ids=[
+        "same-head",
+        "head-moved",
+        "names-new-head",
+        "names-old-head",
+        "head-unknown",
+        "names-a-prefix",
+        "names-39-digits",
+    ],
 )
 def test_a_command_runs_only_on_the_commit_it_was_given_on(
     body: str, recorded: str | None, head: str, refusal: str | None
@@ -86,12 +96,12 @@ def test_a_command_commented_before_a_push_is_refused_naming_both_heads(git_repo
 def test_on_github_a_command_names_its_commit(github: GitHubSetup) -> None:
     number, head = open_pr(github)
     github.fake.comment(number, "grace", "/denv bench")
-    github.fake.comment(number, "grace", f"/denv plan {head[:7]}")
+    github.fake.comment(number, "grace", f"/denv plan {head}")
     commands = github.forge.comment_commands(number)
     assert [(c.command, c.head_sha) for c in commands] == [
         (CommandKind.BENCH, None),
-        (CommandKind.PLAN, head[:7]),
+        (CommandKind.PLAN, head),
     ]
     unnamed, named = (head_moved(c, head) for c in commands)
     assert named is None
-    assert unnamed is not None and f"`/denv bench {head[:12]}`" in unnamed
+    assert unnamed is not None and f"`/denv bench {head}`" in unnamed

@@ -18,7 +18,7 @@ from reconciler.pr.plan import _check
 from reconciler.reconcile.plan import FleetUsage, Plan
 from tests.forge.conftest import TOKEN, GitHubSetup
 from tests.forge.gitrepo import commit_file, git
-from tests.forge.sshkeys import allow, new_key
+from tests.forge.sshkeys import allow, new_key, sign_openings
 from tests.forge.test_github import open_pr
 
 RELEASE = "releases/chat-8b/denv.yaml"
@@ -71,6 +71,7 @@ def test_plan_then_fix_then_break_edits_one_comment(
     allow(git_repo, {"grace": grace})
     bigger = (git_repo / RELEASE).read_text().replace("max_batch: 128", "max_batch: 192")
     head = branch(git_repo, "bigger-batch", RELEASE, bigger)
+    sign_openings(git_repo, listed=True)
     opened = denv(git_repo, "open", "--head", "bigger-batch")
     assert (
         opened.stdout.strip() == "Opened #1 bigger-batch: change releases/chat-8b/denv.yaml: "

@@ -1,7 +1,8 @@
-"""What a pull request may decide: its recipes, releases and parity suites — never where the
-bot connects, what it runs beside engines or which secret it sends. A pull request whose
-fleet file points the bot at a host of its choosing is planned against the base's fleets,
-and its comment says so; no connection reaches the pull request's host."""
+"""What a pull request may decide: its recipes, releases and catalog — never where the bot
+connects, what it runs beside engines, which secret it sends or the parity suite that judges
+it. A pull request whose fleet file points the bot at a host of its choosing is planned against
+the default branch's fleets, and its comment says so; no connection reaches the pull request's
+host."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from reconciler.forge.local import LocalForge
 from reconciler.forge.models import CheckRun, Conclusion
 from reconciler.spec.sources import is_trusted_path
 from tests.forge.gitrepo import git
-from tests.forge.sshkeys import new_key
+from tests.forge.sshkeys import new_key, sign_openings
 from tests.pr.test_plan import RELEASE, branch, denv, planned
 
 FLEET = "fleets/local.yaml"
@@ -74,7 +75,7 @@ fleet:
         ("fleets/local.yaml", True),
         ("policies/gates.yaml", True),
         ("policies/alarms.yaml", True),
-        ("policies/parity/default.jsonl", False),
+        ("policies/parity/default.jsonl", True),
         ("releases/chat-8b/denv.yaml", False),
         ("recipes/llama-3.1-8b/vllm@1.yaml", False),
         ("catalog/hardware.yaml", False),
@@ -91,6 +92,7 @@ def test_a_pull_request_fleet_is_never_dialled(git_repo: Path, listener: Listene
     (git_repo / RELEASE).write_text(release)
     git(git_repo, "commit", "-q", "-am", "hostile: point the local fleet at my host")
     git(git_repo, "checkout", "-q", "main")
+    sign_openings(git_repo)
     assert denv(git_repo, "open", "--head", "hostile").returncode == 0
 
     answer = planned(git_repo, 1)
@@ -99,12 +101,16 @@ def test_a_pull_request_fleet_is_never_dialled(git_repo: Path, listener: Listene
     assert answer["files"] == [FLEET, RELEASE]
     assert answer["problems"] == [] == answer["unplaceable"]
     [comment] = LocalForge(git_repo).comments(1)
-    assert "changes `fleets/local.yaml`: fleets and policies are read from `main`" in comment.body
+    assert (
+        "changes `fleets/local.yaml`: fleets, policies and parity suites are read from the "
+        "default branch, `main`" in comment.body
+    )
 
 
 def test_a_pull_request_without_its_base_branch_is_refused(git_repo: Path) -> None:
     bigger = (git_repo / RELEASE).read_text().replace("max_batch: 128", "max_batch: 192")
     branch(git_repo, "bigger", RELEASE, bigger)
+    sign_openings(git_repo)
     assert denv(git_repo, "open", "--head", "bigger").returncode == 0
     git(git_repo, "checkout", "-q", "bigger")
     git(git_repo, "branch", "-q", "-m", "main", "gone")
@@ -124,6 +130,7 @@ def test_a_pull_request_cannot_lower_the_approvals_it_needs(git_repo: Path) -> N
         "policies/gates.yaml",
         gates.replace("default_approvals: 1 ", "default_approvals: 0 "),
     )
+    sign_openings(git_repo)
     assert denv(git_repo, "open", "--head", "no-gate").returncode == 0
     git(git_repo, "checkout", "-q", "no-gate")  # the work tree now says 0 approvals
     LocalForge(git_repo).set_check(
@@ -139,17 +146,6 @@ def test_a_pull_request_cannot_lower_the_approvals_it_needs(git_repo: Path) -> N
     assert "approvals: 0 of 1" in shown.stdout
 
 
-def test_docs_table_says_what_the_code_does() -> None:
-    """docs/github.md's table of what a pull request can change is the code's rule."""
-    doc = (Path(__file__).resolve().parents[2] / "docs/github.md").read_text()
-    section = doc.split("## What a pull request can and cannot change", 1)[1].split("\n## ")[0]
-    rows = [line.split("|")[1:3] for line in section.splitlines() if line.startswith("| `")]
-    assert len(rows) == 8
-    for path, source in rows:
-        example = path.strip().strip("`").replace("**", "x/y.yaml").replace("*.yaml", "z.yaml")
-        assert is_trusted_path(example) is (source.strip() == "the base branch"), example
-
-
 def test_a_review_that_does_not_count_benches_nothing(
     git_repo: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
@@ -161,6 +157,7 @@ def test_a_review_that_does_not_count_benches_nothing(
     git(git_repo, "commit", "-q", "-am", "only grace approves")
     bigger = (git_repo / RELEASE).read_text().replace("max_batch: 128", "max_batch: 192")
     branch(git_repo, "bigger", RELEASE, bigger)
+    sign_openings(git_repo, listed=True)
     assert denv(git_repo, "open", "--head", "bigger").returncode == 0
     mallory = new_key(tmp_path_factory.mktemp("keys"), "mallory")
     assert denv(git_repo, "approve", "1", "--as", "mallory", "--key", str(mallory)).returncode == 0

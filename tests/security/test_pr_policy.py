@@ -235,7 +235,7 @@ def test_flags_that_take_host_paths_or_run_remote_code_are_refused(
         f"{at('--trust_')}: recipe.args[0]: --trust-remote-code is refused in pull requests",
         f"{at('--chat-')}: recipe.args[1]: --chat-template takes a host path",
         f"{at('--download')}: recipe.args[2]: --download-dir takes a host path",
-        f"{at(chr(39) + '{')}: recipe.args[7]: '{{\"cache\": \"~/.ssh\"}}' names a host path",
+        f'{at(chr(39) + "{")}: recipe.args[7]: \'{{"cache": "~/.ssh"}}\' names a host path',
     ]
 
 
