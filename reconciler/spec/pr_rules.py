@@ -133,6 +133,8 @@ def _hf_refusal(source: str, rule: PrWeights, pinned: bool) -> str | None:
         return f"{source}: {match[1]} is not an allowed organisation ({', '.join(rule.hf_orgs)})"
     if pinned and not (match[3] and _FULL_COMMIT.match(match[3])):
         return f"{source} is not pinned to a full commit (write hf://org/repo@<40 hex digits>)"
+    if not pinned and match[3] is not None:
+        return f"{source} names a revision: a catalog model's hf_repo is org/repo alone"
     return None
 
 
@@ -161,7 +163,8 @@ def weights_refusal(
     source: str, rule: PrWeights, roots: Mapping[str, Sequence[str]], pinned: bool = True
 ) -> str | None:
     """Why `source` may not be fetched on the fleets of `roots` (fleet -> its weights.roots),
-    or None. `pinned`: an hf:// source must name its full commit."""
+    or None. `pinned`: an hf:// source must name its full commit; else it names none (a
+    catalog model's repository, whose commit its `weights` pin says)."""
     if source.startswith("hf://"):
         return _hf_refusal(source, rule, pinned)
     found = location(source)

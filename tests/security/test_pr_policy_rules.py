@@ -77,6 +77,30 @@ def test_weights_come_only_from_pinned_hf_or_under_the_fleets_roots(
         assert refused in problem and problem.endswith("(pr policy rule weights)")
 
 
+@pytest.mark.parametrize(
+    ("hf_repo", "refused"),
+    [
+        ("meta-llama/x@main", "hf://meta-llama/x@main names a revision"),
+        ("../../x", "does not name a Hugging Face repository"),
+        ("meta-llama/Llama-3.1-70B-Instruct", None),
+    ],
+)
+def test_a_catalog_models_hf_repo_names_a_repository_alone(
+    denv_repo: Path, edit: Edit, hf_repo: str, refused: str | None
+) -> None:
+    """A trial's weights when no release pins them: hf://<hf_repo>, so it is org/repo."""
+    edit(
+        "catalog/models.yaml", "hf_repo: meta-llama/Llama-3.1-70B-Instruct", f"hf_repo: {hf_repo!r}"
+    )
+
+    found = [str(p) for p in pr_refusals(open_repo(denv_repo))]
+
+    assert found == ([] if refused is None else [found[0]])
+    if refused is not None:
+        assert found[0].startswith("catalog/models.yaml:") and ": models[" in found[0]
+        assert refused in found[0] and found[0].endswith("(pr policy rule weights)")
+
+
 def test_flags_that_take_host_paths_or_run_remote_code_are_refused(
     denv_repo: Path, edit: Edit
 ) -> None:
