@@ -75,6 +75,7 @@ def run_bench(
         drivers=drivers,
         trial=run.trial,
         weights=run.weights,
+        secrets=None,  # the operator's own run: the fleet's token
         ready_timeout=run.ready_timeout,
         say=say,
     ) as endpoint:

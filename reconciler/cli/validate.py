@@ -9,17 +9,38 @@ from typing import Annotated
 import typer
 
 from reconciler.cli.common import JsonOption, open_checked, print_json
-from reconciler.errors import SpecError
+from reconciler.errors import Problem, SpecError, UsageError
+from reconciler.spec.loader import load_pr_policy
+from reconciler.spec.repo import Repo
 from reconciler.spec.schema import FILE_KINDS, schema_for
+from reconciler.spec.yamlio import MAX_YAML_BYTES
 
 
 def validate(
     path: Annotated[Path, typer.Argument(help="Repository folder (default: current).")] = Path("."),
     rev: Annotated[str | None, typer.Option("--rev", help="Validate this git revision.")] = None,
+    pr_policy: Annotated[
+        bool,
+        typer.Option(
+            "--pr-policy",
+            help="Also judge the files as a pull request's: each field the PR policy "
+            "(policies/pr.yaml, else its defaults) refuses, with the rule (docs/github.md).",
+        ),
+    ] = False,
+    pr_policy_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--pr-policy-file",
+            metavar="FILE",
+            help="--pr-policy with the policy of FILE instead of policies/pr.yaml.",
+        ),
+    ] = None,
     as_json: JsonOption = False,
 ) -> None:
     """Check every denv file and the references between them; print every error at once."""
     repo = open_checked(path, rev)
+    if pr_policy or pr_policy_file is not None:
+        repo.problems.extend(_pr_policy_problems(repo, pr_policy_file))
     counts = {
         "recipes": len(repo.recipes),
         "fleets": len(repo.fleets),
@@ -59,6 +80,24 @@ def validate(
         f"ok: {repo.label}: {summary}"
         + (f"; {len(repo.problems)} warning(s)" if repo.problems else "")
     )
+
+
+def _pr_policy_problems(repo: Repo, file: Path | None) -> list[Problem]:
+    """What the PR policy refuses in `repo`: the policy of `file`, else the repository's own
+    (policies/pr.yaml, or the defaults); a `file` that is not a valid policy: its problems."""
+    from reconciler.engines.pr_policy import pr_refusals
+
+    if file is None:
+        return pr_refusals(repo)
+    try:
+        size = file.stat().st_size
+        if size > MAX_YAML_BYTES:
+            raise UsageError(f"--pr-policy-file {file}: {size:,} bytes; at most {MAX_YAML_BYTES:,}")
+        data = file.read_bytes()
+    except OSError as exc:
+        raise UsageError(f"--pr-policy-file {file}: cannot read it ({exc.strerror})") from None
+    policy, problems = load_pr_policy(str(file), data)
+    return problems if policy is None else problems + pr_refusals(repo, policy)
 
 
 def schema(

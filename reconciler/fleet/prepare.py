@@ -18,7 +18,7 @@ import json
 import os
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
 from reconciler.engines.runtime import Need, venv_name
@@ -50,13 +50,20 @@ class JobState(Observed):
     weights: dict[str, Any] | None = None
 
 
-def weights_request(fleet: Fleet, source: str | None) -> dict[str, Any] | None:
+def weights_request(
+    fleet: Fleet, source: str | None, *, secrets: Collection[str] | None
+) -> dict[str, Any] | None:
     """What the agent needs to fetch `source`; the token is read from the bot's environment
-    variable the fleet names and goes to the agent on stdin only. The fleet's weights roots go
-    along: the agent refuses a file:// or s3:// source outside every one of them."""
+    variable the fleet names and goes to the agent on stdin only. `secrets`: the variables
+    this request may read (a pull request's trial: its PR policy's, none by default); None:
+    any the fleet names (the fleet's own releases and the operator's runs); every caller says
+    which. The fleet's weights roots go along: the agent refuses a file:// or s3:// source
+    outside every one of them."""
     if source is None:
         return None
-    token = os.environ.get(fleet.weights.token_env) if fleet.weights.token_env else None
+    name = fleet.weights.token_env
+    allowed = name is not None and (secrets is None or name in secrets)
+    token = os.environ.get(name) if allowed and name is not None else None
     return {
         "source": source,
         "host": None,

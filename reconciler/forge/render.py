@@ -282,6 +282,14 @@ def pareto_chart(points: Sequence[ParetoPoint]) -> str:
     return "\n".join(lines) + f"\n\n{caption}"
 
 
+def _bench_tables(view: BenchView) -> str:
+    if view.problems:
+        refused = "**Invalid or refused files: nothing benched.**"
+        listing = "\n".join(view.problems)
+        return f"{refused}\n\n{quoted(listing)}"
+    return "\n\n".join(_bench_table(r) for r in view.rows) or "No results."
+
+
 def _failure(failure: BenchFailure) -> str:
     """A list item: who failed, and what the engines and hosts said, quoted under it."""
     block = quoted(failure.error).replace("\n", "\n  ")
@@ -298,7 +306,7 @@ def render_bench(view: BenchView) -> str:
         simulated=" Figures marked simulated come from denv's simulator, not GPUs."
         if simulated
         else "",
-        tables="\n\n".join(_bench_table(r) for r in view.rows) or "No results.",
+        tables=_bench_tables(view),
         notes="\n".join(
             [*(f"- {' '.join(note.split())}" for note in view.notes), *map(_failure, view.failures)]
         ),

@@ -114,6 +114,7 @@ class BenchView(Record):
     pareto: list[ParetoPoint] = []
     notes: list[str] = []  # denv's own: subjects left out, what was not compared; one a line
     failures: list[BenchFailure] = []  # runs that failed
+    problems: list[str] = []  # invalid or refused files (`path:line:col: …`): nothing benched
 
 
 class ParityMismatch(Record):

@@ -65,6 +65,7 @@ def deployed(
         drivers=drivers,
         trial=new_trial_id(dt.datetime.now(dt.UTC)),
         weights=weights,
+        secrets=None,  # the release's own weights, from the default branch: the fleet's token
         purpose="optimize",
         ready_timeout=ready_timeout,
         say=say,

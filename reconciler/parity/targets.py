@@ -72,6 +72,7 @@ def candidate_endpoint(
         drivers=drivers,
         trial=new_trial_id(dt.datetime.now(dt.UTC)),
         weights=reference.weights,
+        secrets=None,  # the repository's own recipe, on its own branch: the fleet's token
         purpose="parity",
         say=say,
     ) as trial:

@@ -36,7 +36,14 @@ from reconciler.forge.views import BenchFailure, BenchView, ParityMismatch, Pari
 from reconciler.parity.runner import run_parity
 from reconciler.parity.suite import Suite
 from reconciler.parity.verdict import Verdict
-from reconciler.pr.plan import open_head, pull_request_source, trials_refused, trusted_note
+from reconciler.pr.plan import (
+    open_head,
+    proposed,
+    pull_request_source,
+    trials_refused,
+    trusted_note,
+    trusted_policy,
+)
 from reconciler.pr.suites import CHANGED, ParitySuites, parity_suites
 from reconciler.reconcile.source import GitSource, InvalidRevision
 from reconciler.spec.repo import Repo
@@ -182,6 +189,7 @@ class _Runner:
             drivers=self.drivers,
             trial=new_trial_id(self.clock()),
             weights=side.weights,
+            secrets=self.repo.policies.pr.secrets,  # the trusted PR policy's: none by default
             ready_timeout=self.options.ready_timeout,
             say=self.say,
         )
@@ -372,15 +380,26 @@ def _base_repo(source: GitSource, fork: str | None) -> Repo | None:
         return None  # a base with invalid files: everything reads as new
 
 
-def _invalid(forge: Forge, pr: PullRequest, exc: InvalidRevision) -> PrBench:
+def _invalid(forge: Forge, pr: PullRequest, exc: InvalidRevision, traffic: str) -> PrBench:
+    """Files that do not validate, or that the PR policy refuses: no trial starts; the check
+    fails and the bench comment lists every problem."""
+    problems = [str(p) for p in exc.problems]
     check = CheckRun(
         name=CHECK,
-        title="invalid files: nothing benched",
-        summary="\n".join(str(p) for p in exc.problems)[:60_000],
+        title=f"invalid or refused files: {len(problems)} problem{'s' * (len(problems) != 1)}",
+        summary="\n".join(problems)[:60_000],
         conclusion=Conclusion.FAILURE,
     )
+    view = BenchView(
+        head_sha=pr.head_sha,
+        current=pr.base_branch,
+        traffic=traffic,
+        rows=[],
+        problems=problems,
+    )
+    ids = forge.upsert_comment(pr.number, "bench", render_bench(view))
     forge.set_check(pr.head_sha, check)
-    return PrBench(pr, None, [], check, [])
+    return PrBench(pr, None, [], check, ids)
 
 
 def _refused(forge: Forge, pr: PullRequest, refusal: str, traffic: str) -> PrBench:
@@ -418,13 +437,13 @@ def bench_pull_request(
     branch starts nothing on any host."""
     pr = open_head(forge, root, number, "benched", expect_head)
     trusted = trusted_ref(forge, root)
-    if (refusal := trials_refused(pr, trusted)) is not None:
-        return _refused(forge, pr, refusal, options.traffic_name)
     source = pull_request_source(root, trusted, cache)
+    if (refusal := trials_refused(pr, trusted, trusted_policy(source, trusted))) is not None:
+        return _refused(forge, pr, refusal, options.traffic_name)
     try:
-        head = source.repo_at(pr.head_sha)  # its fleets and policies: the default branch's
+        head = proposed(source, pr.head_sha)  # fleets and policies: the default branch's
     except InvalidRevision as exc:
-        return _invalid(forge, pr, exc)
+        return _invalid(forge, pr, exc, options.traffic_name)
     base = fork_point(root, pr.base_branch, pr.head_sha)
     subjects = bench_subjects(_base_repo(source, base), head)
     parity = parity_suites(

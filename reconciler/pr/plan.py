@@ -2,8 +2,9 @@
 run (as `denv plan` does), commented on the pull request (edited in place on each run) and
 set as the `denv plan` check of the head commit. `denv pr plan` and `denv deploy` use it.
 
-The check fails on invalid files and on a deployment that cannot be placed; the comment says
-why. The head's commit must be in the local repository (a CI checkout of the pull request has
+The check fails on invalid files, on fields the trusted PR policy refuses (policies/pr.yaml:
+images, weights sources, engine flags) and on a deployment that cannot be placed; the comment
+says why. The head's commit must be in the local repository (a CI checkout of the pull request has
 it; elsewhere `git fetch origin pull/N/head`).
 """
 
@@ -13,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from reconciler.engines.pr_policy import pr_refusals
 from reconciler.errors import DenvError, ForgeError, SpecError
 from reconciler.fleet.drivers.registry import Drivers
 from reconciler.forge.localgit import changed_paths, has_commit
@@ -25,7 +27,8 @@ from reconciler.reconcile.plan import Plan
 from reconciler.reconcile.render import plan_view, summary
 from reconciler.reconcile.snapshot import snapshot
 from reconciler.reconcile.source import GitSource, InvalidRevision
-from reconciler.spec.policy import Gates
+from reconciler.spec.policy import Gates, PrPolicy
+from reconciler.spec.repo import Repo
 from reconciler.spec.sources import is_trusted_path
 
 CHECK = "denv plan"
@@ -114,6 +117,17 @@ def pull_request_source(root: Path, trusted: TrustedRef, cache: Path) -> GitSour
     return GitSource(str(root), cache, trusted_base=trusted.commit)
 
 
+def proposed(source: GitSource, head: str) -> Repo:
+    """The head of a pull request as the bot may act on it: valid, and within the trusted PR
+    policy (policies/pr.yaml and the fleets' weights roots, read from the trusted ref that
+    `source` overlays). InvalidRevision listing every problem of either kind."""
+    repo = source.repo_at(head)
+    refused = pr_refusals(repo)
+    if refused:
+        raise InvalidRevision(head, refused)
+    return repo
+
+
 def trusted_gates(forge: Forge, root: Path, cache: Path) -> Gates:
     """The approval rules of the default branch, never of a pull request's head, base or work
     tree: a pull request cannot lower the bar it must clear. SpecError when they are invalid."""
@@ -135,11 +149,21 @@ def approved_by(forge: Forge, root: Path, pr: PullRequest, user: str, cache: Pat
         raise ForgeError(f"#{pr.number}: {user}'s review does not count ({why}): nothing benched")
 
 
-def trials_refused(pr: PullRequest, trusted: TrustedRef) -> str | None:
+def trusted_policy(source: GitSource, trusted: TrustedRef) -> PrPolicy:
+    """The PR policy of the default branch (policies/pr.yaml there, else its defaults), never
+    a pull request's own: a pull request that edits it changes nothing for itself. SpecError
+    when the default branch's files are invalid."""
+    try:
+        return source.repo_at(trusted.commit).policies.pr
+    except InvalidRevision as exc:
+        raise SpecError(exc.problems) from None
+
+
+def trials_refused(pr: PullRequest, trusted: TrustedRef, policy: PrPolicy) -> str | None:
     """Why nothing of pull request `pr` may run on hosts (None: it may), for its plan and its
-    bench alike: its base is not the default branch. Branches a trusted policy allows as well
-    are passed here, as `allowed_bases`."""
-    return trial_refusal(pr, trusted, allowed_bases=())
+    bench alike: its base is neither the default branch nor one of the trusted policy's
+    `allowed_bases`."""
+    return trial_refusal(pr, trusted, allowed_bases=policy.allowed_bases)
 
 
 def trusted_note(files: list[str], trusted: TrustedRef, refusal: str | None = None) -> str | None:
@@ -178,14 +202,15 @@ def plan_pull_request(
     plan: Plan | None = None
     status(f"validating {pr.head_sha[:12]}")
     try:
-        source.repo_at(pr.head_sha)
+        proposed(source, pr.head_sha)
     except InvalidRevision as exc:
         problems = [str(p) for p in exc.problems]
     if not problems:
         plan = snapshot(source, drivers, pr.head_sha, status).plan
     unplaceable = _unplaceable(plan) if plan is not None else []
     # planned whatever its base, always against the default branch's fleets and policies
-    note = trusted_note(files, trusted, trials_refused(pr, trusted))
+    refusal = trials_refused(pr, trusted, trusted_policy(source, trusted))
+    note = trusted_note(files, trusted, refusal)
     if plan is None:
         view = PlanView(
             head_sha=pr.head_sha, base=trusted.branch, files=files, problems=problems, note=note

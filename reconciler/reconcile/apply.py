@@ -281,7 +281,9 @@ class Applier:
             key = f"{host} {weights or ''}".strip()
             needs = [a.desired.need for a in actions if a.desired and a.desired.need]
             spec = self.repo.fleets[fleet]
-            payloads[key] = prepare_payload(needs, weights_request(spec, weights), host)
+            payloads[key] = prepare_payload(
+                needs, weights_request(spec, weights, secrets=None), host
+            )
             asks[key] = (host, functools.partial(self.driver(fleet).prepare, host))
         parallel = min(self.repo.fleets[f].weights.parallel for f, _, _ in wanted)
         shown: dict[str, str] = {}

@@ -18,7 +18,7 @@ from reconciler.collector import collector_paused
 from reconciler.errors import Problem
 from reconciler.spec.catalog import HardwareFile, ModelsFile, OffersFile
 from reconciler.spec.fleet import FleetFile
-from reconciler.spec.policy import AlarmsFile, GatesFile, OptimizerFile
+from reconciler.spec.policy import AlarmsFile, GatesFile, OptimizerFile, PrPolicy, PrPolicyFile
 from reconciler.spec.problems import from_validation
 from reconciler.spec.recipe import RecipeFile
 from reconciler.spec.release import Promotions, Release
@@ -131,6 +131,9 @@ def _load_policy(repo: Repo, doc: YamlDoc, values: Any = None) -> None:
     elif doc.path.endswith("gates.yaml"):
         if (gates := _validate(repo, doc, GatesFile, values)) is not None:
             repo.policies = repo.policies.model_copy(update={"gates": gates.gates})
+    elif doc.path.endswith("pr.yaml"):
+        if (pr := _validate(repo, doc, PrPolicyFile, values)) is not None:
+            repo.policies = repo.policies.model_copy(update={"pr": pr.pr})
     elif (rules := _validate(repo, doc, OptimizerFile, values)) is not None:
         repo.policies = repo.policies.model_copy(update={"optimizer": rules.optimizer})
 
@@ -156,7 +159,7 @@ YAML_KINDS: list[tuple[re.Pattern[str], LoadKind]] = [
     (re.compile(r"^fleets/[^/]+\.yaml$"), _load_fleet),
     (re.compile(r"^releases/[^/]+/denv\.yaml$"), _load_release),
     (re.compile(r"^releases/[^/]+/promotions\.yaml$"), _load_promotions),
-    (re.compile(r"^policies/(alarms|gates|optimizer)\.yaml$"), _load_policy),
+    (re.compile(r"^policies/(alarms|gates|optimizer|pr)\.yaml$"), _load_policy),
 ]
 
 
@@ -318,3 +321,14 @@ def open_repo(
     repo = load_repo(source, cache, only)
     repo.problems += check_repo(repo)
     return repo
+
+
+def load_pr_policy(label: str, data: bytes) -> tuple[PrPolicy | None, list[Problem]]:
+    """A PR policy file on its own (`denv validate --pr-policy FILE`): the policy, or None and
+    its problems at their positions in the file (named `label`)."""
+    doc, values, problem = parse_values(label, data)
+    if doc is None:
+        return None, [problem] if problem is not None else []
+    scratch = Repo(label=label)
+    parsed = _validate(scratch, doc, PrPolicyFile, values)
+    return (parsed.pr if parsed is not None else None), scratch.problems

@@ -1,10 +1,11 @@
-"""Models: policies (policies/alarms.yaml, gates.yaml, optimizer.yaml)."""
+"""Models: policies (policies/alarms.yaml, gates.yaml, optimizer.yaml, pr.yaml)."""
 
 from __future__ import annotations
 
-from typing import Any, Literal
+import re
+from typing import Annotated, Any, Literal
 
-from pydantic import Field, PositiveInt, model_validator
+from pydantic import AfterValidator, Field, PositiveInt, model_validator
 
 from reconciler.spec.base import Duration, Slug, Spec, parse_duration
 
@@ -98,8 +99,66 @@ class OptimizerFile(Spec):
     optimizer: OptimizerRules
 
 
+# Image patterns: a repository (`lmsysorg/sglang`, `registry.example.com/ml/vllm`), a namespace
+# and everything under it (`lmsysorg/*`), or one pinned image (`…:v0.5.12`, `…@sha256:<hex>`).
+_IMAGE_PATTERN = re.compile(
+    r"^[a-z0-9][a-z0-9._-]*(:[0-9]+)?(/[a-z0-9][a-z0-9._-]*)*(/\*|:[A-Za-z0-9_][A-Za-z0-9._-]*"
+    r"|@sha256:[0-9a-f]{64})?$"
+)
+
+
+def _image_pattern(value: str) -> str:
+    if not _IMAGE_PATTERN.match(value):
+        raise ValueError(
+            f"'{value}' is not an image pattern: a repository (lmsysorg/sglang), a namespace "
+            "(lmsysorg/*) or a pinned image (lmsysorg/sglang:v0.5.12, …@sha256:<digest>), "
+            "in lower case"
+        )
+    return value
+
+
+ImagePattern = Annotated[str, AfterValidator(_image_pattern)]
+# The publishers of the engines' official images (vllm/vllm-openai, lmsysorg/sglang and its
+# ROCm builds) and AMD's ROCm organisation, which publishes vLLM and SGLang builds for AMD GPUs.
+DEFAULT_PR_IMAGES = ("vllm/*", "lmsysorg/*", "rocm/*")
+
+
+class PrWeights(Spec):
+    """Where the weights a pull request names may come from (rule `weights`)."""
+
+    # pinned: hf://org/repo@<the full 40-hex commit>; off: no Hugging Face weights
+    hf: Literal["pinned", "off"] = "pinned"
+    # Hugging Face organisations (or users) weights may come from; empty: any
+    hf_orgs: list[Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")]] = []
+    # file:// and s3:// under the weights.roots of the (trusted) fleet they are fetched on
+    fleet_roots: bool = True
+
+
+class PrPolicy(Spec):
+    """What a pull request may propose for the bot to run (policies/pr.yaml, read from the
+    trusted ref): each list is one rule, named in every refusal (docs/github.md)."""
+
+    images: list[ImagePattern] = list(DEFAULT_PR_IMAGES)
+    weights: PrWeights = PrWeights()
+    # Refused on top of every flag that takes a host path (derived from the flag's name)
+    refused_flags: list[Annotated[str, Field(pattern=r"^--?[A-Za-z0-9][A-Za-z0-9_-]*$")]] = [
+        "--trust-remote-code"
+    ]
+    # Environment variables of the bot a pull request's trial may receive (a fleet's
+    # weights.token_env); none by default: trial weights are public or pre-staged
+    secrets: list[Annotated[str, Field(pattern=r"^[A-Z_][A-Z0-9_]*$")]] = []
+    # Branches besides the default one whose pull requests may start trials on hosts (each
+    # named in full); a pull request into any other base is planned, never benched
+    allowed_bases: list[Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._/-]*$")]] = []
+
+
+class PrPolicyFile(Spec):
+    pr: PrPolicy
+
+
 class Policies(Spec):
     alarms: dict[str, Alarm] = {}
     prometheus: PrometheusSource | None = None  # None: alarms scrape the engines themselves
     gates: Gates = Gates()
     optimizer: OptimizerRules = OptimizerRules()
+    pr: PrPolicy = PrPolicy()

@@ -8,7 +8,7 @@ from pydantic import BaseModel
 
 from reconciler.spec.catalog import HardwareFile, ModelsFile, OffersFile
 from reconciler.spec.fleet import FleetFile
-from reconciler.spec.policy import AlarmsFile, GatesFile, OptimizerFile
+from reconciler.spec.policy import AlarmsFile, GatesFile, OptimizerFile, PrPolicyFile
 from reconciler.spec.recipe import RecipeFile
 from reconciler.spec.release import Promotions, Release
 from reconciler.spec.result import Result, TrafficLine
@@ -26,6 +26,7 @@ FILE_KINDS: dict[str, tuple[type[BaseModel], str]] = {
     "alarms": (AlarmsFile, "policies/alarms.yaml"),
     "gates": (GatesFile, "policies/gates.yaml"),
     "optimizer": (OptimizerFile, "policies/optimizer.yaml"),
+    "pr": (PrPolicyFile, "policies/pr.yaml"),
     "result": (Result, "results/<recipe>/<hardware>/<id>.json, results/published/*.jsonl lines"),
     "traffic": (TrafficLine, "a line of a traffic shape (.jsonl)"),
 }

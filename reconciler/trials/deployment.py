@@ -24,7 +24,7 @@ import secrets
 import signal
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
 from types import FrameType
 
 from reconciler.engines.units import EngineContext
@@ -125,10 +125,13 @@ def _not_ready(driver: FleetDriver, unit_id: str, host: str, timeout: float) -> 
 class _Trial:
     """The units of one planned trial, started and stopped through the hosts' agents."""
 
-    def __init__(self, plan: TrialPlan, fleet: Fleet, drivers: Drivers) -> None:
+    def __init__(
+        self, plan: TrialPlan, fleet: Fleet, drivers: Drivers, secrets: Collection[str] | None
+    ) -> None:
         self.plan = plan
         self.fleet = fleet
         self.drivers = drivers
+        self.secrets = secrets  # the bot's variables its prepare may read (None: the fleet's)
 
     @property
     def driver(self) -> FleetDriver:
@@ -145,7 +148,7 @@ class _Trial:
         for (host, weights), units in sorted(wanted.items(), key=str):
             key = f"{host} {weights or ''}".strip()
             needs = [u.need for u in units if u.need is not None]
-            request = weights_request(self.fleet, weights)
+            request = weights_request(self.fleet, weights, secrets=self.secrets)
             payloads[key] = prepare_payload(needs, request, host)
             asks[key] = (host, functools.partial(self.driver.prepare, host))
         if not payloads:
@@ -281,6 +284,7 @@ def trial_deployment(
     drivers: Drivers,
     trial: str,
     weights: str | None = None,
+    secrets: Collection[str] | None,
     purpose: str = "bench",
     ready_timeout: float = 900.0,
     stop_grace: float = 10.0,
@@ -288,7 +292,9 @@ def trial_deployment(
 ) -> Iterator[TrialEndpoint]:
     """`recipe` on free trial GPUs of `fleet`, ready, for the `with` block; every unit stopped
     after it, whatever ended it. DenvError (PlacementError, EngineError, UnitExited, …) when
-    it cannot be deployed, after stopping what was started. `trial` names it (new_trial_id)."""
+    it cannot be deployed, after stopping what was started. `trial` names it (new_trial_id).
+    `secrets`: the bot's environment variables the trial may receive (a pull request's: its
+    trusted PR policy's list; None: any its fleet names, for the operator's own runs)."""
     hardware = repo.resolve_hardware(fleet.hardware)
     if hardware is None:
         raise NotFound(f"fleet {fleet.name}: unknown hardware '{fleet.hardware}'")
@@ -319,7 +325,7 @@ def trial_deployment(
     plan = plan_trial(
         deployment, fleet, observation, context, size, purpose, this_process(), rules=driver
     )
-    running = _Trial(plan, fleet, drivers)
+    running = _Trial(plan, fleet, drivers, secrets)
     started = time.monotonic()
     failed = True
     try:

@@ -84,7 +84,7 @@ def host(lab: SshLab) -> Iterator[tuple[AgentClient, Path]]:
 
 def prepare(agent: AgentClient, spec: Fleet, source: str) -> dict[str, Any]:
     """What the bot does before a start: the fleet's weights request, followed to the end."""
-    payload = prepare_payload([], weights_request(spec, source), "a")
+    payload = prepare_payload([], weights_request(spec, source, secrets=None), "a")
     state = follow("a", agent.prepare, payload, lambda _: None, timeout=60)
     assert state is not None
     return state.model_dump()
@@ -311,7 +311,9 @@ def test_a_replaced_agent_file_is_replaced_again_before_it_runs(
     spec = fleet(f"file://{tmp_path}")
     second = AgentClient(SshTransport(hosted, settings), python=sys.executable, resident=resident)
     try:
-        payload = prepare_payload([], weights_request(spec, f"file://{tmp_path}/none"), "a")
+        payload = prepare_payload(
+            [], weights_request(spec, f"file://{tmp_path}/none", secrets=None), "a"
+        )
         with pytest.raises(PrepareFailed, match="no such folder"):  # the real agent answered
             follow("a", second.prepare, payload, lambda _: None, timeout=60)
     finally:
