@@ -27,6 +27,7 @@ lint: $(STAMP)
 workflows: $(STAMP)
 	$(BIN)/check-jsonschema --builtin-schema vendor.github-workflows .github/workflows/*.yml
 	$(BIN)/zizmor --offline --persona pedantic .github/workflows
+	$(BIN)/zizmor --offline --persona auditor .github/workflows
 
 # What the tests start for real: OpenSSH servers (in network namespaces, with iproute2),
 # Prometheus for the alarms' Prometheus mode, PostgreSQL for optimizer workers sharing a
