@@ -118,7 +118,7 @@ def wait_running(driver: SlurmDriver, count: int, timeout: float = 120.0) -> Non
     deadline = time.monotonic() + timeout
     states: list[str | None] = []
     while time.monotonic() < deadline:
-        states = [job.get("queue") for job in driver.cluster().get("jobs", [])]
+        states = [job.queue for job in driver.cluster().jobs]
         if len(states) == count and all(s == "RUNNING" for s in states):
             return
         time.sleep(0.2)

@@ -78,3 +78,12 @@ class BotBranchTaken(ForgeError):
 
 class ParityError(DenvError):
     """A parity suite that could not run to its end: no verdict, and never a pass."""
+
+
+def failure(exc: BaseException) -> str:
+    """Why one fleet's part of a pass failed, as its report says: a DenvError's message, or
+    for anything else (a bug, a host's answer no check caught) its kind and text, so the
+    other fleets go on and this one is named with its reason."""
+    if isinstance(exc, DenvError):
+        return str(exc)
+    return f"unexpected {type(exc).__name__}: {str(exc)[:300]} (a bug in denv: please report it)"

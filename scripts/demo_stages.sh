@@ -42,7 +42,7 @@ from reconciler.fleet.transport import LocalTransport
 agent = AgentClient(LocalTransport(env={**os.environ, "DENV_HOME": sys.argv[1]}), python=sys.executable)
 deadline = time.monotonic() + float(sys.argv[2])
 while time.monotonic() < deadline:
-    note = agent.lease("reconciler", "demo", 0, peek=True).get("note") or {}
+    note = agent.lease("reconciler", "demo", 0, peek=True).note or {}
     kept = ((note.get("checks") or {}).get("rollout") or {}).get("stages") or {}
     s = {k.split("/")[1]: v for k, v in kept.items() if k.startswith("chat-8b/")}
     try:

@@ -1,7 +1,9 @@
 """CLI: the typer app and its one error boundary.
 
 DenvError -> its message on stderr, exit 1; Ctrl-C -> exit 130; anything else is a bug:
-traceback, exit 3. Libraries' log records (paramiko logs a traceback for every SSH handshake
+traceback, exit 3. What it writes, and what the commands write, goes through the terminal
+boundary (reconciler/cli/streams.py, terminal.py): text from hosts and engines is shown, never
+interpreted. Libraries' log records (paramiko logs a traceback for every SSH handshake
 that fails) are shown only with `denv --debug`, which also shows where a DenvError came from.
 """
 
@@ -18,6 +20,7 @@ from typing import Annotated
 import typer
 from typer.exceptions import Abort, TyperException
 
+from reconciler.cli import streams
 from reconciler.errors import DenvError
 
 # `denv NAME` -> (module of reconciler.cli, attribute, is it a group). Only the module the
@@ -142,6 +145,7 @@ def configure_logging(debug: bool) -> None:
 
 
 def main() -> None:
+    streams.install()  # everything from here on is shown, never interpreted
     debug = debugging(sys.argv[1:], os.environ)
     configure_logging(debug)
     try:

@@ -11,6 +11,7 @@ from typing import Annotated, Any, Literal
 
 import typer
 from rich.table import Table
+from rich.text import Text
 
 from reconciler.bench import ranked
 from reconciler.catalog.cost import parse_price_overrides
@@ -195,26 +196,26 @@ def _print_details(d: dict[str, Any]) -> None:
     speed, tput, cost, recipe = d["speed"], d["throughput"], d["cost"], d["recipe"]
     roofline = Roofline.model_validate(d["roofline"])
     engine = recipe["engine"]
-    lines = [
-        f"[bold]{d['result']}[/]",
+    lines: list[str | Text] = [
+        Text(d["result"], style="bold"),
         f"{d['model']} on {d['hardware']}, precision {d['precision'] or '…'}, "
         f"{ranked.workload_text(d['workload'])}, {ranked.load_text(d['load'])}",
         "",
-        "[bold]speed[/]",
+        Text("speed", style="bold"),
         f"  TTFT  {_ms(speed['ttft_ms'])}",
         f"  TPOT  {_ms(speed['tpot_ms'])}",
         f"  ITL   {_ms(speed['itl_ms'])}",
         f"  E2E   {_ms(speed['e2e_ms'])}",
         f"  per user  {show(speed['tok_s_per_user'], 1)} tok/s",
-        "[bold]throughput[/]",
+        Text("throughput", style="bold"),
         f"  output {show(tput['output_tok_s'], 0)} tok/s on {show(tput['gpus'])} GPUs = "
         f"{show(tput['output_tok_s_per_gpu'], 1)} tok/s/GPU (total "
         f"{show(tput['total_tok_s_per_gpu'], 1)} tok/s/GPU)",
-        "[bold]cost[/]",
+        Text("cost", style="bold"),
         f"  ${show(cost['usd_per_m_output'], 3)} per M output tokens at "
         f"${show(cost['gpu_hour'])}/GPU-hour ({cost['price_source'] or 'no price'})",
         f"  {cost['formula']}",
-        "[bold]recipe[/]",
+        Text("recipe", style="bold"),
         f"  {recipe['id'] or '(no denv recipe)'}: {engine.get('name')} "
         f"{engine.get('version', '…')}"
         + (f" under {engine['orchestrator']}" if engine.get("orchestrator") else "")
@@ -223,19 +224,18 @@ def _print_details(d: dict[str, Any]) -> None:
     ]
     if recipe["settings"] is not None:
         lines.append(f"  settings {ranked.flat(recipe['settings']) or 'engine defaults'}")
-    lines += ["[bold]roofline[/]", *(f"  {line}" for line in roofline_lines(roofline))]
+    lines += [Text("roofline", style="bold"), *(f"  {line}" for line in roofline_lines(roofline))]
     source = d["source"]
     lines += [
-        "[bold]source[/]",
+        Text("source", style="bold"),
         f"  {source['kind']}, {source.get('by', '…')}, {source.get('at', '…')}",
         f"  {source.get('url', '…')}",
         f"  {source.get('citation', '')}",
     ]
     if source.get("notes"):
         lines.append(f"  notes: {source['notes']}")
-    for line in lines:  # headings carry markup; data is printed as is
-        heading = line.startswith("[bold]")
-        console.print(line, markup=heading, highlight=False, soft_wrap=True)
+    for line in lines:  # headings in bold; data is printed as is
+        console.print(line, highlight=False, soft_wrap=True)
 
 
 @app.command("compare")

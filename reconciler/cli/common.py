@@ -5,16 +5,16 @@ from __future__ import annotations
 import gc
 import json
 import os
-import sys
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 from pydantic import BaseModel
-from rich.console import Console
 
+from reconciler.cli import terminal
 from reconciler.collector import collector_paused
 from reconciler.errors import SpecError, UsageError
+from reconciler.shown import json_escaped
 from reconciler.spec.base import parse_duration
 from reconciler.spec.loader import open_repo
 from reconciler.spec.parsecache import ParseCache
@@ -31,8 +31,9 @@ RepoOption = Annotated[
 ]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
 
-# Tables are wide; when the output is a pipe or a file, do not fold them at 80 columns.
-console = Console() if sys.stdout.isatty() else Console(width=160)
+# stdout's console: tables, and lines with text from hosts, engines and files
+# (reconciler/cli/terminal.py: markup off, escapes and control characters never shown)
+console = terminal.console()
 
 
 def cache_root() -> Path:
@@ -86,7 +87,7 @@ def print_json(value: Any) -> None:
         text = value.model_dump_json(indent=2)
     else:
         text = json.dumps(value, indent=2, default=str)
-    typer.echo(text)
+    typer.echo(json_escaped(text))
 
 
 def show(value: float | int | str | None, digits: int = 2) -> str:

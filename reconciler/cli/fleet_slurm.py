@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from rich.markup import escape
 from rich.table import Table
 
 from reconciler.cli.common import console
@@ -30,7 +29,7 @@ def print_slurm(fleet: str, view: dict[str, Any]) -> None:
         state = row["state"] or "not reached"
         if row["cordoned"]:  # the scheduler's state and its reason
             state = f"cordoned: {row['cordoned']}"
-        nodes.add_row(row["node"], escape(state), _count(row["gpus"]), _count(row["free_gpus"]))
+        nodes.add_row(row["node"], state, _count(row["gpus"]), _count(row["free_gpus"]))
     queue = Table(
         "UNIT",
         "JOB",
@@ -47,7 +46,7 @@ def print_slurm(fleet: str, view: dict[str, Any]) -> None:
             job["unit"],
             job["job"] or "…",
             job["state"] or "…",
-            escape(job["reason"] or ""),
+            job["reason"] or "",
             ",".join(job["nodes"]),
             job["partition"] or "…",
         )

@@ -11,9 +11,9 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
+from reconciler.cli import terminal
 from reconciler.cli.common import JsonOption, RepoOption, console, load, print_json
 from reconciler.errors import DenvError, NotFound
 from reconciler.fleet.drivers.registry import Drivers
@@ -52,7 +52,7 @@ def trials(
     spec = loaded.fleets.get(fleet)
     if spec is None:
         raise NotFound(f"unknown fleet '{fleet}' (known: {', '.join(sorted(loaded.fleets))})")
-    messages = Console(stderr=True)
+    messages = terminal.console(stderr=True)
 
     def say(message: str) -> None:
         messages.print(message, markup=False, highlight=False, soft_wrap=True)

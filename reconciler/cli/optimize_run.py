@@ -10,9 +10,8 @@ import os
 import time
 from pathlib import Path
 
-from rich.console import Console
-
 from reconciler.bench.traffic_stats import trace_stats
+from reconciler.cli import terminal
 from reconciler.cli.common import load
 from reconciler.cli.plan import cache_dir
 from reconciler.cli.progress import ProgressSink
@@ -28,7 +27,7 @@ from reconciler.optimize.watch import catalog_marks, remeasure_reasons
 from reconciler.pr.plan import plan_pull_request
 from reconciler.spec.repo import Repo
 
-messages = Console(stderr=True)
+messages = terminal.console(stderr=True)
 
 
 def say(message: str) -> None:
@@ -51,7 +50,7 @@ def promoter(root: Path, repo: Repo, drivers: Drivers) -> Promote:
 
     def promote(state: StudyState, row: Row) -> int:
         forge = open_forge(root, os.environ)
-        number = promote_row(forge, repo, state, row, "main")
+        number = promote_row(forge, repo, state, row)
         plan_pull_request(forge, root, number, drivers, lambda _m: None, cache=cache_dir())
         return number
 

@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import Annotated, Literal
 
 import typer
-from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
@@ -114,9 +113,12 @@ def run(
 def _print_verdict(verdict: Verdict) -> None:
     rule = "strict" if verdict.mode == "strict" else f"tolerant, top {verdict.top_k}"
     console.print(
-        f"[bold]{verdict.headline}[/] ({rule}) — suite {escape(verdict.suite)}, "
-        f"{verdict.exact} exact, {verdict.tolerant} within top {verdict.top_k}, "
-        f"{verdict.elapsed_s:.1f}s",
+        Text.assemble(
+            (verdict.headline, "bold"),
+            f" ({rule}) — suite {verdict.suite}, "
+            f"{verdict.exact} exact, {verdict.tolerant} within top {verdict.top_k}, "
+            f"{verdict.elapsed_s:.1f}s",
+        ),
         highlight=False,
     )
     console.print(f"reference {verdict.reference}\ncandidate {verdict.candidate}", markup=False)

@@ -8,9 +8,9 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.text import Text
 
+from reconciler.cli import terminal
 from reconciler.cli.common import JsonOption, cache_root, console, print_json
 from reconciler.fleet.drivers.registry import Drivers
 from reconciler.forge.render import render_plan
@@ -59,7 +59,7 @@ def plan(
     """What would start, stop and be replaced: desired state from git, observed from the
     fleets the releases use (`+` start, `~` replace, `-` stop). Exit 1 when a host did not
     answer: the plan leaves out what runs there."""
-    progress = Console(stderr=True)
+    progress = terminal.console(stderr=True)
     source = GitSource(repo, cache_dir())
     drivers = Drivers(warn=_warn)
     try:

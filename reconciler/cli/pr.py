@@ -10,21 +10,21 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.markdown import Markdown
 from rich.table import Table
+from rich.text import Text
 
-from reconciler.cli import pr_runs
+from reconciler.cli import pr_runs, terminal
 from reconciler.cli.common import JsonOption, RepoOption, console, print_json
 from reconciler.cli.plan import cache_dir
 from reconciler.errors import ForgeError
 from reconciler.fleet.drivers.registry import Drivers
 from reconciler.forge.commands import merge_blockers
-from reconciler.forge.config import bot_identity, open_forge
+from reconciler.forge.config import local_forge, open_forge
 from reconciler.forge.local import LocalForge
 from reconciler.forge.markers import read_marker
 from reconciler.forge.models import Approvals, MergeStatus, PrState, PullRequest
-from reconciler.pr.plan import base_gates, plan_pull_request
+from reconciler.pr.plan import plan_pull_request, trusted_gates
 from reconciler.spec.sources import find_root
 
 app = typer.Typer(
@@ -40,11 +40,12 @@ NumberArg = Annotated[int, typer.Argument(help="Pull request number.", min=1)]
 
 
 def _forge(repo: Path, user: str | None = None) -> LocalForge:
-    return LocalForge(find_root(repo), user=user, bot=bot_identity(os.environ))
+    return local_forge(find_root(repo), os.environ, user)
 
 
 def _approvals(repo: Path, forge: LocalForge, number: int) -> tuple[Approvals, int]:
-    gates = base_gates(find_root(repo), forge.pull_request(number), cache_dir())
+    """The approvals policy of the default branch, never of the pull request or its base."""
+    gates = trusted_gates(forge, find_root(repo), cache_dir())
     return forge.approvals(number, gates.approvers), gates.default_approvals
 
 
@@ -100,10 +101,10 @@ def show(number: NumberArg, repo: RepoOption = Path("."), as_json: JsonOption = 
             }
         )
         return
-    console.print(f"[bold]#{pr.number} {pr.title}[/bold]  ({pr.state})")
+    console.print(Text.assemble((f"#{pr.number} {pr.title}", "bold"), f"  ({pr.state})"))
     console.print(f"{pr.author} wants {pr.head_branch} → {pr.base_branch} at {pr.head_sha[:12]}")
     if pr.body:
-        console.print(Markdown(pr.body))
+        console.print(Markdown(pr.body, hyperlinks=False))
     console.print(f"checks: {_checks_line(forge, pr)}")
     counted = ", ".join(approvals.counted) or "none"
     if approvals.opening is not None:
@@ -115,7 +116,7 @@ def show(number: NumberArg, repo: RepoOption = Path("."), as_json: JsonOption = 
         kind = read_marker(comment.body)
         label = f" [{kind[0]}]" if kind else ""
         console.rule(f"{comment.author}{label} · {comment.at:%Y-%m-%d %H:%M}")
-        console.print(Markdown(comment.body))
+        console.print(Markdown(comment.body, hyperlinks=False))
 
 
 @app.command("approve")
@@ -138,8 +139,8 @@ def approve(
 ) -> None:
     """Approve the pull request's current head commit, signed with your SSH key."""
     forge = _forge(repo, user)
-    # an invalid base stops here
-    gates = base_gates(find_root(repo), forge.pull_request(number), cache_dir())
+    forge.pull_request(number)  # a missing pull request stops here
+    gates = trusted_gates(forge, find_root(repo), cache_dir())  # an invalid default branch too
     review = forge.approve(number, key=_signing_key(forge, key, "an approval"))
     approvals, required = forge.approvals(number, gates.approvers), gates.default_approvals
     if as_json:
@@ -245,7 +246,7 @@ def plan_pr(
     forge = open_forge(root, os.environ)
     drivers = Drivers(warn=lambda m: print(f"warning: {m}", file=sys.stderr))
     try:
-        with Console(stderr=True).status(f"planning #{number}") as shown:
+        with terminal.console(stderr=True).status(f"planning #{number}") as shown:
             result = plan_pull_request(
                 forge, root, number, drivers, shown.update, expect, cache=cache_dir()
             )

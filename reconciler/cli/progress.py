@@ -32,6 +32,8 @@ from rich.progress import (
 )
 from rich.text import Text
 
+from reconciler.cli import terminal
+
 Clock = Callable[[], float]
 
 
@@ -66,7 +68,7 @@ class ProgressSink:
         live: bool | None = None,
         clock: Clock = time.monotonic,
     ) -> None:
-        self.console = console if console is not None else Console(stderr=True)
+        self.console = console if console is not None else terminal.console(stderr=True)
         self.live = self.console.is_terminal if live is None else live
         self.numbered = numbered
         self.unit = unit
@@ -80,7 +82,7 @@ class ProgressSink:
     def __enter__(self) -> ProgressSink:
         if self.live:
             self._bars = Progress(
-                TextColumn("{task.description}"),
+                TextColumn("{task.description}", markup=False),
                 BarColumn(),
                 _Count(),
                 TimeElapsedColumn(),

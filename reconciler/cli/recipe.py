@@ -8,6 +8,7 @@ from typing import Annotated
 
 import typer
 from rich.syntax import Syntax
+from rich.text import Text
 
 from reconciler.catalog.deployments import Deployment, deployments
 from reconciler.cli.common import JsonOption, RepoOption, console, load, print_json
@@ -45,8 +46,11 @@ def show(recipe_id: RecipeArg, repo: RepoOption = Path("."), as_json: JsonOption
         return
     path = loaded.origin[f"recipe:{recipe_id}"]
     console.print(
-        f"[bold]{recipe_id}[/] — {path} — {total_gpus(recipe.topology)} GPUs, "
-        f"{recipe.engine.name} {recipe.engine.version}"
+        Text.assemble(
+            (recipe_id, "bold"),
+            f" — {path} — {total_gpus(recipe.topology)} GPUs, "
+            f"{recipe.engine.name} {recipe.engine.version}",
+        )
     )
     console.print(Syntax(loaded.docs[path].text, "yaml", background_color="default"))
 
@@ -160,7 +164,7 @@ def _show_unit(unit: Unit) -> None:
     if unit.gpus != len(unit.gpu_indices):
         gpus += f" (stands for {unit.gpus})"
     port = f"port {unit.port}" if unit.port is not None else "no HTTP port"
-    console.print(f"[bold]{unit.name}[/]  {unit.engine}  {where}  {gpus}  {port}")
+    console.print(Text.assemble((unit.name, "bold"), f"  {unit.engine}  {where}  {gpus}  {port}"))
     command = shlex.join(unit.argv)
     if unit.env:
         command = shlex.join(f"{k}={v}" for k, v in unit.env.items()) + " " + command
@@ -210,9 +214,12 @@ def render(
     runs = engine_name(deployment, target)
     origin = f"release {deployment.release}, stage {deployment.stage}, " if release else ""
     console.print(
-        f"[bold]{recipe_id}[/] — {origin}fleet {target.name} ({hardware.id}"
-        f"{', simulated' if target.simulated else ''}) — {runs}, {len(units)} units, "
-        f"{deployment.gpus} GPU{'s' * (deployment.gpus != 1)}"
+        Text.assemble(
+            (recipe_id, "bold"),
+            f" — {origin}fleet {target.name} ({hardware.id}"
+            f"{', simulated' if target.simulated else ''}) — {runs}, {len(units)} units, "
+            f"{deployment.gpus} GPU{'s' * (deployment.gpus != 1)}",
+        )
     )
     for unit in units:
         _show_unit(unit)

@@ -14,9 +14,9 @@ from typing import Annotated, Any
 
 import typer
 from prometheus_client import start_http_server
-from rich.console import Console
 from rich.table import Table
 
+from reconciler.cli import terminal
 from reconciler.cli.common import JsonOption, console, print_json, seconds
 from reconciler.cli.plan import LocationOption, cache_dir
 from reconciler.cli.progress import ProgressSink
@@ -65,7 +65,7 @@ def reconcile(
         backoff_base=seconds("--crash-backoff", crash_backoff),
     )
     every = seconds("--interval", interval)
-    out = Console(stderr=True)
+    out = terminal.console(stderr=True)
     metrics = BotMetrics()
     if metrics_port is not None:
         start_http_server(metrics_port, registry=metrics.registry)
@@ -131,7 +131,7 @@ def status(repo: LocationOption = ".", as_json: JsonOption = False) -> None:
     drivers = Drivers(warn=lambda m: print(f"warning: {m}", file=sys.stderr))
     source = GitSource(repo, cache_dir(), branch="main")
     try:
-        with Console(stderr=True).status("observing"):
+        with terminal.console(stderr=True).status("observing"):
             seen = look(source, drivers)
     finally:
         drivers.close()

@@ -11,9 +11,9 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
+from reconciler.cli import terminal
 from reconciler.cli.common import JsonOption, console, print_json
 from reconciler.cli.plan import LocationOption, cache_dir
 from reconciler.errors import UsageError
@@ -40,7 +40,7 @@ def status(
     source = GitSource(repo, cache_dir(), branch="main")
     drivers = Drivers(warn=lambda m: print(f"warning: {m}", file=sys.stderr))
     try:
-        with Console(stderr=True).status("reading git and the bot's state"):
+        with terminal.console(stderr=True).status("reading git and the bot's state"):
             _, head, rows, kept, why = release_stages(source, release, drivers)
     finally:
         drivers.close()

@@ -12,6 +12,7 @@ from typing import Annotated
 import typer
 from pydantic import ValidationError
 from rich.table import Table
+from rich.text import Text
 
 from reconciler.cli.common import JsonOption, RepoOption, console, load, print_json
 from reconciler.cli.recipe import find_recipe
@@ -304,8 +305,9 @@ def _render(
         else (f"{p.rate:g} req/s" if p.rate else "trace timing")
     )
     console.print(
-        f"[bold]SIMULATED[/] — {p.recipe} on {p.gpus} × {p.hardware}, {shape}, {load_text}",
-        markup=True,
+        Text.assemble(
+            ("SIMULATED", "bold"), f" — {p.recipe} on {p.gpus} × {p.hardware}, {shape}, {load_text}"
+        )
     )
     table = Table()
     table.add_column("metric")

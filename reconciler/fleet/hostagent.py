@@ -9,25 +9,51 @@ that is not this denv's (an older agent, a damaged file) is replaced and started
 session of an agent this process no longer ships. A session that dies (the agent killed, the
 channel cut) is reopened by the next call, and a call it cut off is sent once more on the new
 one: every verb is idempotent (a launch by unit name). A call that gets no answer by its
-deadline closes the connection and is reported; it is not repeated."""
+deadline closes the connection and is reported; it is not repeated.
+
+The agent's own word on its digest is never what is trusted: before every start, the shell
+line that starts it checks the file against the full sha256 this denv computed, with the
+host's `sha256sum`, not the agent's code; a file that differs is treated as missing and
+installed again (docs/hosts.md).
+
+Every answer, of every verb, resident or one-shot, is read in one place (`call`) into the
+model the caller names (fleet.model.answers): one that does not fit makes the host
+unreachable with the reason (BadAnswer), and nothing of it is used."""
 
 from __future__ import annotations
 
 import functools
 import hashlib
 import io
-import itertools
 import json
 import threading
 import zipfile
-from concurrent.futures import Future
-from concurrent.futures import TimeoutError as FutureTimeout
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ValidationError
 
 from reconciler.errors import DenvError
-from reconciler.fleet.model.observed import Cause, HostObservation, UnitRecord
-from reconciler.fleet.transport import HostUnreachable, Stream, Transport
+from reconciler.fleet.model.answers import (
+    Envelope,
+    Hello,
+    JobAnswer,
+    LeaseAnswer,
+    LogsAnswer,
+    PruneAnswer,
+    Refused,
+    RuntimesAnswer,
+    StopAnswer,
+    UnitsAnswer,
+    decode,
+    why,
+)
+from reconciler.fleet.model.observed import HostObservation, UnitRecord
+from reconciler.fleet.session import AgentGone, AgentSession, BadAnswer
+from reconciler.fleet.transport import HostUnreachable, Transport
+
+__all__ = ["AgentClient", "AgentFailed", "AgentGone", "BadAnswer", "agent_source"]
+M = TypeVar("M", bound=BaseModel)
 
 _MISSING = 97  # the wrapper's exit code when the agent is not cached on the host yet
 # Seconds the resident agent gets to say hello: a Python start on a busy host, not a call, so
@@ -56,93 +82,6 @@ def agent_source() -> tuple[bytes, str]:
     return source, hashlib.sha256(source).hexdigest()[:16]
 
 
-class AgentGone(HostUnreachable):
-    """The resident agent's session ended (agent killed, channel cut) before answering."""
-
-
-class AgentSession:
-    """One resident agent on one host: requests out as JSON lines, answers matched by `id`
-    by a reader thread, so calls from many threads share the one channel."""
-
-    def __init__(self, stream: Stream, host: str, digest: str) -> None:
-        self.stream = stream
-        self.host = host
-        self.digest = digest  # the agent this session was opened for
-        self.dead = False
-        self._lock = threading.Lock()
-        self._ids = itertools.count(1)
-        self._pending: dict[int, Future[dict[str, Any]]] = {}
-        self._hello: Future[dict[str, Any]] = Future()
-        threading.Thread(target=self._read, name=f"agent-{host}", daemon=True).start()
-
-    def _read(self) -> None:
-        buffer = b""
-        while chunk := self.stream.read():
-            buffer += chunk
-            *lines, buffer = buffer.split(b"\n")
-            for line in lines:
-                self._dispatch(line)
-        self._end(AgentGone(f"{self.host}: the agent's channel closed", Cause.CLOSED))
-
-    def _dispatch(self, line: bytes) -> None:
-        try:
-            message = json.loads(line)
-        except ValueError:
-            return  # not the agent's (a shell's noise before it started)
-        if not isinstance(message, dict):
-            return
-        if not self._hello.done():
-            self._hello.set_result(message)
-            return
-        with self._lock:
-            future = self._pending.pop(message.get("id"), None)  # type: ignore[arg-type]
-        if future is not None:
-            future.set_result(message)
-
-    def _end(self, error: HostUnreachable) -> None:
-        with self._lock:
-            self.dead = True
-            waiting = [*self._pending.values(), self._hello]
-            self._pending.clear()
-        for future in waiting:
-            if not future.done():
-                future.set_exception(error)
-
-    def hello(self, timeout: float) -> dict[str, Any]:
-        try:
-            return self._hello.result(timeout)
-        except FutureTimeout:
-            self.close()
-            raise HostUnreachable(
-                f"{self.host}: the agent did not start in {timeout:g}s", Cause.TIMED_OUT
-            ) from None
-
-    def call(self, verb: str, args: list[str], payload: Any, timeout: float) -> dict[str, Any]:
-        with self._lock:
-            if self.dead:
-                raise AgentGone(f"{self.host}: the agent's channel closed", Cause.CLOSED)
-            number = next(self._ids)
-            future: Future[dict[str, Any]] = Future()
-            self._pending[number] = future
-        request = {"id": number, "verb": verb, "args": args, "payload": payload}
-        try:
-            self.stream.send(json.dumps(request).encode() + b"\n")
-        except HostUnreachable as exc:
-            self._end(AgentGone(str(exc), Cause.CLOSED))
-        try:
-            return future.result(timeout)
-        except FutureTimeout:
-            with self._lock:
-                self._pending.pop(number, None)
-            raise HostUnreachable(
-                f"{self.host}: no answer to {verb} in {timeout:g}s", Cause.TIMED_OUT
-            ) from None
-
-    def close(self) -> None:
-        self.stream.close()
-        self._end(AgentGone(f"{self.host}: the agent's session was closed", Cause.CLOSED))
-
-
 class AgentClient:
     def __init__(
         self,
@@ -158,22 +97,46 @@ class AgentClient:
         self._session: AgentSession | None = None
         self._opening = threading.Lock()
 
-    def call(self, verb: str, *args: str, payload: Any = None, timeout: float | None = None) -> Any:
+    def call(
+        self,
+        verb: str,
+        *args: str,
+        answer: type[M],
+        payload: Any = None,
+        timeout: float | None = None,
+    ) -> M:
+        """Ask the agent `verb`; its result read into `answer` (the only way to read one).
+        AgentFailed when the agent refused; BadAnswer when what it said does not fit."""
         timeout = self.deadline if timeout is None else timeout
-        answer = self._resident(verb, list(args), payload, timeout) if self.resident else None
-        if answer is None:
-            answer = self._once(verb, list(args), payload, timeout)
-        if not answer.get("ok"):
-            raise AgentFailed(f"{self.transport.host}: {answer.get('error')}")
-        return answer.get("result")
+        found = self._resident(verb, list(args), payload, timeout) if self.resident else None
+        if found is None:
+            found = self._once(verb, list(args), payload, timeout)
+        if not found.ok:
+            raise AgentFailed(f"{self.transport.host}: {(found.error or 'no reason')[:2000]}")
+        try:
+            return answer.model_validate(found.result)
+        except ValidationError as exc:
+            raise BadAnswer(self.transport.host, f"its answer to {verb}", why(exc)) from None
 
-    def _wrapper(self, digest: str, missing: str) -> str:
-        """The shell line that runs the cached agent, or does `missing` when it is not there."""
-        return f'a={_HOME}/{digest}.pyz; [ -f "$a" ] || {{ {missing}; }}; exec "$0" "$a" "$@"'
+    def _wrapper(self, source: bytes, digest: str, missing: str) -> str:
+        """The shell line that runs the cached agent, or does `missing` when it is not there
+        or its content is not the one this denv ships (checked by `sha256sum`, before the
+        agent's code runs: a replaced file cannot vouch for itself)."""
+        line = f'printf "%s  %s\\n" {hashlib.sha256(source).hexdigest()} "$a"'
+        # coreutils' sha256sum, or where there is none (BSD, macOS) Perl's shasum
+        check = f"{{ {line} | sha256sum -c --status || {line} | shasum -a 256 -c -s; }} 2>/dev/null"
+        return f'a={_HOME}/{digest}.pyz; {check} || {{ {missing}; }}; exec "$0" "$a" "$@"'
 
-    def _once(self, verb: str, args: list[str], payload: Any, timeout: float) -> dict[str, Any]:
+    def _once(self, verb: str, args: list[str], payload: Any, timeout: float) -> Envelope:
         source, digest = agent_source()
-        argv = ["sh", "-c", self._wrapper(digest, f"exit {_MISSING}"), self.python, verb, *args]
+        argv = [
+            "sh",
+            "-c",
+            self._wrapper(source, digest, f"exit {_MISSING}"),
+            self.python,
+            verb,
+            *args,
+        ]
         stdin = json.dumps(payload).encode() if payload is not None else None
         done = self.transport.run(argv, stdin=stdin, timeout=timeout)
         if done.exit_code == _MISSING:
@@ -181,21 +144,21 @@ class AgentClient:
             done = self.transport.run(argv, stdin=stdin, timeout=timeout)
         lines = done.stdout.strip().splitlines()
         try:
-            answer = json.loads(lines[-1]) if lines else None
-        except ValueError:
-            answer = None
-        if not isinstance(answer, dict):
+            found = Envelope.model_validate(decode(lines[-1].encode()) if lines else None)
+        except Refused as exc:
+            raise BadAnswer(self.transport.host, f"its answer to {verb}", str(exc)) from None
+        except ValidationError:
             detail = (done.stderr.strip() or done.stdout.strip() or "no output")[-500:]
             raise AgentFailed(
                 f"{self.transport.host}: agent {verb} failed (exit {done.exit_code}): {detail}"
-            )
-        return answer
+            ) from None
+        return found
 
     # --- resident ------------------------------------------------------------------------
 
     def _resident(
         self, verb: str, args: list[str], payload: Any, timeout: float
-    ) -> dict[str, Any] | None:
+    ) -> Envelope | None:
         """The answer through the resident agent; None when it cannot start here (then the
         call goes one-shot, whose errors say why)."""
         for attempt in range(2):
@@ -224,22 +187,27 @@ class AgentClient:
             if session is not None:
                 self._drop(session)  # dead, or of an agent this denv no longer ships
             for attempt in range(2):
-                serve = self._wrapper(digest, "echo '{\"missing\": true}'; exit 0")
+                serve = self._wrapper(source, digest, "echo '{\"missing\": true}'; exit 0")
                 stream = self.transport.open_stream(["sh", "-c", serve, self.python, "serve"])
                 session = AgentSession(stream, self.transport.host, digest)
                 try:
-                    hello = session.hello(max(timeout, START_TIMEOUT))
+                    said = session.hello(max(timeout, START_TIMEOUT))
                 except AgentGone:
                     return None  # it exited before saying hello: one-shot shows why
-                found = (hello.get("hello") or {}).get("digest")
+                try:
+                    hello = Hello.model_validate(said)
+                except ValidationError as exc:
+                    session.close()
+                    raise BadAnswer(self.transport.host, "its agent's hello", why(exc)) from None
+                found = hello.hello.digest if hello.hello is not None else None
                 if found == digest:
                     self._session = session
                     return session
                 session.close()
-                if attempt or not (hello.get("missing") or found or "ok" in hello):
+                if attempt or not (hello.missing or found or hello.ok is not None):
                     raise AgentFailed(
                         f"{self.transport.host}: the agent at {_HOME}/{digest}.pyz says "
-                        f"{json.dumps(hello)[:200]}, not digest {digest}"
+                        f"{json.dumps(said)[:200]}, not digest {digest}"
                     )
                 self._install(source, digest, max(timeout, START_TIMEOUT))  # absent, older, damaged
             return None
@@ -268,36 +236,37 @@ class AgentClient:
 
     def probe(self, simulated: dict[str, Any] | None = None) -> HostObservation:
         args = ("--simulated", json.dumps(simulated)) if simulated is not None else ()
-        return HostObservation.model_validate(self.call("probe", *args))
+        return self.call("probe", *args, answer=HostObservation)
 
-    def prepare(self, payload: Any, wait: float) -> Any:
+    def prepare(self, payload: Any, wait: float) -> dict[str, Any]:
         """Start or follow the host's prepare job; its state after up to `wait` seconds."""
         timeout = wait + self.deadline
-        return self.call("prepare", "--wait", f"{wait:g}", payload=payload, timeout=timeout)
+        state = self.call(
+            "prepare", "--wait", f"{wait:g}", answer=JobAnswer, payload=payload, timeout=timeout
+        )
+        return state.model_dump(mode="json")
 
     def units(self) -> list[UnitRecord]:
-        return [UnitRecord.model_validate(u) for u in self.call("units")["units"]]
+        return list(self.call("units", answer=UnitsAnswer).units)
 
     def launch(self, unit: dict[str, Any]) -> UnitRecord:
-        return UnitRecord.model_validate(self.call("launch", payload=unit))
+        return self.call("launch", answer=UnitRecord, payload=unit)
 
     def stop(self, unit_id: str, grace: float = 10.0) -> dict[str, Any]:
-        result: dict[str, Any] = self.call(
-            "stop", unit_id, "--grace", f"{grace:g}", timeout=grace + self.deadline
-        )
-        return result
+        args = (unit_id, "--grace", f"{grace:g}")
+        stopped = self.call("stop", *args, answer=StopAnswer, timeout=grace + self.deadline)
+        return stopped.model_dump(mode="json")
 
     def logs(self, unit_id: str, tail: int = 100) -> dict[str, Any]:
-        result: dict[str, Any] = self.call("logs", unit_id, "--tail", str(tail))
-        return result
+        lines = self.call("logs", unit_id, "--tail", str(tail), answer=LogsAnswer)
+        return lines.model_dump(mode="json")
 
     def runtimes(self) -> dict[str, Any]:
-        result: dict[str, Any] = self.call("runtimes")
-        return result
+        return self.call("runtimes", answer=RuntimesAnswer).model_dump(mode="json")
 
     def prune(self, keep_hours: float = 24.0) -> dict[str, Any]:
-        result: dict[str, Any] = self.call("prune", "--keep-hours", f"{keep_hours:g}", timeout=600)
-        return result
+        args = ("--keep-hours", f"{keep_hours:g}")
+        return self.call("prune", *args, answer=PruneAnswer, timeout=600).model_dump(mode="json")
 
     def lease(
         self,
@@ -307,11 +276,10 @@ class AgentClient:
         release: bool = False,
         note: Any = None,
         peek: bool = False,
-    ) -> dict[str, Any]:
+    ) -> LeaseAnswer:
         """Take or renew a lease on this host; `peek` only reads it (with its note)."""
         args = [name, "--holder", holder, "--ttl", f"{ttl:g}"]
         args += ["--release"] if release else []
         args += ["--peek"] if peek else []
         args += ["--note", json.dumps(note)] if note is not None else []
-        result: dict[str, Any] = self.call("lease", *args)
-        return result
+        return self.call("lease", *args, answer=LeaseAnswer)

@@ -101,8 +101,10 @@ class HostedUnit(Spec):
     weights: str | None = None  # the weights to cache on the host
     cleanup: list[str] | None = None
     image: str | None = None
+    user: str | None = None  # the unprivileged user it runs as on the host (a trial's engine)
 
     def payload(self) -> dict[str, Any]:
         """What the agent's `launch` reads on stdin."""
         payload = launch_payload(self.unit, self.id, self.cleanup, self.image)
-        return {**payload, "labels": dict(self.labels)}
+        payload = {**payload, "labels": dict(self.labels)}
+        return {**payload, "user": self.user} if self.user else payload

@@ -52,7 +52,8 @@ class JobState(Observed):
 
 def weights_request(fleet: Fleet, source: str | None) -> dict[str, Any] | None:
     """What the agent needs to fetch `source`; the token is read from the bot's environment
-    variable the fleet names and goes to the agent on stdin only."""
+    variable the fleet names and goes to the agent on stdin only. The fleet's weights roots go
+    along: the agent refuses a file:// or s3:// source outside every one of them."""
     if source is None:
         return None
     token = os.environ.get(fleet.weights.token_env) if fleet.weights.token_env else None
@@ -61,6 +62,7 @@ def weights_request(fleet: Fleet, source: str | None) -> dict[str, Any] | None:
         "host": None,
         "token": token,
         "s3_command": fleet.weights.s3_command,
+        "roots": list(fleet.weights.roots),
     }
 
 

@@ -32,6 +32,7 @@ from tenacity import (
     wait_random_exponential,
 )
 
+from reconciler.fleet.model.answers import ERRORS_MAX, ONE_SHOT_MAX, Refused
 from reconciler.fleet.model.observed import Cause
 from reconciler.fleet.transport import Completed, HostUnreachable, Stream
 from reconciler.spec.fleet import Host, SshSettings, reserved_name
@@ -222,6 +223,10 @@ class SshTransport:
             self.close()
             message = f"{self.host}: no answer in {timeout:g}s"
             raise HostUnreachable(message, Cause.TIMED_OUT) from exc
+        except Refused as exc:
+            self.close()  # what it still sends is dropped with the connection
+            message = f"{self.host}: unreachable: a command's answer: {exc}"
+            raise HostUnreachable(message, Cause.BAD_ANSWER) from None
         except CONNECT_ERRORS as exc:
             self.close()  # the next call dials again; this one may have run: not retried
             raise HostUnreachable(
@@ -263,8 +268,11 @@ class SshTransport:
             while True:
                 if channel.recv_ready():
                     out += channel.recv(65536)
+                    if len(out) > ONE_SHOT_MAX:  # a host's answer is bounded, not its will
+                        raise Refused(f"output over {ONE_SHOT_MAX // (1024 * 1024)} MiB")
                 elif channel.recv_stderr_ready():
                     err += channel.recv_stderr(65536)
+                    del err[:-ERRORS_MAX]  # its last lines say why it failed
                 elif channel.exit_status_ready() and channel.eof_received:
                     break  # sshd may send the exit status before the last output: wait for EOF
                 elif channel.closed or not transport.is_active():

@@ -47,11 +47,17 @@ def _private_key(env: Mapping[str, str]) -> str | None:
     return None
 
 
+def local_forge(root: Path, env: Mapping[str, str], user: str | None = None) -> LocalForge:
+    """The local forge of the repository at `root`, its default branch `main` unless
+    DENV_DEFAULT_BRANCH names another."""
+    branch = env.get("DENV_DEFAULT_BRANCH", DEFAULT_BRANCH)
+    return LocalForge(root, user=user, bot=bot_identity(env), default_branch=branch)
+
+
 def open_forge(root: Path, env: Mapping[str, str], user: str | None = None) -> Forge:
     """The forge for the repository at `root`; `user` names the local forge's person."""
     if forge_kind(env) == "local":
-        branch = env.get("DENV_DEFAULT_BRANCH", DEFAULT_BRANCH)
-        return LocalForge(root, user=user, bot=bot_identity(env), default_branch=branch)
+        return local_forge(root, env, user)
     return open_github(root, env)
 
 

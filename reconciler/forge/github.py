@@ -38,9 +38,10 @@ from reconciler.forge.models import (
     ReviewState,
 )
 from reconciler.forge.protocol import CLOSED_KIND, DENV_BOT, BotChange, BotIdentity
-from reconciler.forge.render import render_closed
+from reconciler.forge.render import quoted, render_closed, unquoted
 from reconciler.forge.retry import RetryPolicy, wait_before_retry
 from reconciler.forge.views import ClosedView
+from reconciler.shown import shown
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -195,10 +196,11 @@ class GitHubForge:
     def open_or_update_bot_pr(self, change: BotChange) -> PullRequest:
         if self.git is None:
             raise ForgeError("the bot needs a clone to push from (GitRemote); none configured")
-        repo, tips = self.git.fetch(change.base, change.branch)
-        if change.base not in tips:
-            raise ForgeError(f"no branch '{change.base}' on {self.repository}")
-        base_tip, branch_tip = tips[change.base], tips.get(change.branch)
+        base = change.base or self.default_branch()
+        repo, tips = self.git.fetch(base, change.branch)
+        if base not in tips:
+            raise ForgeError(f"no branch '{base}' on {self.repository}")
+        base_tip, branch_tip = tips[base], tips.get(change.branch)
         new = bot_commit(
             repo, change.branch, base_tip, branch_tip, self.bot, change.message, change.edit
         )
@@ -213,7 +215,7 @@ class GitHubForge:
                     pr.edit(title=change.title, body=change.body)
                 return self._view(self._pull(pr.number))
             made = self._repo.create_pull(
-                base=change.base, head=change.branch, title=change.title, body=change.body
+                base=base, head=change.branch, title=change.title, body=change.body
             )
             return self._view(made)
 
@@ -296,9 +298,12 @@ class GitHubForge:
     # -- checks ----------------------------------------------------------------------------
 
     def set_check(self, head_sha: str, check: CheckRun) -> None:
+        # GitHub renders a check's summary as markdown: denv's summaries are plain lines
+        # that quote hosts and engines (a failed run's last log lines), so it is one quoted
+        # block; the title is plain text, without control characters
         output: dict[str, str | list[dict[str, str | int]]] = {
-            "title": check.title,
-            "summary": check.summary,
+            "title": shown(check.title),
+            "summary": quoted(check.summary),
         }
 
         def put() -> None:
@@ -325,7 +330,7 @@ class GitHubForge:
                 latest[run.name] = CheckRun(
                     name=run.name,
                     title=run.output.title or "",
-                    summary=run.output.summary or "",
+                    summary=unquoted(run.output.summary or ""),
                     conclusion=_conclusion(run.conclusion),
                 )
             return sorted(latest.values(), key=lambda c: c.name)

@@ -13,7 +13,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from reconciler.forge.markers import read_marker
 from reconciler.forge.models import Comment, CommentCommand, Record
-from reconciler.forge.render import fill, table
+from reconciler.forge.render import code, fill, table
 
 KIND = "commands"
 _STATE = re.compile(r"^<!-- denv-handled (?P<state>\[.*\]) -->$", re.MULTILINE)
@@ -59,7 +59,10 @@ def pending(
 
 
 def render_commands(handled: Sequence[Handled]) -> str:
-    rows = [(f"comment {h.comment_id}", h.user, f"/denv {h.command}", h.outcome) for h in handled]
+    # the outcome may quote an engine or a host (a failed run): shown as written
+    rows = [
+        (f"comment {h.comment_id}", h.user, f"/denv {h.command}", code(h.outcome)) for h in handled
+    ]
     listing = table(("comment", "by", "command", "outcome"), rows) if rows else "None yet."
     # the hidden list must not end its HTML comment early: no '>' inside it
     state = json.dumps([h.model_dump() for h in handled], ensure_ascii=True).replace(">", "\\u003e")

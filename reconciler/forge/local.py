@@ -161,9 +161,10 @@ class LocalForge:
         return [self._view(pr) for pr in prs if pr.state == state]
 
     def open_or_update_bot_pr(self, change: BotChange) -> PullRequest:
-        base_tip = self._tip(change.base)
+        base = change.base or self.default_branch()
+        base_tip = self._tip(base)
         if base_tip is None:
-            raise NotFound(f"no branch '{change.base}' in {self.root}")
+            raise NotFound(f"no branch '{base}' in {self.root}")
         branch_tip = self._tip(change.branch)
         new = bot_commit(
             self.repo, change.branch, base_tip, branch_tip, self.bot, change.message, change.edit
@@ -177,7 +178,7 @@ class LocalForge:
                     pr.title, pr.body = change.title, change.body
                     self.store.save(pr)
                     return self._view(pr)
-        return self.open_pr(change.branch, change.title, change.body, change.base, self.bot.name)
+        return self.open_pr(change.branch, change.title, change.body, base, self.bot.name)
 
     # -- comments --------------------------------------------------------------------------
 

@@ -62,7 +62,7 @@ def _fence_after(fence: str | None, line: str) -> str | None:
     if found is None:
         return fence
     if fence is None:
-        return found[1][:10]  # a reopened fence needs no more than that
+        return found[1]  # reopened as long: a quoted block's fence outruns what it quotes
     closes = (
         found[1][0] == fence[0] and len(found[1]) >= len(fence) and not line[found.end() :].strip()
     )

@@ -10,21 +10,10 @@ from reconciler.errors import DenvError
 
 
 def branch_tip(repo: GitRepo, base: str) -> str | None:
-    """The base branch's tip: the branch, else origin's copy of it (as a CI checkout has it)."""
+    """A branch's tip: the branch, else origin's copy of it (as a CI checkout has it). Where
+    fleets and policies are read from is forge/trusted.py's to say, never a caller's."""
     found = repo.commit(f"refs/heads/{base}") or repo.commit(f"refs/remotes/origin/{base}")
     return None if found is None else found.id
-
-
-def base_tip(root: Path, base: str) -> str:
-    """The commit the base branch points at (the branch, else origin's copy of it): where a
-    pull request's fleets and policies are read from. DenvError when it is not here."""
-    tip = branch_tip(GitRepo.discover(root), base)
-    if tip is None:
-        raise DenvError(
-            f"{root}: no branch '{base}' (nor origin/{base}): a pull request's fleets and "
-            f"policies are read from its base branch; fetch it first (git fetch origin {base})"
-        )
-    return tip
 
 
 def fork_point(root: Path, base: str, head: str) -> str | None:

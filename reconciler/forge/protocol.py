@@ -49,7 +49,7 @@ class BotChange:
     body: str
     message: str  # the commit message
     edit: Edit
-    base: str = "main"
+    base: str | None = None  # None: the forge's default branch
 
 
 @dataclass(frozen=True)

@@ -2,6 +2,12 @@
 
 One template per comment kind, each starting with its hidden marker; tables, deltas and the
 chart are partials built here. (The templates are the package's own files, read once.)
+
+Text that hosts, engines or a pull request's files wrote (the views' `Said` fields: an
+engine's log lines, a host's error, a file's problems, a parity answer) is shown only quoted:
+`quoted` puts it in a fenced block, `code` in a code span, each fenced with more backticks
+than any run inside, so a mention, an image, a link, HTML or a hidden marker in it is shown
+as written, never rendered or acted on.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ from reconciler.catalog.roofline import percent as roofline_percent
 from reconciler.forge.markers import marker, strip_marker
 from reconciler.forge.views import (
     AlarmRow,
+    BenchFailure,
     BenchFigure,
     BenchRow,
     BenchView,
@@ -32,6 +39,7 @@ from reconciler.forge.views import (
     PromotionView,
     RollbackView,
 )
+from reconciler.shown import shown
 
 SAME = 0.005  # a change under half a percent reads as "same": runs vary more than that
 
@@ -46,6 +54,34 @@ def fill(name: str, **values: str) -> str:
     text = _template(name).substitute(footer=_template("footer").template.strip(), **values)
     text = re.sub(r"[ \t]+\n", "\n", text)
     return re.sub(r"\n{3,}", "\n\n", text).strip("\n") + "\n"
+
+
+def _fence(text: str, least: int) -> str:
+    """Backticks no run in `text` is as long as."""
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    return "`" * max(least, longest + 1)
+
+
+def quoted(said: str, info: str = "") -> str:
+    """Text someone else wrote, as a fenced code block: shown as written."""
+    body = shown(said).strip("\n")
+    fence = _fence(body, 3)
+    return f"{fence}{info}\n{body}\n{fence}"
+
+
+def unquoted(text: str) -> str:
+    """What `quoted` quoted (a check's summary read back from GitHub); other text as is."""
+    found = re.fullmatch(r"(`{3,})\n(.*)\n\1", text, re.DOTALL)
+    return found[2] if found else text
+
+
+def code(said: str) -> str:
+    """Text someone else wrote, in a line, as a code span: shown as written (in a table
+    cell, `table` escapes its '|' as GitHub asks)."""
+    body = " ".join(shown(said).split()) or " "
+    fence = _fence(body, 1)
+    pad = " " if body[0] == "`" or body[-1] == "`" else ""
+    return f"{fence}{pad}{body}{pad}{fence}"
 
 
 def cell(text: str) -> str:
@@ -96,17 +132,17 @@ def _indented(plain: str) -> str:
 
 def _plan_summary(view: PlanView) -> str:
     if view.problems:
-        listing = "\n".join(view.problems)
-        return f"**Invalid files: nothing will be applied.**\n\n```\n{listing}\n```"
+        listing = quoted("\n".join(view.problems))
+        return f"**Invalid files: nothing will be applied.**\n\n{listing}"
     return view.summary
 
 
 def _plan_group(group: PlanGroup) -> str:
     lines = [f"**{group.title}**", ""]
     if group.error is not None:
-        lines.append(f"Left as it runs: {text(group.error)}")
+        lines += ["Left as it runs:", "", quoted(group.error)]
     if group.lines:
-        lines += ["```diff", *group.lines[:PLAN_LINES_PER_GROUP], "```"]
+        lines.append(quoted("\n".join(group.lines[:PLAN_LINES_PER_GROUP]), "diff"))
         if (more := len(group.lines) - PLAN_LINES_PER_GROUP) > 0:
             lines.append(f"… and {more} more lines: run `denv plan` to see them all.")
     if group.kept:
@@ -139,14 +175,15 @@ def _plan_details(view: PlanView) -> str:
     parts = [_plan_group(g) for g in view.groups]
     parts.append("\n".join(f"- {_indented(note)}" for note in view.notes))
     parts.append(_plan_fleets(view.fleets))
-    parts.append("\n".join(f"- {text(why)}" for why in view.unreachable))
+    if view.unreachable:
+        parts.append("Hosts not reached:\n\n" + quoted("\n".join(view.unreachable)))
     return "\n\n".join(p for p in parts if p)
 
 
 def _files(paths: Sequence[str]) -> str:
     if not paths:
         return ""
-    listing = "\n".join(f"- `{p}`" for p in paths)
+    listing = "\n".join(f"- {code(p)}" for p in paths)
     return f"<details><summary>Files changed ({len(paths)})</summary>\n\n{listing}\n\n</details>"
 
 
@@ -245,6 +282,12 @@ def pareto_chart(points: Sequence[ParetoPoint]) -> str:
     return "\n".join(lines) + f"\n\n{caption}"
 
 
+def _failure(failure: BenchFailure) -> str:
+    """A list item: who failed, and what the engines and hosts said, quoted under it."""
+    block = quoted(failure.error).replace("\n", "\n  ")
+    return f"- **{failure.subject} failed**:\n\n  {block}"
+
+
 def render_bench(view: BenchView) -> str:
     simulated = any(r.simulated for r in view.rows)
     return fill(
@@ -256,7 +299,9 @@ def render_bench(view: BenchView) -> str:
         if simulated
         else "",
         tables="\n\n".join(_bench_table(r) for r in view.rows) or "No results.",
-        notes="\n".join(f"- {' '.join(note.split())}" for note in view.notes),
+        notes="\n".join(
+            [*(f"- {' '.join(note.split())}" for note in view.notes), *map(_failure, view.failures)]
+        ),
         chart=pareto_chart(view.pareto),
     )
 
@@ -267,12 +312,20 @@ def render_bench(view: BenchView) -> str:
 def render_parity(view: ParityView) -> str:
     mismatches = ""
     if view.mismatches:
-        rows = [(str(m.prompt), str(m.position), m.detail) for m in view.mismatches]
+        rows = [(str(m.prompt), str(m.position), code(m.detail)) for m in view.mismatches]
         mismatches = table(("prompt", "token", "difference"), rows, right=(0, 1)) + "\n"
     agreed = view.prompts - view.mismatched
+    if view.gating:
+        verdict = "pass" if view.passed else "FAIL: this candidate does not ship"
+    else:
+        verdict = f"{'pass' if view.passed else 'fail'} on the suite this pull request proposes"
+    suite = f"Suite: {view.suite}." if view.suite else ""
+    if not view.gating:
+        suite += " The parity suite changed by this pull request: this verdict does not gate."
     return fill(
         "parity",
-        verdict="pass" if view.passed else "FAIL: this candidate does not ship",
+        verdict=verdict,
+        suite=suite,
         candidate=view.candidate,
         reference=view.reference,
         mode=view.mode,

@@ -2,21 +2,39 @@
 
 Callers (plan, bench, parity, the optimizer, rollout) fill these from their own types; the
 forge knows nothing else about them. Text fields are shown as given, escaped for tables.
+
+A field typed `Said` holds text that hosts, engines or a pull request's files wrote (log
+lines, errors, problems, answers): the renderer shows it only quoted, in a code block or a
+code span (reconciler/forge/render.py), never as markdown. Any new field that can carry such
+text is a `Said` (tests/forge/test_said.py renders each with hostile text).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
+from typing import Annotated
 
 from reconciler.forge.models import Record
+
+
+@dataclass(frozen=True)
+class Source:
+    """Who wrote a text field: `said` is anyone but denv."""
+
+    who: str
+
+
+SAID = Source("said")
+Said = Annotated[str, SAID]
 
 
 class PlanGroup(Record):
     """One release, stage and fleet of a plan, as the reconciler would change it."""
 
     title: str  # release / stage / fleet — revision — GPUs before → after
-    error: str | None = None  # why it was not planned: it is left as it runs
-    lines: list[str] = []  # the diff: a line an action (+ start, ! replace, - stop), then changes
+    error: Said | None = None  # why it was not planned: it is left as it runs
+    lines: list[Said] = []  # the diff: a line an action (+ start, ! replace, - stop), then changes
     kept: int = 0  # units that stay as they are
     endpoint: str | None = None
 
@@ -32,14 +50,14 @@ class PlanFleet(Record):
 class PlanView(Record):
     head_sha: str
     base: str | None = "main"  # None: a plan of a revision, not of a pull request
-    files: list[str] = []  # the denv files the pull request changes
-    problems: list[str] = []  # path:line:col: message — nothing is applied while any
+    files: list[Said] = []  # the denv files the pull request changes
+    problems: list[Said] = []  # path:line:col: message — nothing is applied while any
     note: str | None = None  # what the pull request changes that the bot does not take from it
     summary: str = ""  # the plan's counts in a line
     groups: list[PlanGroup] = []
     notes: list[str] = []  # stages that run nothing: not deployed yet, or not planned
     fleets: list[PlanFleet] = []
-    unreachable: list[str] = []  # hosts not reached, each with its cause
+    unreachable: list[Said] = []  # hosts not reached, each with its cause
 
 
 class ClosedView(Record):
@@ -83,19 +101,25 @@ class ParetoPoint(Record):
     throughput: float  # tok/s per GPU
 
 
+class BenchFailure(Record):
+    subject: str  # e.g. "chat-8b on local"
+    error: Said  # what went wrong: the hosts' and engines' own words (last log lines)
+
+
 class BenchView(Record):
     head_sha: str
     current: str  # what the figures are compared with, e.g. "chat-8b @ 3f2a1b0c9d1e"
     traffic: str  # workload or traffic shape name
     rows: list[BenchRow]
     pareto: list[ParetoPoint] = []
-    notes: list[str] = []  # runs that failed, subjects left out: one a line
+    notes: list[str] = []  # denv's own: subjects left out, what was not compared; one a line
+    failures: list[BenchFailure] = []  # runs that failed
 
 
 class ParityMismatch(Record):
     prompt: int  # index in the suite: prompt text is never stored or shown
     position: int  # first token position that differs
-    detail: str  # e.g. "token 1043 not in the reference's top-5"
+    detail: Said  # e.g. "'Paris' where the reference has 'Lyon'": the engines' tokens
 
 
 class ParityView(Record):
@@ -107,6 +131,8 @@ class ParityView(Record):
     prompts: int
     mismatched: int
     mismatches: list[ParityMismatch] = []
+    suite: str | None = None  # which suite, and from where: the default branch, for the gate
+    gating: bool = True  # False: the pull request's own changed suite, reported beside the gate
 
 
 class LeverChange(Record):

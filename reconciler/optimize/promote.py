@@ -141,8 +141,11 @@ def candidate_view(
     )
 
 
-def open_pr(forge: Forge, state: StudyState, row: Row, view: CandidateView, base: str) -> int:
-    """Open or update the study's pull request for `row`; its number."""
+def open_pr(
+    forge: Forge, state: StudyState, row: Row, view: CandidateView, base: str | None = None
+) -> int:
+    """Open or update the study's pull request for `row` (into `base`, default: the default
+    branch); its number."""
     why = refusal(row)
     if why is not None:
         raise DenvError(why)
@@ -176,7 +179,9 @@ def recipes_of(repo: Repo, state: StudyState, row: Row) -> tuple[Recipe, Recipe]
     return current, apply_overrides(base, row.overrides, topology)
 
 
-def promote_row(forge: Forge, repo: Repo, state: StudyState, row: Row, base: str) -> int:
+def promote_row(
+    forge: Forge, repo: Repo, state: StudyState, row: Row, base: str | None = None
+) -> int:
     """`denv optimize promote` and `--auto`: the verified row as the study's pull request."""
     why = refusal(row)
     if why is not None:

@@ -24,21 +24,21 @@ from reconciler.bench.run_info import workload_requests
 from reconciler.bench.sweep import Progress as SweepProgress
 from reconciler.bench.traffic import TraceLine, generate
 from reconciler.bench.trial_sweep import Load, fleet_price, sweep_trial
-from reconciler.errors import DenvError, NotFound
+from reconciler.errors import DenvError
 from reconciler.fleet.drivers.registry import Drivers
 from reconciler.forge.localgit import changed_paths
 from reconciler.forge.models import CheckRun, Conclusion, PullRequest
 from reconciler.forge.prdiff import fork_point
 from reconciler.forge.protocol import Forge
 from reconciler.forge.render import render_bench, render_parities
-from reconciler.forge.views import BenchView, ParityMismatch, ParityView
+from reconciler.forge.trusted import TrustedRef, trusted_ref
+from reconciler.forge.views import BenchFailure, BenchView, ParityMismatch, ParityView
 from reconciler.parity.runner import run_parity
-from reconciler.parity.suite import Suite, parse_suite
-from reconciler.parity.suite_files import SUITES_DIR, load_suite
+from reconciler.parity.suite import Suite
 from reconciler.parity.verdict import Verdict
-from reconciler.pr.plan import open_head, pull_request_source, trusted_note
+from reconciler.pr.plan import open_head, pull_request_source, trials_refused, trusted_note
+from reconciler.pr.suites import CHANGED, ParitySuites, parity_suites
 from reconciler.reconcile.source import GitSource, InvalidRevision
-from reconciler.spec.policy import ParityPolicy
 from reconciler.spec.repo import Repo
 from reconciler.spec.result import Result
 from reconciler.trials.deployment import TrialEndpoint, new_trial_id, trial_deployment
@@ -92,8 +92,9 @@ class SubjectRun:
     simulated: bool = False
     current: list[Result] = field(default_factory=list)
     candidate: list[Result] = field(default_factory=list)
-    verdict: Verdict | None = None
+    verdict: Verdict | None = None  # on the default branch's suite: the gate
     error: str | None = None
+    proposed: Verdict | str | None = None  # on the pull request's changed suite: reported only
 
     @property
     def failed(self) -> bool:
@@ -105,7 +106,11 @@ class SubjectRun:
             return f"{self.subject.key}{kind}: failed: {self.error}"
         parity = "nothing to compare with" if self.verdict is None else self.verdict.headline
         levels = len(self.candidate)
-        return f"{self.subject.key}{kind}: {levels} level{'s' * (levels != 1)}; parity {parity}"
+        line = f"{self.subject.key}{kind}: {levels} level{'s' * (levels != 1)}; parity {parity}"
+        if self.proposed is not None:
+            said = self.proposed if isinstance(self.proposed, str) else self.proposed.headline
+            line += f"; on the pull request's suite (not gating): {said}"
+        return line
 
     def as_json(self) -> dict[str, object]:
         return {
@@ -114,6 +119,11 @@ class SubjectRun:
             "current": [r.model_dump(mode="json") for r in self.current],
             "candidate": [r.model_dump(mode="json") for r in self.candidate],
             "parity": None if self.verdict is None else self.verdict.model_dump(mode="json"),
+            "proposed_parity": (
+                self.proposed
+                if self.proposed is None or isinstance(self.proposed, str)
+                else self.proposed.model_dump(mode="json")
+            ),
             "error": self.error,
         }
 
@@ -191,9 +201,10 @@ class _Runner:
             results.append(swept.result)
         return results
 
-    def run(self, subject: BenchSubject, parity: tuple[Suite, ParityPolicy] | str) -> SubjectRun:
+    def run(self, subject: BenchSubject, parity: ParitySuites) -> SubjectRun:
         """Both sides up at once (the current release first), swept one after the other, then
-        parity between them; a failure of any step is the run's error, after the teardown."""
+        parity between them (the gate, then the pull request's changed suite, when it has
+        one); a failure of any step but the last is the run's error, after the teardown."""
         simulated = self.repo.fleets[subject.fleet].simulated
         current: list[Result] = []
         try:
@@ -205,35 +216,28 @@ class _Runner:
                 if before is not None and subject.current is not None:
                     current = self.sweep(subject.current, subject.fleet, before)
                 candidate = self.sweep(subject.candidate, subject.fleet, after)
-                verdict = None
+                verdict, proposed = None, None
                 if before is not None:
-                    if isinstance(parity, str):
-                        raise DenvError(parity)
+                    if isinstance(parity.gate, str):
+                        raise DenvError(parity.gate)
                     self.say(f"parity {subject.key}")
-                    verdict = run_parity(before.url, after.url, *parity)
+                    verdict = run_parity(before.url, after.url, parity.gate, parity.policy)
+                    proposed = _proposed(parity, before, after, self.say)
         except DenvError as exc:
             return SubjectRun(subject, simulated, current, error=str(exc) or type(exc).__name__)
-        return SubjectRun(subject, simulated, current, candidate, verdict)
+        return SubjectRun(subject, simulated, current, candidate, verdict, proposed=proposed)
 
 
-def _suite(source: GitSource, root: Path, head: str, name: str) -> Suite:
-    if name.endswith(".jsonl"):
-        return load_suite(root, name)
-    path = f"{SUITES_DIR}/{name}.jsonl"
-    data = source.read(head, path)
-    if data is None:
-        raise NotFound(f"no parity suite {path} at {head[:12]}")
-    return parse_suite(name, path, data)
-
-
-def _parity_inputs(
-    source: GitSource, root: Path, head: str, repo: Repo, suite: str | None
-) -> tuple[Suite, ParityPolicy] | str:
-    """The suite and rule of the head's policy; the error as text when the suite is unusable
-    (each run that needs parity then fails with it)."""
-    policy = repo.policies.gates.parity
+def _proposed(
+    parity: ParitySuites, before: TrialEndpoint, after: TrialEndpoint, say: Say
+) -> Verdict | str | None:
+    """Parity on the pull request's version of the suite, when it changes it: reported beside
+    the gate, so its failure to run is said, not the run's error."""
+    if not isinstance(parity.proposed, Suite):
+        return parity.proposed
+    say("parity on the pull request's suite")
     try:
-        return _suite(source, root, head, suite or policy.suite), policy
+        return run_parity(before.url, after.url, parity.proposed, parity.policy)
     except DenvError as exc:
         return f"parity cannot run: {exc}"
 
@@ -245,9 +249,11 @@ def _side_name(side: Side, sha: str | None) -> str:
     return f"{side.label} @ {sha[:12]}" if sha else side.label
 
 
-def parity_view(run: SubjectRun, suite: Suite, base: str | None, head: str) -> ParityView:
-    verdict, subject = run.verdict, run.subject
-    assert verdict is not None and subject.current is not None
+def _parity_view(
+    run: SubjectRun, verdict: Verdict, suite: Suite, base: str | None, head: str
+) -> ParityView:
+    subject = run.subject
+    assert subject.current is not None
     index = {prompt.id: number for number, prompt in enumerate(suite.prompts)}
     mismatches = []
     for outcome in verdict.failures[:MISMATCHES_SHOWN]:
@@ -277,20 +283,39 @@ def parity_view(run: SubjectRun, suite: Suite, base: str | None, head: str) -> P
     )
 
 
+def parity_views(
+    run: SubjectRun, parity: ParitySuites, base: str | None, head: str
+) -> list[ParityView]:
+    """The gate's verdict, and beside it the verdict on the pull request's changed suite."""
+    views = []
+    if run.verdict is not None and isinstance(parity.gate, Suite):
+        gate = _parity_view(run, run.verdict, parity.gate, base, head)
+        views.append(gate.model_copy(update={"suite": parity.origin}))
+    if isinstance(run.proposed, Verdict) and isinstance(parity.proposed, Suite):
+        mine = _parity_view(run, run.proposed, parity.proposed, base, head)
+        origin = f"`{parity.changed}` as this pull request changes it, at `{head[:12]}`"
+        views.append(mine.model_copy(update={"suite": origin, "gating": False}))
+    return views
+
+
 def bench_view(
     pr: PullRequest,
+    trusted: TrustedRef,
     base: str | None,
     runs: list[SubjectRun],
     traffic: str,
     head: Repo,
     files: list[str] | None = None,
+    parity: ParitySuites | None = None,
 ) -> str:
-    rows, points, notes = [], [], []
-    if (note := trusted_note(files or [], pr.base_branch)) is not None:
+    rows, points, notes, failures = [], [], [], []
+    if (note := trusted_note(files or [], trusted)) is not None:
         notes.append(note)
+    if parity is not None and (changed := parity.note(trusted)) is not None:
+        notes.append(changed)
     for run in runs:
         if run.error is not None:
-            notes.append(f"**{run.subject.key} failed**: {run.error}")
+            failures.append(BenchFailure(subject=run.subject.key, error=run.error))
             continue
         rows += bench_rows(run.subject, run.current, run.candidate, run.simulated, head)
         points += pareto_points(run.subject, run.current, run.candidate, alone=len(runs) == 1)
@@ -307,11 +332,12 @@ def bench_view(
             rows=rows,
             pareto=points,
             notes=notes,
+            failures=failures,
         )
     )
 
 
-def _check(runs: list[SubjectRun]) -> CheckRun:
+def _check(runs: list[SubjectRun], suite_changed: bool = False) -> CheckRun:
     failed = [r for r in runs if r.failed]
     simulated = " (simulated)" if any(r.simulated for r in runs) else ""
     if not runs:
@@ -324,6 +350,8 @@ def _check(runs: list[SubjectRun]) -> CheckRun:
         title = f"{', '.join(said)} of {len(runs)}{simulated}"
     else:
         title = f"{len(runs)} benched, parity passed{simulated}"
+    if suite_changed:
+        title += f"; {CHANGED}"
     return CheckRun(
         name=CHECK,
         title=title,
@@ -355,6 +383,22 @@ def _invalid(forge: Forge, pr: PullRequest, exc: InvalidRevision) -> PrBench:
     return PrBench(pr, None, [], check, [])
 
 
+def _refused(forge: Forge, pr: PullRequest, refusal: str, traffic: str) -> PrBench:
+    """Nothing started, nothing connected to: said in the bench comment and a neutral check
+    (nothing was measured, so nothing failed; a pull request into a feature branch may still
+    merge there, and is benched once it heads for the default branch)."""
+    view = BenchView(head_sha=pr.head_sha, current="…", traffic=traffic, rows=[], notes=[refusal])
+    ids = forge.upsert_comment(pr.number, "bench", render_bench(view))
+    check = CheckRun(
+        name=CHECK,
+        title=f"not benched: its base, {pr.base_branch}, is not the default branch",
+        summary=refusal,
+        conclusion=Conclusion.NEUTRAL,
+    )
+    forge.set_check(pr.head_sha, check)
+    return PrBench(pr, None, [], check, ids)
+
+
 def bench_pull_request(
     forge: Forge,
     root: Path,
@@ -370,16 +414,22 @@ def bench_pull_request(
 ) -> PrBench:
     """Bench and parity for every release or recipe the head of pull request `number`
     changes (only while the head is `expect_head`, when given); comment the results and the
-    verdicts, set the `denv bench` check."""
+    verdicts, set the `denv bench` check. A pull request whose base is not the default
+    branch starts nothing on any host."""
     pr = open_head(forge, root, number, "benched", expect_head)
-    source = pull_request_source(root, pr, cache)
+    trusted = trusted_ref(forge, root)
+    if (refusal := trials_refused(pr, trusted)) is not None:
+        return _refused(forge, pr, refusal, options.traffic_name)
+    source = pull_request_source(root, trusted, cache)
     try:
-        head = source.repo_at(pr.head_sha)
+        head = source.repo_at(pr.head_sha)  # its fleets and policies: the default branch's
     except InvalidRevision as exc:
         return _invalid(forge, pr, exc)
     base = fork_point(root, pr.base_branch, pr.head_sha)
     subjects = bench_subjects(_base_repo(source, base), head)
-    parity = _parity_inputs(source, root, pr.head_sha, head, options.suite)
+    parity = parity_suites(
+        source, root, trusted, pr.head_sha, head.policies.gates.parity, options.suite
+    )
     runner = _Runner(head, options, options.load(head), drivers, clock, status, progress)
     runs = []
     for subject in subjects:
@@ -387,12 +437,11 @@ def bench_pull_request(
         runs.append(runner.run(subject, parity))
     status(f"commenting on #{number}")
     files = changed_paths(root, pr.base_branch, pr.head_sha)
-    view = bench_view(pr, base, runs, options.traffic_name, head, files)
+    view = bench_view(pr, trusted, base, runs, options.traffic_name, head, files, parity)
     ids = forge.upsert_comment(number, "bench", view)
-    verdicts = [r for r in runs if r.verdict is not None]
-    if verdicts and not isinstance(parity, str):
-        views = [parity_view(r, parity[0], base, pr.head_sha) for r in verdicts]
+    views = [v for r in runs for v in parity_views(r, parity, base, pr.head_sha)]
+    if views:
         ids += forge.upsert_comment(number, "parity", render_parities(views))
-    check = _check(runs)
+    check = _check(runs, parity.changed is not None)
     forge.set_check(pr.head_sha, check)
     return PrBench(pr, base, runs, check, ids, runner.written)

@@ -17,9 +17,9 @@ from reconciler.errors import DenvError, ForgeError, SpecError
 from reconciler.fleet.drivers.registry import Drivers
 from reconciler.forge.localgit import changed_paths, has_commit
 from reconciler.forge.models import CheckRun, Conclusion, PrState, PullRequest
-from reconciler.forge.prdiff import base_tip
 from reconciler.forge.protocol import Forge
 from reconciler.forge.render import render_plan
+from reconciler.forge.trusted import TrustedRef, trial_refusal, trusted_ref
 from reconciler.forge.views import PlanView
 from reconciler.reconcile.plan import Plan
 from reconciler.reconcile.render import plan_view, summary
@@ -106,43 +106,56 @@ def open_head(
     return pr
 
 
-def pull_request_source(root: Path, pr: PullRequest, cache: Path) -> GitSource:
+def pull_request_source(root: Path, trusted: TrustedRef, cache: Path) -> GitSource:
     """The pull request's revisions as the bot may act on them: its recipes, releases and
-    parity suites; fleets and policies (where denv connects, what it runs, which secret it
-    sends, who may approve) from the tip of its base branch, never from the pull request.
-    `cache`: the folder of GitSource's caches (the CLI's cache_dir())."""
-    return GitSource(str(root), cache, trusted_base=base_tip(root, pr.base_branch))
+    catalog; fleets, policies and parity suites (where denv connects, what it runs, which
+    secret it sends, who may approve, what parity gates on) from the default branch, never
+    from the pull request or its base. `cache`: the folder of GitSource's caches."""
+    return GitSource(str(root), cache, trusted_base=trusted.commit)
 
 
-def base_gates(root: Path, pr: PullRequest, cache: Path) -> Gates:
-    """The approval rules of the pull request's base branch, never of its work tree or head:
-    a pull request cannot lower the bar it must clear. SpecError when the base is invalid."""
-    tip = base_tip(root, pr.base_branch)
+def trusted_gates(forge: Forge, root: Path, cache: Path) -> Gates:
+    """The approval rules of the default branch, never of a pull request's head, base or work
+    tree: a pull request cannot lower the bar it must clear. SpecError when they are invalid."""
+    trusted = trusted_ref(forge, root)
     try:
-        return GitSource(str(root), cache, trusted_base=tip).repo_at(tip).policies.gates
+        source = pull_request_source(root, trusted, cache)
+        return source.repo_at(trusted.commit).policies.gates
     except InvalidRevision as exc:
         raise SpecError(exc.problems) from None
 
 
 def approved_by(forge: Forge, root: Path, pr: PullRequest, user: str, cache: Path) -> None:
     """DenvError unless `user`'s approval of the head counts (write permission, or named by
-    the base's approvers policy; not the author): a review by anyone else starts nothing."""
-    approvals = forge.approvals(pr.number, base_gates(root, pr, cache).approvers)
+    the default branch's approvers policy; not the author): anyone else's review starts
+    nothing."""
+    approvals = forge.approvals(pr.number, trusted_gates(forge, root, cache).approvers)
     if user not in approvals.counted:
         why = next((i.reason for i in approvals.ignored if i.user == user), "no approval")
         raise ForgeError(f"#{pr.number}: {user}'s review does not count ({why}): nothing benched")
 
 
-def trusted_note(files: list[str], base: str) -> str | None:
-    """What a pull request changes that the bot does not take from it, said in its comments."""
-    ignored = [f for f in files if is_trusted_path(f)]
-    if not ignored:
-        return None
-    named = ", ".join(f"`{f}`" for f in ignored)
-    return (
-        f"This pull request changes {named}: fleets and policies are read from `{base}`, "
-        "so they take effect once merged; this run used the base branch's."
-    )
+def trials_refused(pr: PullRequest, trusted: TrustedRef) -> str | None:
+    """Why nothing of pull request `pr` may run on hosts (None: it may), for its plan and its
+    bench alike: its base is not the default branch. Branches a trusted policy allows as well
+    are passed here, as `allowed_bases`."""
+    return trial_refusal(pr, trusted, allowed_bases=())
+
+
+def trusted_note(files: list[str], trusted: TrustedRef, refusal: str | None = None) -> str | None:
+    """What a pull request changes that the bot does not take from it, and why nothing of it
+    runs on hosts (`refusal`, forge/trusted.py), said in its comments."""
+    said = []
+    if refusal is not None:
+        said.append(refusal)
+    if ignored := [f for f in files if is_trusted_path(f)]:
+        named = ", ".join(f"`{f}`" for f in ignored)
+        said.append(
+            f"This pull request changes {named}: fleets, policies and parity suites are read "
+            f"from the default branch, `{trusted.branch}`, so they take effect once merged "
+            f"there; this run used `{trusted.branch}`'s."
+        )
+    return " ".join(said) or None
 
 
 def plan_pull_request(
@@ -158,8 +171,9 @@ def plan_pull_request(
     """Validate and plan the head of pull request `number` (only while it is `expect_head`,
     when given), comment the plan, set the check."""
     pr = open_head(forge, root, number, "planned", expect_head)
+    trusted = trusted_ref(forge, root)
     files = changed_paths(root, pr.base_branch, pr.head_sha)
-    source = pull_request_source(root, pr, cache)
+    source = pull_request_source(root, trusted, cache)
     problems: list[str] = []
     plan: Plan | None = None
     status(f"validating {pr.head_sha[:12]}")
@@ -170,13 +184,14 @@ def plan_pull_request(
     if not problems:
         plan = snapshot(source, drivers, pr.head_sha, status).plan
     unplaceable = _unplaceable(plan) if plan is not None else []
-    note = trusted_note(files, pr.base_branch)
+    # planned whatever its base, always against the default branch's fleets and policies
+    note = trusted_note(files, trusted, trials_refused(pr, trusted))
     if plan is None:
         view = PlanView(
-            head_sha=pr.head_sha, base=pr.base_branch, files=files, problems=problems, note=note
+            head_sha=pr.head_sha, base=trusted.branch, files=files, problems=problems, note=note
         )
     else:
-        view = plan_view(plan, pr.base_branch, files, note)
+        view = plan_view(plan, trusted.branch, files, note)
     status(f"commenting on #{number}")
     ids = forge.upsert_comment(number, "plan", render_plan(view))
     check = _check(problems, unplaceable, plan)

@@ -48,7 +48,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from reconciler.engines.units import Unit
-from reconciler.errors import DenvError
+from reconciler.errors import DenvError, failure
 from reconciler.fleet.drivers.base import FleetDriver
 from reconciler.fleet.drivers.registry import Drivers
 from reconciler.fleet.launching import launch_payload
@@ -224,8 +224,8 @@ class Applier:
         try:
             step()
             return True
-        except DenvError as exc:
-            self.report.error(f"{what}: {exc}")
+        except Exception as exc:  # one action's failure is its own: the others go on
+            self.report.error(f"{what}: {failure(exc)}")
             return False
 
     # --- the waves -----------------------------------------------------------------------

@@ -27,7 +27,7 @@ from reconciler.fleet.model.labels import DeploymentKey, unit_id, unit_labels
 from reconciler.fleet.model.observed import FleetObservation, UnitRecord
 from reconciler.fleet.model.rules import RulesOf
 from reconciler.fleet.placement.placer import FleetPlacer
-from reconciler.reconcile.hostrun import host_runtimes, runnable, weights_dir
+from reconciler.reconcile.hostrun import host_runtimes, model_path, runnable
 from reconciler.reconcile.revisions import Pending, StageRevision, Stages
 from reconciler.spec.base import Spec
 from reconciler.spec.checks import domain_size
@@ -217,7 +217,7 @@ def _desired_units(
         size = domain_size(head, name) or 1
         kind = rules(fleet)
         placer = FleetPlacer(fleet, size, observation, keeps, base_port, kind)
-        home = kind.home(observation)
+        home = kind.default_home()  # for hosts not observed
         runtimes = host_runtimes(fleet, hardware, observation, home)
         memo.fleet(name, (fleet, runtimes))
         sizes: set[int] = set()
@@ -229,7 +229,7 @@ def _desired_units(
                 engine_python=kind.python,
                 base_port=base_port,
                 # real engines load the weights the prepare step cached on the host
-                model_path=None if fleet.simulated else weights_dir(home, deployment.weights),
+                model_path=None if fleet.simulated else model_path(deployment.weights),
             )
             key = (deployment.release, deployment.stage, deployment.fleet)
             lookup = _Lookup(memo, key, (deployment, context, stage.revision))

@@ -1,8 +1,12 @@
 """Pure logic: how each host of a fleet runs its units — the runtime (container, venv, or the
 simulator) from the fleet file and what the agent reported, and where the weights sit.
 
-The agent's home (the fleet's kind says it: FleetRules.home) is the same on every host of a
-fleet, so a deployment's weights path is the same on every host.
+Paths are each host's own. A host reports its agent's home when it is probed (an absolute
+path: the observation model refuses any other); a unit's paths under it — its venv, its weights
+— are made from that host's own report, or, for a host not observed, from the kind's default
+(FleetRules.default_home): never from another host's. An engine is rendered once per
+deployment with its weights at HOME (a placeholder), which `runnable` replaces by the home of
+the host the unit runs on.
 """
 
 from __future__ import annotations
@@ -15,17 +19,24 @@ from reconciler.fleet.model.observed import FleetObservation
 from reconciler.spec.catalog import Hardware
 from reconciler.spec.fleet import Fleet
 
+HOME = "@agent-home@"  # in a unit's paths until `runnable` puts its host's own home there
+
 
 def weights_dir(home: str, source: str) -> str:
     """Where the agent caches `source` (host/weights.py keys its cache the same way)."""
     return f"{home}/weights/{hashlib.sha256(source.encode()).hexdigest()[:16]}"
 
 
+def model_path(source: str) -> str:
+    """The engine's weights, as rendered once for every host of a deployment."""
+    return weights_dir(HOME, source)
+
+
 def host_runtimes(
     fleet: Fleet, hardware: Hardware, observation: FleetObservation | None, home: str
 ) -> dict[str, HostRuntime]:
-    """host -> its runtime (hosts not observed: as if they had no container engine, and the
-    fleet's `home`)."""
+    """host -> its runtime, with its own home (hosts not observed: as if they had no
+    container engine, and the kind's default `home`)."""
     vendor: Vendor = "amd" if hardware.vendor == "amd" else "nvidia"
     vendor = "cpu" if hardware.vendor == "cpu" else vendor
     found: dict[str, HostRuntime] = {}
@@ -50,6 +61,16 @@ def runnable(
     runtime: HostRuntime,
     weights: str | None,
 ) -> Runnable:
-    """The unit as its host runs it, with what must be prepared there first."""
+    """The unit as its host runs it, with what must be prepared there first; its paths under
+    HOME are the host's own."""
     mount = weights_dir(runtime.home, weights) if weights is not None else None
-    return in_runtime(unit, unit_id, version, runtime, image, mount)
+    return in_runtime(on_host(unit, runtime.home), unit_id, version, runtime, image, mount)
+
+
+def on_host(unit: Unit, home: str) -> Unit:
+    """The unit with HOME in its arguments and environment replaced by `home`."""
+    argv = [arg.replace(HOME, home) for arg in unit.argv]
+    env = {key: value.replace(HOME, home) for key, value in unit.env.items()}
+    if argv == list(unit.argv) and env == unit.env:
+        return unit
+    return unit.model_copy(update={"argv": argv, "env": env})

@@ -20,9 +20,10 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-from reconciler.errors import DenvError
+from reconciler.errors import DenvError, failure
 from reconciler.fleet.drivers.base import FleetDriver
 from reconciler.fleet.drivers.registry import Drivers
+from reconciler.fleet.model.answers import LeaseAnswer
 from reconciler.reconcile.apply import Applier, ApplyOptions, ApplyReport
 from reconciler.reconcile.desired import DesiredMemo
 from reconciler.reconcile.plan import ActionKind, Plan
@@ -143,33 +144,45 @@ class Reconciler:
         return self.lease_drivers.get(repo.fleets[fleet])
 
     def _take(self, repo: Repo, fleets: list[str], note: Any = None) -> dict[str, str]:
-        """Take or renew every fleet's lease; the fleets whose lease host did not answer (their
-        actions wait for a pass that reaches them). Raises LeaseHeld when another bot has one."""
-        unreachable: dict[str, str] = {}
+        """Take or renew every fleet's lease; the fleets this pass leaves alone, with why: their
+        lease host did not answer, or another bot holds the lease (their actions wait for a
+        pass that holds it). What one fleet's lease host says never stops the others. Raises
+        LeaseHeld when another bot holds a lease and this pass holds none."""
+        skipped: dict[str, str] = {}
+        held_elsewhere: list[str] = []
         for fleet in fleets:
             try:
-                driver = self._lease_driver(repo, fleet)
-                answer = driver.lease(LEASE, self.holder, self.lease_ttl, note=note)
-                if answer.get("note") and not self._checked:  # what the last bot found
-                    self._checked = dict(answer["note"].get("checks") or {})
-                if answer.get("note") and self._reach is None:
-                    noted = answer["note"]
-                    self._noted.append((noted.get("at") or 0, parse(noted.get("unreachable"))))
-                if not answer["held"] and self._dead_here(answer["holder"] or ""):
-                    driver.lease(LEASE, answer["holder"], 0, release=True)  # a killed bot of ours
-                    answer = driver.lease(LEASE, self.holder, self.lease_ttl, note=note)
-            except DenvError as exc:
-                unreachable[fleet] = f"fleet {fleet}: no lease, nothing done: {exc}"
+                answer = self._lease(repo, fleet, note)
+            except Exception as exc:  # a host's answer, or a bug: this fleet only
+                skipped[fleet] = f"fleet {fleet}: no lease, nothing done: {failure(exc)}"
                 self._held.pop(fleet, None)
                 continue
-            if not answer["held"]:
-                left = answer["expires"] - answer["now"]
-                raise LeaseHeld(
-                    f"fleet {fleet} is being reconciled by {answer['holder']} (lease for "
-                    f"{left:.0f}s more); one reconciler at a time per fleet"
+            if not answer.held:
+                skipped[fleet] = (
+                    f"fleet {fleet} is being reconciled by {answer.holder} (lease for "
+                    f"{answer.left():.0f}s more); one reconciler at a time per fleet"
                 )
+                held_elsewhere.append(fleet)
+                self._held.pop(fleet, None)
+                continue
             self._held[fleet] = time.monotonic()
-        return unreachable
+        if held_elsewhere and len(skipped) == len(fleets):
+            raise LeaseHeld("; ".join(skipped[fleet] for fleet in held_elsewhere))
+        return skipped
+
+    def _lease(self, repo: Repo, fleet: str, note: Any) -> LeaseAnswer:
+        """Take or renew one fleet's lease; what the last bot noted is read on the way."""
+        driver = self._lease_driver(repo, fleet)
+        answer = driver.lease(LEASE, self.holder, self.lease_ttl, note=note)
+        noted = answer.note
+        if noted and not self._checked:  # what the last bot found
+            self._checked = dict(noted.get("checks") or {})
+        if noted and self._reach is None:
+            self._noted.append((noted.get("at") or 0, parse(noted.get("unreachable"))))
+        if not answer.held and self._dead_here(answer.holder or ""):
+            driver.lease(LEASE, answer.holder or "", 0, release=True)  # a killed bot of ours
+            answer = driver.lease(LEASE, self.holder, self.lease_ttl, note=note)
+        return answer
 
     @staticmethod
     def _dead_here(holder: str) -> bool:
@@ -207,12 +220,12 @@ class Reconciler:
         fleets = planned_fleets(snap)
         self._repo = snap.repo
         fresh = [f for f in fleets if f not in self._held]
-        unreachable = self._take(snap.repo, fleets)
-        if set(fresh) - set(unreachable):
+        skipped = self._take(snap.repo, fleets)
+        if set(fresh) - set(skipped):
             # what runs, now that it is ours (and what the last bot kept, read with the lease)
             snap = snapshot(self.source, self.drivers, rev, adjust=self._adjusted, memo=self.memo)
-        actions = tuple(a for a in snap.plan.actions if a.fleet not in unreachable)
-        deployments = [d for d in snap.desired.deployments if d.fleet not in unreachable]
+        actions = tuple(a for a in snap.plan.actions if a.fleet not in skipped)
+        deployments = [d for d in snap.desired.deployments if d.fleet not in skipped]
         applier = Applier(
             snap.repo,
             self.drivers,
@@ -229,7 +242,7 @@ class Reconciler:
         finally:
             applied.set()
             renewing.join()
-        report.errors += list(unreachable.values())
+        report.errors += list(skipped.values())
         self._reach = self._track(snap)
         if self.checks is not None and not self.stop_requested.is_set():
             self._checked = self.checks(snap, self._checked)
@@ -244,7 +257,7 @@ class Reconciler:
             "checks": self._checked,
             "unreachable": dump(self._reach),
         }
-        self._take(snap.repo, [f for f in fleets if f not in unreachable], note=note)
+        self._take(snap.repo, [f for f in fleets if f not in skipped], note=note)
         self._count(result)
         return result
 
@@ -266,8 +279,8 @@ class Reconciler:
 
     def loop(self, interval: float, once: bool, on_pass: Callable[[PassResult], None]) -> int:
         """Passes every `interval` until SIGTERM (`stop_requested`), or one with `once`; the
-        number of errors of the last pass. A fleet leased by another bot: `once` exits with
-        the message, the loop waits for the lease."""
+        number of errors of the last pass. Every fleet leased by another bot: `once` exits with
+        the message, the loop waits for the leases; some: the others are reconciled."""
         failures = 0
         while not self.stop_requested.is_set():
             try:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from reconciler.errors import failure
 from reconciler.fleet.drivers.registry import Drivers
 from reconciler.fleet.model.observed import Cause, FleetObservation
 from reconciler.reconcile.desired import (
@@ -64,7 +65,12 @@ def snapshot(
         fleet = loaded.fleets[name]
         status(f"observing fleet {name} ({len(fleet.hosts)} hosts)")
         hardware = loaded.resolve_hardware(fleet.hardware)
-        observations[name] = drivers.get(fleet).observe(hardware)
+        try:
+            observations[name] = drivers.get(fleet).observe(hardware)
+        except Exception as exc:  # one fleet's failure is its own: the others go on
+            reason = f"fleet {name} not observed: {failure(exc)}"
+            hosts = [host.name for host in fleet.hosts]
+            observations[name] = FleetObservation.failed(name, hosts, reason)
     desired = desired_units(stages, source.repo_at, observations, rules=drivers.get, memo=memo)
     return Snapshot(
         head=head,

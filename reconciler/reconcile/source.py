@@ -64,7 +64,8 @@ class GitSource:
         trusted_base: str | None = None,
     ) -> None:
         self.location = location
-        # A pull request's revisions: fleets and policies are read from this base commit.
+        # A pull request's revisions: fleets and policies are read from this commit, the
+        # default branch's tip (forge/trusted.py).
         self.trusted_base = trusted_base
         self.label = redact(location)
         self.remote = is_remote(location)

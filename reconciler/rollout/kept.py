@@ -30,7 +30,7 @@ def bot_checks(
             continue
         driver = drivers.get(spec)
         try:
-            note = driver.lease(LEASE, "status", 0, peek=True).get("note")
+            note = driver.lease(LEASE, "status", 0, peek=True).note
         except DenvError as exc:
             why = f"fleet {name}: {exc}"
             continue

@@ -233,7 +233,7 @@ def _notes(snap: Snapshot, drivers: Drivers) -> dict[str, Any]:
         spec = snap.repo.fleets[fleet]
         driver = drivers.get(spec)
         try:
-            notes[fleet] = driver.lease(LEASE, "status", 0, peek=True).get("note")
+            notes[fleet] = driver.lease(LEASE, "status", 0, peek=True).note
         except DenvError as exc:
             notes[fleet] = {"error": str(exc)}  # not a pass: the note is not known
     return notes

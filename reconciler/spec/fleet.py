@@ -119,6 +119,11 @@ class Fleet(Spec):
     slurm: SlurmSettings | None = None
     hosts: list[Host] = Field(min_length=1)
     trial_gpus: NonNegativeInt = 0
+    # The unprivileged user a trial's engines run as where engines are processes (the venv
+    # runtime): code a trial runs never shares a user with the agent, which must run as root
+    # to switch (docs/hosts.md). null: trials run as the agent's user (a fleet that never
+    # runs trials of code it does not trust).
+    trial_user: str | None = Field(default="denv-trial", pattern=r"^[a-z_][a-z0-9_-]{0,31}$")
     simulated: bool = False
     # How engines run on the hosts; default: a container where docker or podman is found.
     runtime: Literal["container", "venv"] | None = None

@@ -308,7 +308,7 @@ def open_repo(
 ) -> Repo:
     """Load a work tree (or a commit of it) and run the cross-file checks. With
     `trusted_base`, fleets and policies are read from that commit instead (a pull request's
-    head: what it may not decide comes from its base branch). `cache`, `only`: see
+    head: what it may not decide comes from the default branch's tip). `cache`, `only`: see
     `load_repo`; the checks then judge only the files read."""
     from reconciler.spec.checks import check_repo
 

@@ -90,32 +90,34 @@ def find_root(start: Path) -> Path:
     )
 
 
-# What a pull request may never decide: where denv connects, what it runs beside engines and
-# which secret it sends. These paths are read from the base branch on every path a pull
-# request triggers; parity suites under policies/parity/ are the PR's to change.
+# What a pull request may never decide: where denv connects, what it runs beside engines,
+# which secret it sends, who approves, and the parity suites that judge it. These paths are
+# read from the repository's default branch (the one trusted ref, forge/trusted.py) on every
+# path a pull request triggers; a pull request's version of a parity suite may only run beside
+# the default branch's, reported and never gating (pr/suites.py).
 TRUSTED_PREFIXES = ("fleets/", "policies/")
-UNTRUSTED_UNDER_TRUSTED = ("policies/parity/",)
 
 
 def is_trusted_path(path: str) -> bool:
-    """Whether `path` is one a pull request cannot change for the bot (read from the base)."""
-    return path.startswith(TRUSTED_PREFIXES) and not path.startswith(UNTRUSTED_UNDER_TRUSTED)
+    """Whether `path` is one a pull request cannot change for the bot (read from the default
+    branch)."""
+    return path.startswith(TRUSTED_PREFIXES)
 
 
 class TrustedOverlay:
-    """A pull request's files as the bot acts on them: the head's recipes, releases, catalog
-    and parity suites, with fleets and policies from the base."""
+    """A pull request's files as the bot acts on them: the head's recipes, releases and
+    catalog, with fleets and policies (parity suites included) from the trusted commit."""
 
-    def __init__(self, head: FileSource, base: FileSource) -> None:
+    def __init__(self, head: FileSource, trusted: FileSource) -> None:
         self.head = head
-        self.base = base
-        self.label = f"{head.label} (fleets and policies from {base.label})"
+        self.trusted = trusted
+        self.label = f"{head.label} (fleets and policies from {trusted.label})"
 
     def files(self) -> Iterator[str]:
         yield from sorted(
             [p for p in self.head.files() if not is_trusted_path(p)]
-            + [p for p in self.base.files() if is_trusted_path(p)]
+            + [p for p in self.trusted.files() if is_trusted_path(p)]
         )
 
     def read(self, path: str) -> bytes:
-        return (self.base if is_trusted_path(path) else self.head).read(path)
+        return (self.trusted if is_trusted_path(path) else self.head).read(path)

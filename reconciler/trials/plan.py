@@ -27,7 +27,7 @@ from reconciler.fleet.model.rules import FleetRules, one_job_per_replica
 from reconciler.fleet.placement.gpus import place_on_trial_gpus
 from reconciler.fleet.placement.placer import host_states
 from reconciler.fleet.placement.ports import PortBook
-from reconciler.reconcile.hostrun import host_runtimes, runnable, weights_dir
+from reconciler.reconcile.hostrun import host_runtimes, model_path, runnable
 from reconciler.spec.base import Spec
 from reconciler.spec.fleet import Fleet
 from reconciler.spec.recipe import Recipe
@@ -159,12 +159,12 @@ def plan_trial(
             host, seen.listening, (r.port for r in seen.units if r.port is not None)
         )
     placement = ports.choose(placement, ("trial", trial), None, trial_base_port(trial))
-    home = rules.home(observation)
+    home = rules.default_home()  # for hosts not observed
     context = context.model_copy(
         update={
             "base_port": placement.router.port,
             # real engines load the weights the prepare step cached on the host
-            "model_path": None if fleet.simulated else weights_dir(home, deployment.weights),
+            "model_path": None if fleet.simulated else model_path(deployment.weights),
         }
     )
     units = launch_units(deployment, fleet, placement, context)
@@ -176,7 +176,7 @@ def plan_trial(
         engine=engine_name(deployment, fleet),
         deployment=deployment,
         units=tuple(
-            _trial_unit(deployment, unit, runtimes[unit.host], fleet.simulated, purpose, owner)
+            _trial_unit(deployment, unit, runtimes[unit.host], fleet, purpose, owner)
             for unit in units
         ),
     )
@@ -186,16 +186,21 @@ def _trial_unit(
     deployment: Deployment,
     unit: Unit,
     runtime: HostRuntime,
-    simulated: bool,
+    fleet: Fleet,
     purpose: str,
     owner: str | None,
 ) -> TrialUnit:
     trial = deployment.stage
     engine = deployment.recipe.engine
-    weights = None if simulated or unit.role == "router" else deployment.weights
+    weights = None if fleet.simulated or unit.role == "router" else deployment.weights
     unit_id = trial_prefix(trial) + unit.name
     runs = runnable(unit, unit_id, engine.version, engine.image, runtime, weights)
     container = runs.need is not None and runs.need.kind == "container"
+    # An engine that is a process of the host (the venv runtime) runs as the fleet's trial
+    # user; a container has its own filesystem (the weights mounted read-only), the simulator
+    # and the router are denv's own code, and a Slurm job runs as the user who submits it.
+    process = runs.need is not None and runs.need.kind == "venv" and unit.role != "router"
+    user = fleet.trial_user if process and fleet.transport != "slurm" else None
     return TrialUnit(
         id=unit_id,
         host=unit.host,
@@ -205,6 +210,7 @@ def _trial_unit(
         weights=weights,
         cleanup=runs.cleanup,
         image=runs.need.name if container and runs.need is not None else None,
+        user=user,
     )
 
 

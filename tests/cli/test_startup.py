@@ -66,7 +66,9 @@ def test_help_imports_no_command_and_no_heavy_library() -> None:
     assert loaded(modules, HEAVY_FOR_HELP) == []
     assert sorted(m for m in modules if m.startswith("reconciler.")) == [
         "reconciler.cli",
+        "reconciler.cli.streams",  # the terminal boundary: no library
         "reconciler.errors",
+        "reconciler.shown",
     ]
 
 

@@ -223,7 +223,7 @@ def test_two_reconcilers_one_lease(lab: Lab) -> None:
     lab.release(replicas=1)
     agent = lab.agent()
     held = agent.lease("reconciler", "other-bot/1", 30)
-    assert held["held"]
+    assert held.held
     refused = lab.reconcile(ok=False)
     assert refused.returncode == 1
     assert "being reconciled by other-bot/1" in refused.stderr

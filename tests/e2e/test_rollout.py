@@ -135,7 +135,7 @@ class Stages:
 
     def state(self) -> dict[str, Any]:
         """The rollout state the bot keeps with its lease on the canary's fleet."""
-        note = self.lab.agent("lab").lease("reconciler", "test", 0, peek=True).get("note")
+        note = self.lab.agent("lab").lease("reconciler", "test", 0, peek=True).note
         found: dict[str, Any] = ((note or {}).get("checks") or {}).get("rollout") or {}
         return found
 

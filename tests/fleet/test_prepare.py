@@ -28,7 +28,7 @@ def agent(tmp_path: Path) -> Iterator[AgentClient]:
     client = AgentClient(LocalTransport(env={**os.environ, "DENV_HOME": str(tmp_path / "home")}))
     yield client
     for job in (tmp_path / "home" / "jobs").glob("*.json"):  # the paused jobs wait forever
-        state: dict[str, Any] = client.call("prepare", "--wait", "0", payload={"id": job.stem})
+        state: dict[str, Any] = client.prepare({"id": job.stem}, 0)
         if state["state"] == "running":
             os.kill(state["pid"], signal.SIGKILL)
 
@@ -57,7 +57,7 @@ def test_stopping_ends_the_follow_and_asks_no_other_host(agent: AgentClient) -> 
     assert (done, errors) == ({}, {})  # neither done nor failed: not followed to the end
     assert {host for host, _ in seen} == {"a"}  # b was never asked: no job started for it
     again = JobState.model_validate(
-        agent.call("prepare", "--wait", "0", payload=payloads["a"])
+        agent.prepare(payloads["a"], 0)
     )  # the job went on: the next prepare joins it
     assert (again.state, again.step) == ("running", "paused at pip")
 
@@ -81,5 +81,5 @@ def test_an_interrupted_caller_is_not_held_by_the_jobs_it_follows(agent: AgentCl
     assert interrupted == ["a"]
     # the poll under way, and one begun before the caller's stop was seen; not one more
     assert len(polls_after) <= 2
-    state = agent.call("prepare", "--wait", "0", payload=payloads["a"])
+    state = agent.prepare(payloads["a"], 0)
     assert state["state"] == "running"

@@ -115,15 +115,13 @@ def test_an_interrupted_build_is_never_used_and_is_rebuilt(
     wait_for(
         lambda: (
             s
-            if (
-                s := JobState.model_validate(agent.call("prepare", "--wait", "1", payload=paused))
-            ).step.startswith("paused")
+            if (s := JobState.model_validate(agent.prepare(paused, 1))).step.startswith("paused")
             else None
         ),
         timeout=60,
         what="the build to reach pip",
     )
-    job = agent.call("prepare", "--wait", "0", payload=paused)
+    job = agent.prepare(paused, 0)
     os.kill(job["pid"], signal.SIGKILL)  # halfway: the venv exists, pip never ran
     builds = [p.name for p in (home / "engines").iterdir() if p.name.startswith(".build-")]
     assert builds and not (home / "engines" / "six-1.16.0").exists()

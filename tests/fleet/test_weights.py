@@ -56,6 +56,7 @@ class Host:
 
     home: Path
     agent: Path
+    roots: tuple[str, ...] = ()  # the fleet's weights roots, sent with every fetch
     output: str = ""  # everything the last call printed, stdout and stderr
 
     @property
@@ -89,12 +90,14 @@ class Host:
             start_new_session=True,
         )
         assert fetch.stdin is not None
-        fetch.stdin.write(json.dumps({"host": "h1", "hf_python": HF_PYTHON, **spec}))
+        request = {"host": "h1", "hf_python": HF_PYTHON, "roots": list(self.roots), **spec}
+        fetch.stdin.write(json.dumps(request))
         fetch.stdin.close()
         return fetch
 
     def fetch(self, spec: dict[str, Any]) -> dict[str, Any]:
-        return self.call("fetch", {"host": "h1", "hf_python": HF_PYTHON, **spec})
+        request = {"host": "h1", "hf_python": HF_PYTHON, "roots": list(self.roots), **spec}
+        return self.call("fetch", request)
 
     def entries(self) -> list[str]:
         """What the cache holds, lock files aside."""
@@ -107,7 +110,7 @@ class Host:
 def host(tmp_path: Path) -> Host:
     agent = tmp_path / "agent.pyz"
     agent.write_bytes(agent_source()[0])
-    return Host(tmp_path / "denv-home", agent)
+    return Host(tmp_path / "denv-home", agent, roots=(f"file://{tmp_path}", "s3://models"))
 
 
 @pytest.fixture
@@ -160,21 +163,20 @@ def tree_of(folder: Path) -> dict[str, bytes]:
 # --- file:// ---------------------------------------------------------------------------------
 
 
-def test_file_source_is_linked_once_then_a_cache_hit(host: Host, tmp_path: Path) -> None:
+def test_file_source_is_copied_once_then_a_cache_hit(host: Host, tmp_path: Path) -> None:
     files = generated_files()
     origin = write_tree(tmp_path / "ckpt", files)
     source = f"file://{origin}"
     first = host.fetch({"source": source})["result"]
     cached = Path(first["path"])
     assert first["files"] == 4 and first["bytes"] == sum(map(len, files.values()))
-    assert first["linked"] is True  # same filesystem: hard links, no bytes copied
     assert tree_of(cached) == files
     shard = "model-00001-of-00002.safetensors"
-    assert (cached / shard).stat().st_ino == (origin / shard).stat().st_ino
+    assert (cached / shard).stat().st_ino != (origin / shard).stat().st_ino  # never linked
 
     again = host.fetch({"source": source})
     assert again["result"] == first  # the same manifest, read back
-    assert again["progress"] == []  # nothing copied, nothing linked
+    assert again["progress"] == []  # nothing copied
     assert host.entries() == [cached.name]
 
 
@@ -183,7 +185,6 @@ def test_file_source_on_another_filesystem_is_copied(host: Host, small_disk: Pat
     origin = write_tree(small_disk / "ckpt", files)
     answer = host.fetch({"source": f"file://{origin}"})
     manifest = answer["result"]
-    assert manifest["linked"] is False
     assert tree_of(Path(manifest["path"])) == files
     assert answer["progress"][-1] == [manifest["bytes"], manifest["bytes"]]
     assert host.fetch({"source": f"file://{origin}"})["progress"] == []
@@ -288,7 +289,7 @@ def test_weights_that_cannot_fit_are_refused_before_anything_changes(
         source = f"file://{write_tree(tmp_path / 'big', big)}"
     agent = small_disk / "agent.pyz"
     agent.write_bytes(agent_source()[0])
-    host = Host(small_disk / "denv-home", agent)
+    host = Host(small_disk / "denv-home", agent, roots=(f"file://{tmp_path}",))
     answer = host.fetch({"source": source, "hf_endpoint": hub.endpoint})
     pattern = rf"h1: weights {re.escape(source)} need 3\.0 MB, 2\.\d MB free on {host.cache}"
     assert re.fullmatch(pattern, answer["error"]), answer["error"]
@@ -353,7 +354,7 @@ def test_prepare_verb_fetches_gated_weights_and_runtimes_lists_them(
     payload = {"id": "prepare-w1", "needs": [], "weights": {**weights, "hf_endpoint": hub.endpoint}}
 
     def finished() -> dict[str, Any] | None:
-        state: dict[str, Any] = agent.call("prepare", "--wait", "5", payload=payload)
+        state: dict[str, Any] = agent.prepare(payload, 5)
         return state if state["state"] != "running" else None
 
     state: dict[str, Any] = wait_for(finished, timeout=60, what="the prepare job")  # type: ignore[assignment]

@@ -363,3 +363,21 @@ def test_an_unreachable_github_is_retried_then_named(github: GitHubSetup) -> Non
     with pytest.raises(ForgeError, match=f"cannot reach http://127.0.0.1:{port}/api/v3") as failed:
         forge.pull_request(1)
     assert github.clock.sleeps == [1.0, 2.0] and TOKEN not in str(failed.value)
+
+
+def test_a_check_summary_is_posted_as_a_quoted_block(github: GitHubSetup) -> None:
+    """GitHub renders a summary as markdown: what hosts and engines said in it (a failed
+    run's log lines) is a code block there, and the title has no control characters."""
+    _, sha = open_pr(github)
+    said = "chat-8b on local: failed: approved by @org/maintainers ![x](http://t.example/p)"
+    github.forge.set_check(
+        sha,
+        CheckRun(
+            name="denv bench", title="1 run\x1b]52;c;eA==\x07 failed", summary=said + "\n``` x",
+            conclusion=Conclusion.FAILURE,
+        ),
+    )  # fmt: skip
+    [posted] = github.fake.check_runs.values()
+    assert posted["output"]["summary"] == f"````\n{said}\n``` x\n````"
+    assert posted["output"]["title"] == "1 run failed"
+    assert github.forge.checks(sha)[0].summary == said + "\n``` x"

@@ -222,6 +222,15 @@ def test_bot_pr_open_update_and_comments_survive(git_repo: Path) -> None:
     assert len(forge.pull_requests()) == 1
 
 
+def test_a_bot_pr_goes_into_the_default_branch(git_repo: Path) -> None:
+    git(git_repo, "branch", "-q", "trunk")
+    commit_file(git_repo, "NOTES.md", "main only\n", "a commit trunk lacks")
+    forge = LocalForge(git_repo, user="ada", default_branch="trunk")
+    pr = forge.open_or_update_bot_pr(_change(256))
+    assert pr.base_branch == "trunk"
+    assert git(git_repo, "diff", "--name-only", f"trunk...{pr.head_sha}") == RELEASE
+
+
 def test_bot_never_overwrites_a_human_commit(git_repo: Path) -> None:
     forge = LocalForge(git_repo, user="ada")
     pr = forge.open_or_update_bot_pr(_change(256))

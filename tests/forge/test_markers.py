@@ -58,6 +58,18 @@ def test_parts_fit_and_keep_every_line_and_fence(limit: int) -> None:
         assert len(fences) % 2 == 0, part[:200]
 
 
+def test_a_long_fence_is_closed_and_reopened_as_long() -> None:
+    """A quoted block's fence outruns the backticks it quotes: a cut keeps it, so a quoted
+    line of ten backticks stays inside the block in every part."""
+    fence = "`" * 12
+    lines = [("`" * 10) if i % 50 == 0 else f"line {i}" for i in range(2000)]
+    body = f"{fence}\n" + "\n".join(lines) + f"\n{fence}\n"
+    parts = split_body("bench", body, 4096)
+    assert len(parts) > 1
+    for part in parts:
+        assert [line for line in part.splitlines() if line == fence] == [fence, fence]
+
+
 def _comment(comment_id: int, body: str) -> Comment:
     return Comment(id=comment_id, author="denv-bot", body=body, at=datetime(2025, 1, 1, tzinfo=UTC))
 

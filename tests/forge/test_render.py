@@ -22,6 +22,7 @@ CASES = [
     ("bench", render.render_bench, views.BENCH),
     ("parity-pass", render.render_parity, views.PARITY_PASS),
     ("parity-fail", render.render_parity, views.PARITY_FAIL),
+    ("parity-proposed", render.render_parity, views.PARITY_PROPOSED),
     ("candidate", render.render_candidate, views.CANDIDATE),
     ("rollback", render.render_rollback, views.ROLLBACK),
     ("promotion", render.render_promotion, views.PROMOTION),

@@ -6,6 +6,7 @@ from datetime import UTC, datetime
 
 from reconciler.forge.views import (
     AlarmRow,
+    BenchFailure,
     BenchFigure,
     BenchRow,
     BenchView,
@@ -29,8 +30,9 @@ HEAD = "3f2a1b0c9d1e8f7a6b5c4d3e2f1a0b9c8d7e6f5a"
 PLAN = PlanView(
     head_sha=HEAD,
     files=["releases/chat-8b/denv.yaml", "fleets/local.yaml"],
-    note="This pull request changes `fleets/local.yaml`: fleets and policies are read from "
-    "`main`, so they take effect once merged; this run used the base branch's.",
+    note="This pull request changes `fleets/local.yaml`: fleets, policies and parity suites are "
+    "read from the default branch, `main`, so they take effect once merged there; this run used "
+    "`main`'s.",
     summary="Plan: 1 to start, 2 to replace, 0 to stop, 1 unchanged.",
     groups=[
         PlanGroup(
@@ -128,6 +130,13 @@ BENCH = BenchView(
         ParetoPoint(series="PR", label="c16", interactivity=118.2, throughput=1630.0),
         ParetoPoint(series="PR", label="c64", interactivity=66.0, throughput=2795.6),
     ],
+    failures=[
+        BenchFailure(
+            subject="chat-8b on h200-use1",
+            error="trial-chat-8b-0 on gpu-1 exited (exit 1); its last log lines: "
+            "ValueError: `--max-model-len` 65536 > 32768 | Engine core failed",
+        )
+    ],
 )
 
 PARITY_PASS = ParityView(
@@ -152,6 +161,17 @@ PARITY_FAIL = ParityView(
         ParityMismatch(prompt=17, position=41, detail="token 1043 | reference 889"),
         ParityMismatch(prompt=132, position=7, detail="token 29901, reference 13"),
     ],
+    suite="`policies/parity/default.jsonl` of `main @ 9c8d7e6f5a4b`",
+)
+
+# The pull request changed the suite: its own version's verdict, beside the gate's
+PARITY_PROPOSED = PARITY_PASS.model_copy(
+    update={
+        "prompts": 1,
+        "suite": "`policies/parity/default.jsonl` as this pull request changes it, at "
+        "`1a2b3c4d5e6f`",
+        "gating": False,
+    }
 )
 
 CANDIDATE = CandidateView(

@@ -188,7 +188,7 @@ def test_a_bench_whose_candidate_cannot_start_fails_its_check(
     assert (check["conclusion"], check["title"]) == ("failure", "1 run failed of 1 (simulated)")
     [bench] = [c.body for c in forge.comments(number) if c.body.startswith("<!-- denv:bench")]
     assert f"### denv bench for `{head[:12]}`" in bench
-    assert "- **chat-8b on local failed**: " in bench
+    assert "- **chat-8b on local failed**:\n\n  ```\n" in bench  # its engine, quoted
     assert _trial_units(git_repo) == []  # both sides torn down
 
     # `/denv plan` on the local forge, through `denv pr commands`
@@ -201,9 +201,10 @@ def test_a_bench_whose_candidate_cannot_start_fails_its_check(
 
 
 def test_out_writes_both_sides_result_files_as_bench_run_does(
-    git_repo: Path, tmp_path: Path
+    git_repo: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
     number, _ = _release_pr(git_repo, "bigger-batch", "settings: { max_batch: 192 }")
+    tmp_path = tmp_path_factory.mktemp("operator")  # a suite file outside the checkout
     suite = tmp_path / "parity-small.jsonl"
     prompts = (ROOT / "policies/parity/default.jsonl").read_text().splitlines()[:2]
     suite.write_text("\n".join(prompts) + "\n")

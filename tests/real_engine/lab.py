@@ -41,6 +41,10 @@ fleet:
   hosts:
     - {{ name: localhost, gpus: {cores} }}
   trial_gpus: {trial}
+  # The lab's home lies in pytest's private folder, where no other user may enter: its trials
+  # run as the agent's user (tests/security starts engines as a trial user).
+  trial_user: null
+  weights: {{ roots: ["file://{model}"] }}
 """
 # The catalog's entry for the tiny model (scripts/tiny_llama.py writes its config).
 MODEL = """\
@@ -114,7 +118,7 @@ class CpuLab:
         return self.repo.commit(f"tiny: max_batch {batch}")
 
     def fleet(self, trial: int) -> str:
-        self.repo.write("fleets/cpu.yaml", FLEET.format(cores=CORES, trial=trial))
+        self.repo.write("fleets/cpu.yaml", FLEET.format(cores=CORES, trial=trial, model=self.model))
         return self.repo.commit(f"cpu fleet: {trial} trial cores")
 
     def reconcile(self) -> subprocess.CompletedProcess[str]:

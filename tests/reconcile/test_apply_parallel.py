@@ -82,7 +82,7 @@ class FakeDriver(QuietVerbs):
     def address(self, host: Host) -> str:
         return "127.0.0.1"
 
-    def home(self, observation: FleetObservation | None) -> str:
+    def default_home(self) -> str:
         return "/fake/home"
 
     def observe(self, hardware: Hardware | None) -> FleetObservation:

@@ -8,7 +8,7 @@ import sys
 from reconciler.engines.placement import PORT_BLOCK
 from reconciler.fleet.drivers.registry import rules_of
 from reconciler.fleet.launching import unit_digest
-from reconciler.fleet.model.observed import FleetObservation, UnitRecord
+from reconciler.fleet.model.observed import UnitRecord
 from reconciler.reconcile.desired import Desired, DesiredDeployment, fleets_of
 from reconciler.spec.fleet import Fleet, Host
 from reconciler.spec.loader import open_repo
@@ -193,8 +193,8 @@ def test_units_run_with_the_interpreter_given_for_their_fleet(git_repo: GitRepo)
         def address(self, host: Host) -> str:
             return self.kind.address(host)
 
-        def home(self, observation: FleetObservation | None) -> str:
-            return self.kind.home(observation)
+        def default_home(self) -> str:
+            return self.kind.default_home()
 
     desired = desired_units(stages, source.repo_at, {}, rules=Here)
     assert all(u.unit.argv[0] == sys.executable for d in desired.deployments for u in d.units)

@@ -36,7 +36,7 @@ class ToyDriver(QuietVerbs):
     def address(self, host: Host) -> str:
         return "127.0.0.77"  # not the local kind's 127.0.0.1: nothing listens here
 
-    def home(self, observation: FleetObservation | None) -> str:
+    def default_home(self) -> str:
         return "/toy/home"
 
     def observe(self, hardware: Hardware | None) -> FleetObservation:

@@ -147,8 +147,8 @@ def test_the_loop_converges_and_sigterm_leaves_the_units_running(
     assert bot.terminate() == 0
     assert {u.id: u.pid for u in agent.units() if u.alive} == running  # left as planned
     lease = agent.lease("reconciler", "test", 0, peek=True)
-    assert lease["holder"] is None  # given back: the next bot need not wait for its expiry
-    assert CONVERGED in lease["note"]["summary"]  # `denv status` shows the last pass
+    assert lease.holder is None  # given back: the next bot need not wait for its expiry
+    assert CONVERGED in (lease.note or {})["summary"]  # `denv status` shows the last pass
 
 
 def test_metrics_are_served_while_the_loop_waits_for_its_next_pass(
@@ -224,7 +224,9 @@ def test_sigterm_during_prepare_ends_the_bot_within_seconds_and_the_next_pass_re
     (weights / "config.json").write_text("{}")
     repo.replace(FLEET, "simulated: true", "simulated: false\n  runtime: venv")
     repo.replace(FLEET, "gpus: 16 }", "gpus: 2 }")
-    repo.replace(FLEET, "trial_gpus: 8", "trial_gpus: 0")
+    repo.replace(
+        FLEET, "trial_gpus: 8", f"trial_gpus: 0\n  weights: {{ roots: ['file://{weights}'] }}"
+    )
     repo.replace(RELEASE, "replicas: 2", "replicas: 1")
     hf = "hf://meta-llama/Llama-3.1-8B-Instruct@0e9e39f249a16976918f6564b8830bc894c89659"
     repo.replace(RELEASE, hf, f"file://{weights}")

@@ -111,7 +111,7 @@ def test_the_bot_keeps_the_streak_with_its_note_across_passes_and_restarts(
     monkeypatch.setenv("DENV_HOME", env["DENV_HOME"])
 
     def noted() -> dict[str, dict[str, float | str]]:
-        note = on_local.lease(LEASE, "status", 0, peek=True)["note"]
+        note = on_local.lease(LEASE, "status", 0, peek=True).note
         found: dict[str, dict[str, float | str]] = note["unreachable"]["lab"]
         return found
 

@@ -138,6 +138,11 @@ def test_on_real_gpus_a_trial_runs_as_a_release_would(repo: Repo) -> None:
     # it loads the weights the prepare step caches, on its trial GPUs
     assert weights_dir("/home/denv/.denv", "hf://org/model") in engine.unit.argv
     assert engine.unit.env["CUDA_VISIBLE_DEVICES"] == "2,3"
+    # the engine, code a trial may not trust, as the fleet's trial user; the router, ours, not
+    assert (engine.user, router.user) == ("denv-trial", None)
+    assert engine.payload()["user"] == "denv-trial" and "user" not in router.payload()
+    opted_out = plan(repo, target.model_copy(update={"trial_user": None}), seen({"node-01": []}))
+    assert "user" not in opted_out.units[0].payload()
 
 
 def test_default_weights_are_a_releases_pinned_ones(repo: Repo) -> None:

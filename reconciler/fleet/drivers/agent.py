@@ -15,6 +15,7 @@ from typing import Any
 
 from reconciler.errors import DenvError
 from reconciler.fleet.hostagent import DEADLINE, AgentClient
+from reconciler.fleet.model.answers import LeaseAnswer
 from reconciler.fleet.model.observed import Cause, FleetObservation, HostObservation, UnitRecord
 from reconciler.fleet.transport import HostUnreachable, Transport
 from reconciler.spec.catalog import Hardware
@@ -99,14 +100,6 @@ class AgentDriver:
     def default_home(self) -> str:
         raise NotImplementedError
 
-    def home(self, observation: FleetObservation | None) -> str:
-        """The agent's home on the fleet's hosts: as probed, else the kind's default."""
-        if observation is not None:
-            for seen in observation.hosts.values():
-                if seen.home:
-                    return seen.home
-        return self.default_home()
-
     # --- agents --------------------------------------------------------------------------
 
     def agent(self, host: str) -> AgentClient:
@@ -171,7 +164,7 @@ class AgentDriver:
         release: bool = False,
         note: Any = None,
         peek: bool = False,
-    ) -> dict[str, Any]:
+    ) -> LeaseAnswer:
         """Kept by the agent of the fleet's first host."""
         return self.agent(self.fleet.hosts[0].name).lease(
             name, holder, ttl, release=release, note=note, peek=peek

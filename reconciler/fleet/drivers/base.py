@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
+from reconciler.fleet.model.answers import LeaseAnswer
 from reconciler.fleet.model.observed import FleetObservation, UnitRecord
 from reconciler.fleet.model.rules import FleetRules
 from reconciler.spec.catalog import Hardware
@@ -46,7 +47,7 @@ class FleetDriver(FleetRules, Protocol):
         release: bool = False,
         note: Any = None,
         peek: bool = False,
-    ) -> dict[str, Any]:
+    ) -> LeaseAnswer:
         """Take, renew or release the fleet's lease `name` (kept where the kind keeps it);
         `peek` only reads it, with its note."""
         ...

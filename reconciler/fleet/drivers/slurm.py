@@ -21,6 +21,13 @@ from typing import Any
 
 from reconciler.errors import DenvError
 from reconciler.fleet.drivers.agent import AgentDriver, declared_devices, unreached
+from reconciler.fleet.model.answers import (
+    CancelAnswer,
+    ClusterAnswer,
+    LeaseAnswer,
+    LogsAnswer,
+    SlurmNode,
+)
 from reconciler.fleet.model.observed import (
     Cause,
     FleetObservation,
@@ -46,7 +53,7 @@ class SlurmDriver(AgentDriver):
         env: Mapping[str, str] | None = None,
     ) -> None:
         super().__init__(fleet, warn, env)
-        self._cluster: tuple[float, dict[str, Any]] | None = None
+        self._cluster: tuple[float, ClusterAnswer] | None = None
         self._reading = Lock()
 
     # --- the kind's rules ------------------------------------------------------------------
@@ -92,14 +99,14 @@ class SlurmDriver(AgentDriver):
 
     # --- observing ----------------------------------------------------------------------
 
-    def cluster(self, fresh: bool = True) -> dict[str, Any]:
+    def cluster(self, fresh: bool = True) -> ClusterAnswer:
         """The nodes and denv's jobs, from one agent call (squeue and sinfo on the login
         node); with fresh=False, the last answer when it is under FRESH_S old."""
         with self._reading:
             if not fresh and self._cluster and time.monotonic() - self._cluster[0] < FRESH_S:
                 return self._cluster[1]
-        found: dict[str, Any] = self.agent(self.login).call(
-            "slurm-observe", payload={"partitions": self._partitions()}
+        found = self.agent(self.login).call(
+            "slurm-observe", answer=ClusterAnswer, payload={"partitions": self._partitions()}
         )
         with self._reading:
             self._cluster = (time.monotonic(), found)
@@ -131,11 +138,10 @@ class SlurmDriver(AgentDriver):
                 unreached(found, host.name, cluster)
             return found
         home = seen.home if isinstance(seen, HostObservation) else None
-        by_name = {node["name"]: node for node in cluster.get("nodes", [])}
+        by_name = {node.name: node for node in cluster.nodes}
         records: dict[str, list[UnitRecord]] = {}
         ours: dict[str, set[int]] = {}  # node -> GPUs that denv's running jobs hold there
-        for job in cluster.get("jobs", []):
-            record = UnitRecord.model_validate(job)
+        for record in cluster.jobs:
             if record.nodes:
                 records.setdefault(record.nodes[0], []).append(record)
             for name in record.nodes if record.alive else ():
@@ -170,32 +176,30 @@ class SlurmDriver(AgentDriver):
             "gpu_request": settings.gpu_request,
             "python": self.python,
         }
-        answer = self.agent(self.login).call("slurm-submit", payload=request)
+        answer = self.agent(self.login).call("slurm-submit", answer=UnitRecord, payload=request)
         self._cluster = None
-        return UnitRecord.model_validate(answer)
+        return answer
 
     def stop(self, host: str, unit_id: str, grace: float = 10.0) -> dict[str, Any]:
         if not self._scheduled(host):
             return super().stop(host, unit_id, grace)
         payload = {"id": unit_id, "host": host, "grace": grace}
-        answer: dict[str, Any] = self.agent(self.login).call(
-            "slurm-cancel", payload=payload, timeout=grace + 40
+        answer = self.agent(self.login).call(
+            "slurm-cancel", answer=CancelAnswer, payload=payload, timeout=grace + 40
         )
         self._cluster = None
-        return answer
+        return answer.model_dump(mode="json")
 
     def units(self, host: str) -> list[UnitRecord]:
         if not self._scheduled(host):
             return super().units(host)
-        jobs = self.cluster(fresh=False).get("jobs", [])
-        records = [UnitRecord.model_validate(job) for job in jobs]
-        return [r for r in records if r.nodes[:1] == (host,)]
+        return [r for r in self.cluster(fresh=False).jobs if r.nodes[:1] == (host,)]
 
     def logs(self, host: str, unit_id: str, tail: int = 100) -> dict[str, Any]:
         if not self._scheduled(host):
             return super().logs(host, unit_id, tail)
-        answer: dict[str, Any] = self.agent(self.login).call("slurm-logs", unit_id, str(tail))
-        return answer
+        answer = self.agent(self.login).call("slurm-logs", unit_id, str(tail), answer=LogsAnswer)
+        return answer.model_dump(mode="json")
 
     def prepare(self, host: str, payload: Mapping[str, Any], wait: float) -> Any:
         """On the login node: the nodes read runtimes and weights from the shared filesystem."""
@@ -212,7 +216,7 @@ class SlurmDriver(AgentDriver):
         release: bool = False,
         note: Any = None,
         peek: bool = False,
-    ) -> dict[str, Any]:
+    ) -> LeaseAnswer:
         """Kept by the login node's agent."""
         return self.agent(self.login).lease(
             name, holder, ttl, release=release, note=note, peek=peek
@@ -220,25 +224,25 @@ class SlurmDriver(AgentDriver):
 
 
 def node_observation(
-    host: Host, node: Mapping[str, Any], records: list[UnitRecord], ours: set[int], home: str | None
+    host: Host, node: SlurmNode, records: list[UnitRecord], ours: set[int], home: str | None
 ) -> HostObservation:
     """A node as placement sees it: its GPUs (as many as jobs not of denv hold, foreign;
     `ours` is what denv's jobs hold), denv's jobs whose first node it is, and whether it is
     cordoned (drained, down). A job over several nodes is reported on its first; placement
     holds the same GPUs for it on the others."""
-    state = str(node.get("state", ""))
+    state = node.state
     cordoned = None
     if any(word in state.lower() for word in CORDONED) or state.endswith("*"):
-        reason = node.get("reason")
+        reason = node.reason
         cordoned = f"{state}" + (f": {reason}" if reason else "")
-    total = int(node.get("gpus") or 0)
-    foreign = max(0, int(node.get("gpus_used") or 0) - len(ours))
+    total = node.gpus
+    foreign = max(0, node.gpus_used - len(ours))
     free = [i for i in range(total) if i not in ours]
     busy = set(sorted(free, reverse=True)[:foreign])  # held by others' jobs: the highest
     gpus = tuple(
         Gpu(
             index=i,
-            name=f"{node['name']} gpu {i}",
+            name=f"{node.name} gpu {i}",
             processes=(GpuProcess(pid=0),) if i in busy else (),
         )
         for i in range(total)

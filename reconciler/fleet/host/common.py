@@ -18,9 +18,12 @@ WEIGHTS = os.path.join(HOME, "weights")
 LOG_CAP = int(os.environ.get("DENV_LOG_CAP", str(64 * 1024 * 1024)))  # bytes, then rotate once
 
 
-# What a unit or a prepare job takes from the agent's own environment: where things are and how
-# to reach the network, never the bot's credentials (a local fleet's agent runs in the bot's
-# environment). A unit's own variables (its recipe's and runtime's) are added to these.
+# What every child of the agent takes from the agent's own environment: where things are and
+# how to reach the network, never the bot's credentials (a local fleet's agent runs in the
+# bot's environment). Each kind of child adds its own prefixes (CHILD_PREFIXES) and what its
+# caller passes as `extra`; nothing else reaches it. The one secret the agent ever holds, the
+# weights token, is passed as `extra` to the weights fetch only (and to the prepare job that
+# runs it, which hands it to no other child).
 PASSED_NAMES = frozenset(
     (
         "PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "TZ", "TMPDIR",
@@ -29,15 +32,29 @@ PASSED_NAMES = frozenset(
         "http_proxy", "https_proxy", "no_proxy", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY",
     )
 )  # fmt: skip
-PASSED_PREFIXES = ("LC_", "NCCL_", "PIP_")
+# PIP_* (an index URL with a password in it, a client certificate) is pip's: it reaches the
+# prepare job and its venv builds, never an engine, a weights fetch or an s3 command.
+CHILD_PREFIXES = {
+    "engine": ("LC_", "NCCL_"),  # a unit: an engine, a router, a simulator
+    # the prepare job (builds venvs, pulls images, fetches weights): what its children take
+    "job": ("LC_", "PIP_", "HF_ENDPOINT"),
+    "venv": ("LC_", "PIP_"),  # python -m venv, pip install
+    "image": ("LC_",),  # docker or podman pull and inspect, as a container unit's `run`
+    "weights": ("LC_", "HF_ENDPOINT"),  # the hf-fetch child: the token comes as `extra`
+    "s3": ("LC_",),  # the fleet's s3_command
+    # sbatch, squeue, scancel, sinfo; a submitted job starts from this and its units from it
+    "scheduler": ("LC_", "NCCL_", "SLURM_CONF"),
+}
 
 
-def clean_environment(extra=None):
-    """The environment a unit or job starts with: the passed names of ours, then `extra`."""
+def child_environment(kind, extra=None):
+    """The environment a child of `kind` starts with: the passed names and its kind's
+    prefixes from ours, then `extra`."""
+    prefixes = CHILD_PREFIXES[kind]
     env = {
         name: value
         for name, value in os.environ.items()
-        if name in PASSED_NAMES or name.startswith(PASSED_PREFIXES)
+        if name in PASSED_NAMES or name.startswith(prefixes)
     }
     env.update(extra or {})
     return env

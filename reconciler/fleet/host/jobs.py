@@ -13,7 +13,7 @@ from common import (
     JOBS,
     AgentError,
     alive,
-    clean_environment,
+    child_environment,
     detach,
     read_json,
     start_time,
@@ -67,7 +67,7 @@ def start(payload, path):
         spec["weights"] = dict(payload["weights"], token=None)
     started_at = time.time()
     write_atomic(path + ".spec", dict(spec, started_at=started_at))
-    env = clean_environment({"HF_TOKEN": secret} if secret else None)
+    env = child_environment("job", {"HF_TOKEN": secret} if secret else None)
     job = detach("run-job", payload["id"], env)
     deadline = time.time() + 10
     while time.time() < deadline:

@@ -13,7 +13,7 @@ import subprocess
 import sys
 import time
 
-from common import ENGINES, AgentError, file_lock, read_json, write_atomic
+from common import ENGINES, AgentError, child_environment, file_lock, read_json, write_atomic
 
 MARKER = ".denv-complete"  # written last, inside the build folder, before the rename
 USED = ".denv-used"  # created when a unit first runs from the environment
@@ -25,8 +25,9 @@ def locked(name, wait=True):
     return file_lock(ENGINES, name, wait)
 
 
-def run_step(argv, what, timeout=3600):
-    done = subprocess.run(argv, capture_output=True, timeout=timeout)
+def run_step(argv, what, kind, timeout=3600):
+    """Run one build step in the environment its kind of child gets (never the token)."""
+    done = subprocess.run(argv, capture_output=True, timeout=timeout, env=child_environment(kind))
     if done.returncode != 0:
         tail = (done.stderr or done.stdout).decode("utf-8", "replace").strip()[-800:]
         raise AgentError(f"{what} failed (exit {done.returncode}): {tail}")
@@ -52,18 +53,22 @@ def ensure_venv(need, report, pause_point):
             shutil.rmtree(final)
         build = os.path.join(ENGINES, f".build-{name}-{os.getpid()}")
         report("venv " + name, 0, 0)
-        run_step([sys.executable, "-m", "venv", build], "python3 -m venv")
+        run_step([sys.executable, "-m", "venv", build], "python3 -m venv", "venv")
         pause_point("pip")
         report("pip install " + " ".join(need["packages"]), 0, 0)
         argv = [os.path.join(build, "bin", "python"), "-m", "pip", "install", "--no-input"]
         argv += ["--disable-pip-version-check", "--no-cache-dir"]
         for url in need.get("index_urls", []):
             argv += ["--extra-index-url", url]
-        run_step(argv + list(need["packages"]), "pip install")
+        run_step(argv + list(need["packages"]), "pip install", "venv")
         if need.get("uninstall"):  # what the install pulled in that the build cannot load
             python = os.path.join(build, "bin", "python")
             report("pip uninstall " + " ".join(need["uninstall"]), 0, 0)
-            run_step([python, "-m", "pip", "uninstall", "-y", *need["uninstall"]], "pip uninstall")
+            run_step(
+                [python, "-m", "pip", "uninstall", "-y", *need["uninstall"]],
+                "pip uninstall",
+                "venv",
+            )
         ready = {
             "kind": "venv",
             "name": name,
@@ -83,13 +88,14 @@ def ensure_image(need, report):
     known = images.get(image)
     if known is not None:
         with contextlib.suppress(AgentError):
-            run_step([engine, "image", "inspect", known["digest"]], "image inspect")
+            run_step([engine, "image", "inspect", known["digest"]], "image inspect", "image")
             return known
     report("pull " + image, 0, 0)
-    run_step([engine, "pull", image], engine + " pull " + image, timeout=6 * 3600)
+    run_step([engine, "pull", image], engine + " pull " + image, "image", timeout=6 * 3600)
     out = run_step(
         [engine, "image", "inspect", "--format", "{{index .RepoDigests 0}}", image],
         "image inspect",
+        "image",
     )
     known = {"kind": "container", "name": image, "digest": out.strip(), "engine": engine}
     known["pulled_at"] = time.time()

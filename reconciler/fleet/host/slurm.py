@@ -24,7 +24,7 @@ from common import (
     LOGS,
     AgentError,
     agent_path,
-    clean_environment,
+    child_environment,
     file_lock,
     read_json,
     write_atomic,
@@ -44,9 +44,7 @@ TIME_FORMAT = "%Y-%m-%dT%H:%M:%S"
 def command_env():
     """What Slurm's commands and the jobs they submit get: the unit environment's names and
     the client's own SLURM_* settings (where slurm.conf is), never the bot's credentials."""
-    env = clean_environment()
-    env.update({k: v for k, v in os.environ.items() if k.startswith("SLURM_CONF")})
-    return env
+    return child_environment("scheduler")
 
 
 def slurm(*argv, check=True):
@@ -287,7 +285,7 @@ def task(path):
         signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
         while True:
             signal.pause()
-    env = clean_environment(unit.get("env", {}))
+    env = child_environment("engine", unit.get("env", {}))
     if "CUDA_VISIBLE_DEVICES" in os.environ:  # the GPUs Slurm gave this job win
         env["CUDA_VISIBLE_DEVICES"] = os.environ["CUDA_VISIBLE_DEVICES"]
     env.update({"DENV_NODE_RANK": str(rank), "DENV_NNODES": str(size),

@@ -9,11 +9,13 @@ Other units are restarted by the reconciler, which also backs off (reconcile/app
 
 import contextlib
 import os
+import shutil
 import signal
 import subprocess
 import time
 
 import runtimes
+import users
 from common import (
     HOME,
     LOG_CAP,
@@ -21,7 +23,7 @@ from common import (
     UNITS,
     AgentError,
     alive,
-    clean_environment,
+    child_environment,
     detach,
     file_lock,
     read_json,
@@ -77,6 +79,9 @@ def _launch(unit):
             "unit {} is given cores {} that this host does not let its processes run on "
             "(its cores: {})".format(unit["id"], sorted(set(cpus) - allowed), sorted(allowed))
         )
+    switch, cwd, own = None, unit.get("cwd") or HOME, {}
+    if unit.get("user"):  # a trial's unit: as its unprivileged user, never as ours
+        switch, cwd, own = users.prepare(unit["id"], unit["user"])
     if previous is not None:  # e.g. a container the killed client left behind
         run_cleanup(previous)
     if os.path.exists(path + ".stop"):
@@ -96,6 +101,7 @@ def _launch(unit):
         "cpus": cpus,
         "labels": unit.get("labels", {}),
         "env": unit.get("env", {}),  # the unit's own env: what a rollback relaunches with
+        "user": unit.get("user"),
         "cleanup": unit.get("cleanup"),
         "log": log,
         "restart": bool(unit.get("restart")),
@@ -105,9 +111,9 @@ def _launch(unit):
         "start_time": None,
         "exit_code": None,
     }
-    env = clean_environment(unit.get("env", {}))
+    env = child_environment("engine", dict(unit.get("env", {}), **own))
     spec_file = path + ".launch"
-    write_atomic(spec_file, {"record": record, "env": env, "cwd": unit.get("cwd") or HOME})
+    write_atomic(spec_file, {"record": record, "env": env, "cwd": cwd, "switch": switch})
     # The supervisor detaches in its own session, so the unit outlives this SSH session.
     supervisor = detach("supervise", unit["id"])
     deadline = time.time() + 10
@@ -166,6 +172,7 @@ def supervise(unit_id):
             stderr=subprocess.STDOUT,
             env=launch_spec["env"],
             cwd=launch_spec["cwd"],
+            preexec_fn=users.switcher(launch_spec.get("switch")),
         )
         children[:] = [child]
         began = time.time()
@@ -280,6 +287,8 @@ def _stop(unit_id, grace):
     while supervisor and time.time() < deadline and start_time(supervisor) is not None:
         time.sleep(0.01)  # it writes the exit code last; let it finish before the record goes
     run_cleanup(record)
+    if record.get("user"):  # a trial's own folder goes with it
+        shutil.rmtree(os.path.join(users.TRIALS, unit_id), ignore_errors=True)
     for done in (path, path + ".stop"):
         if os.path.exists(done):
             os.unlink(done)

@@ -8,9 +8,14 @@ half-downloaded tree is never used. An interrupted download resumes from the par
   hf://org/repo@commit  huggingface_hub in a child process (`hf_python AGENT hf-fetch REQUEST`:
                         the agent's own python needs nothing installed); the token reaches the
                         child as HF_TOKEN only, never a file or a message
-  file:///abs/path      hard links when on the same filesystem, else copies
-  s3://bucket/key       the fleet's command (e.g. `aws s3 sync {source} {dest}`); verified only
-                        against what the command wrote, see docs/hosts.md
+  file:///abs/path      copied (never linked: the cache holds only its own files), and only
+                        from under one of the fleet's roots, symlinks resolved
+  s3://bucket/key       the fleet's command (e.g. `aws s3 sync {source} {dest}`), only under one
+                        of the fleet's roots; verified only against what the command wrote, see
+                        docs/hosts.md
+
+The roots come with the request from the bot, read from the trusted fleet (`weights.roots`):
+a file:// or s3:// source outside every root is refused before anything is read or cached.
 """
 
 import contextlib
@@ -25,7 +30,17 @@ import tempfile
 import threading
 import time
 
-from common import HOME, WEIGHTS, AgentError, agent_path, emit, file_lock, read_json, write_atomic
+from common import (
+    HOME,
+    WEIGHTS,
+    AgentError,
+    agent_path,
+    child_environment,
+    emit,
+    file_lock,
+    read_json,
+    write_atomic,
+)
 
 MANIFEST = ".denv-manifest.json"  # written last, inside the tree, before the rename
 HF_SOURCE = re.compile(r"^hf://([A-Za-z0-9._-]+/[A-Za-z0-9._-]+)@([0-9a-f]{7,40})$")
@@ -80,6 +95,7 @@ def fetch_weights(spec, progress):
 
     progress(done_bytes, total_bytes) is called while bytes arrive (total 0 when unknown)."""
     source = spec["source"]
+    allowed_origin(spec)  # before the cache is even looked at: a foreign entry is never used
     ready = weights_ready(source)
     if ready is not None:
         return ready
@@ -230,38 +246,76 @@ class Poller:
         self.thread.join()
 
 
+# --- where file:// and s3:// weights may come from -------------------------------------------
+
+
+def allowed_origin(spec):
+    """The root a file:// or s3:// source lies under (a file:// root as its real path), or an
+    AgentError; hf:// needs none. A file:// source is compared by its real path, symlinks
+    followed, so neither `..` nor a link leaves the root; `/` is never a root."""
+    source, roots = spec["source"], spec.get("roots") or []
+    if source.startswith("file://"):
+        real = os.path.realpath(source[len("file://") :] or ".")
+        if source[len("file://") :].startswith("/"):
+            for root in roots:
+                if root.startswith("file:///"):
+                    folder = os.path.realpath(root[len("file://") :])
+                    if folder != "/" and inside(real, folder):
+                        return folder
+        raise outside(spec, roots, "file://")
+    if source.startswith("s3://"):
+        parts = source[len("s3://") :].rstrip("/").split("/")
+        if all(part not in ("", ".", "..") for part in parts):
+            for root in roots:
+                if root.startswith("s3://") and inside("/".join(parts), root[len("s3://") :]):
+                    return root
+        raise outside(spec, roots, "s3://")
+    return None
+
+
+def inside(path, folder):
+    return path == folder or path.startswith(folder.rstrip("/") + "/")
+
+
+def outside(spec, roots, scheme):
+    declared = [root for root in roots if root.startswith(scheme)]
+    where = ", ".join(declared) if declared else f"the fleet declares no {scheme} root"
+    return AgentError(
+        f"{host_of(spec)}: weights {spec['source']}: outside the fleet's weights roots ({where})"
+    )
+
+
 # --- file:// ---------------------------------------------------------------------------------
 
 
 def fetch_file(spec, progress):
-    source = spec["source"]
-    origin = source[len("file://") :]
-    if not origin.startswith("/") or not os.path.isdir(origin):
+    """Copy the source's files into the cache. Never a hard link: a linked file is the source's
+    own inode (what writes the cache writes the source), and the cache would hold what the
+    source's owner changes later."""
+    source, root = spec["source"], allowed_origin(spec)
+    origin = os.path.realpath(source[len("file://") :])
+    if not os.path.isdir(origin):
         raise AgentError(f"{host_of(spec)}: weights {source}: no such folder")
     listing = folder_listing(origin)
     if not listing:
         raise AgentError(f"{host_of(spec)}: weights {source}: the folder has no files")
-    linkable = os.stat(origin).st_dev == os.stat(existing(WEIGHTS)).st_dev
+    for path in listing:  # a symlinked file is followed: it too must stay under the root
+        if not inside(os.path.realpath(os.path.join(origin, path)), root):
+            raise AgentError(
+                f"{host_of(spec)}: weights {source}: {path} links outside the root {root}"
+            )
     total = sum(listing.values())
-    if not linkable:  # hard links take no space
-        check_space(spec, total - staged_bytes(source, listing))
+    check_space(spec, total - staged_bytes(source, listing))
     partial = stage(source, listing)
     done = 0
     for path, size in sorted(listing.items()):
         target = os.path.join(partial, path)
         if not os.path.exists(target):
             os.makedirs(os.path.dirname(target), exist_ok=True)
-            if linkable:
-                try:
-                    os.link(os.path.realpath(os.path.join(origin, path)), target)
-                except OSError:  # e.g. fs.protected_hardlinks and another owner: copy instead
-                    linkable = False
-                    check_space(spec, total - staged_bytes(source, listing))
-            if not linkable:
-                copy_file(os.path.join(origin, path), target, progress, done, total)
+            copy_file(os.path.join(origin, path), target, progress, done, total)
         done += size
         progress(done, total)
-    return complete(spec, listing, {"kind": "file", "linked": linkable})
+    return complete(spec, listing, {"kind": "file"})
 
 
 def copy_file(origin, target, progress, done, total):
@@ -277,6 +331,7 @@ def copy_file(origin, target, progress, done, total):
             count += len(chunk)
             progress(count, total)
     shutil.copystat(origin, temporary)
+    os.chmod(temporary, 0o644)  # read by engines of any user (a trial's), written by none
     os.rename(temporary, target)
 
 
@@ -297,7 +352,13 @@ def fetch_s3(spec, progress):
     argv = [part.replace("{source}", source).replace("{dest}", partial) for part in template]
     with Poller(partial, 0, progress), tempfile.TemporaryFile() as errors:
         try:
-            code = subprocess.call(argv, stdin=subprocess.DEVNULL, stdout=errors, stderr=errors)
+            code = subprocess.call(
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=errors,
+                stderr=errors,
+                env=child_environment("s3"),
+            )
         except OSError as exc:
             raise AgentError(
                 f"{host_of(spec)}: weights {source}: cannot run {argv[0]}: {exc}"
@@ -342,8 +403,8 @@ def fetch_hf(spec, progress):
     if not python:
         raise AgentError(f"{host_of(spec)}: weights {source}: no python with huggingface_hub given")
     request = {"source": source, "host": host_of(spec), "repo": repo, "commit": commit}
-    env = dict(os.environ, HF_HOME=os.path.join(HOME, "hf"), HF_HUB_DISABLE_TELEMETRY="1")
-    env["HF_HUB_DISABLE_PROGRESS_BARS"] = "1"
+    env = child_environment("weights", {"HF_HOME": os.path.join(HOME, "hf")})
+    env.update(HF_HUB_DISABLE_TELEMETRY="1", HF_HUB_DISABLE_PROGRESS_BARS="1")
     if token:
         env["HF_TOKEN"] = token  # the child's environment only: never argv, never a file
     if spec.get("hf_endpoint"):

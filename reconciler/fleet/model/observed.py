@@ -3,10 +3,11 @@ agent reports them), and the hosts that did not answer, each with its cause."""
 
 from __future__ import annotations
 
+import posixpath
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, field_validator
 
 
 class Cause(StrEnum):
@@ -21,6 +22,7 @@ class Cause(StrEnum):
     HOST_KEY_UNKNOWN = "host key unknown"  # known_hosts has no key for it
     CLOSED = "closed"  # the host dropped the connection during the handshake
     EXAMPLE_HOST = "example host"  # a name reserved for documentation: replace it
+    BAD_ANSWER = "bad answer"  # its agent answered something that is not a valid answer
     FAILED = "failed"  # anything else: the message says what
 
     @property
@@ -97,6 +99,23 @@ class HostObservation(Observed):
     cordoned: str | None = None  # why (the scheduler's state and reason)
     scheduler_state: str | None = None  # a Slurm node's: idle, mixed, allocated, drained, …
 
+    @field_validator("home")
+    @classmethod
+    def _absolute(cls, value: str | None) -> str | None:
+        """The host's own paths are computed from it: an absolute, normal path or nothing."""
+        if value is None:
+            return None
+        path = value.rstrip("/")
+        if (
+            not value.startswith("/")
+            or not path
+            or path.startswith("//")
+            or posixpath.normpath(path) != path
+            or any(ord(c) < 32 or ord(c) == 127 for c in path)
+        ):
+            raise ValueError("must be an absolute path without . or .. parts (DENV_HOME)")
+        return path
+
 
 @dataclass
 class FleetObservation:
@@ -104,6 +123,15 @@ class FleetObservation:
     hosts: dict[str, HostObservation] = field(default_factory=dict)
     errors: dict[str, str] = field(default_factory=dict)  # host -> why it was not observed
     causes: dict[str, Cause] = field(default_factory=dict)  # host -> the cause, in a word
+
+    @classmethod
+    def failed(cls, fleet: str, hosts: list[str], reason: str) -> FleetObservation:
+        """No host of the fleet observed, for one reason: each one unreached with it."""
+        found = cls(fleet)
+        for host in hosts:
+            found.errors[host] = f"{host}: {reason}"
+            found.causes[host] = Cause.FAILED
+        return found
 
     def unreached(self) -> str:
         """The hosts that did not answer, each with its cause: `n0 (timed out), n1 (refused)`."""

@@ -1,5 +1,5 @@
 """Models: what pure code needs to know of a kind of fleet — the address of a host, the
-agent's home, the interpreter units run with. Each driver answers for its own kind
+agent's default home, the interpreter units run with. Each driver answers for its own kind
 (reconciler.fleet.drivers); pure code is handed the answer, never the driver's module."""
 
 from __future__ import annotations
@@ -7,7 +7,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Protocol
 
-from reconciler.fleet.model.observed import FleetObservation
 from reconciler.spec.fleet import Fleet, Host
 
 
@@ -21,8 +20,9 @@ class FleetRules(Protocol):
         """Where other hosts and the bot reach `host`'s units."""
         ...
 
-    def home(self, observation: FleetObservation | None) -> str:
-        """The agent's home on the fleet's hosts: as probed, else the kind's default."""
+    def default_home(self) -> str:
+        """The agent's home on a host that did not report its own (not observed). A host's
+        own paths come from its own observation only (reconcile.hostrun), never another's."""
         ...
 
 
