@@ -15,6 +15,7 @@ from reconciler.bench.traffic import read_trace
 from reconciler.cli.common import JsonOption, RepoOption, console, print_json, seconds
 from reconciler.cli.plan import cache_dir
 from reconciler.cli.progress import ProgressSink
+from reconciler.errors import UsageError
 from reconciler.fleet.drivers.registry import Drivers
 from reconciler.forge.commands import FULL_SHA
 from reconciler.forge.config import open_forge
@@ -94,9 +95,7 @@ def full_commit(option: str, value: str | None) -> str | None:
     """`value` when it names a commit in full; a prefix is refused, as in a comment command
     (forge/commands.py: a short one is forged by brute force)."""
     if value is not None and not FULL_SHA.match(value):
-        raise typer.BadParameter(
-            f"'{value}' is not a full commit id (40 hex digits)", param_hint=option
-        )
+        raise UsageError(f"{option}: '{value}' is not a commit named in full (40 hex digits)")
     return value
 
 
