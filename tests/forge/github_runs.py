@@ -19,12 +19,16 @@ def _repo_lite(repository: Json) -> Json:
     """A repository-lite: the repository's URLs and names, none of its counts or settings."""
     keep = {"description", "fork", "full_name", "html_url", "id", "name", "node_id", "owner"}
     keep |= {"private", "url"}
-    return {k: v for k, v in repository.items() if k in keep or k.endswith("_url")}
+    full = {"clone_url", "git_url", "mirror_url", "ssh_url", "svn_url"}  # a full repository's
+    return {
+        k: v for k, v in repository.items() if k in keep or (k.endswith("_url") and k not in full)
+    }
 
 
 def _ref(side: Json) -> Json:
     repo = side["repo"]
-    return {"ref": side["ref"], "sha": side["sha"], "repo": {k: repo[k] for k in ("id", "url", "name")}}
+    lite = {k: repo[k] for k in ("id", "url", "name")}
+    return {"ref": side["ref"], "sha": side["sha"], "repo": lite}
 
 
 def review_run_event(fake: FakeGitHub, number: int, conclusion: str = "success") -> Json:
