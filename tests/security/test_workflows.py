@@ -6,6 +6,7 @@ request with `checks: write`, so the pull request could set its own checks green
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -78,3 +79,16 @@ def test_a_fetch_of_the_pull_request_is_objects_not_a_checkout() -> None:
     )
     assert git_subcommands(script) == ["fetch"]
     assert git_subcommands("cd pr && git checkout FETCH_HEAD && make") == ["checkout"]
+
+
+def test_every_accepted_zizmor_finding_is_explained_in_the_docs() -> None:
+    """Each `zizmor: ignore[rule]` in a workflow has its row in docs/github.md's table of
+    accepted findings, and each row its ignore: nothing is waved through unexplained."""
+    docs = (WORKFLOWS[0].parents[2] / "docs/github.md").read_text()
+    rows = set(re.findall(r"^\| `([\w-]+)` \| `([\w.]+)`", docs, re.MULTILINE))
+    ignored = {
+        (rule, path.name)
+        for path in WORKFLOWS
+        for rule in re.findall(r"zizmor: ignore\[([\w-]+)\]", path.read_text())
+    }
+    assert ignored and ignored == rows
