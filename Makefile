@@ -22,11 +22,14 @@ lint: $(STAMP)
 	$(BIN)/lint-imports
 	$(BIN)/pytest -q -p no:cacheprovider tests/test_pure_modules.py  # docstrings that say pure
 
-# GitHub Actions workflows: valid against GitHub's schema, and no finding from zizmor
-# (unpinned actions, template injection, pull_request_target checkouts, leaked credentials).
+# GitHub Actions workflows: valid against GitHub's schema, and no finding from zizmor as the
+# pedantic and the auditor persona (unpinned actions, template injection, pull_request_target
+# checkouts, leaked credentials, self-hosted runners); the findings accepted are suppressed in
+# place and explained in docs/github.md (tests/security/test_workflows.py checks both agree).
 workflows: $(STAMP)
 	$(BIN)/check-jsonschema --builtin-schema vendor.github-workflows .github/workflows/*.yml
 	$(BIN)/zizmor --offline --persona pedantic .github/workflows
+	$(BIN)/zizmor --offline --persona auditor .github/workflows
 
 # What the tests start for real: OpenSSH servers (in network namespaces, with iproute2),
 # Prometheus for the alarms' Prometheus mode, PostgreSQL for optimizer workers sharing a

@@ -234,19 +234,21 @@ def _subject(forge: LocalForge, branch: str) -> str:
 @app.command("plan")
 def plan_pr(
     number: Annotated[int, typer.Option("--pr", help="Pull request number.", min=1)],
+    head: pr_runs.HeadOption = None,
     repo: RepoOption = Path("."),
     as_json: JsonOption = False,
 ) -> None:
     """Validate and plan the pull request's head against what the fleets run; comment the
     plan (edited in place) and set the `denv plan` check, which fails on invalid files or a
     deployment that cannot be placed. The local forge, or GitHub (docs/github.md)."""
+    expect = pr_runs.full_commit("--head", head)
     root = find_root(repo)
     forge = open_forge(root, os.environ)
     drivers = Drivers(warn=lambda m: print(f"warning: {m}", file=sys.stderr))
     try:
         with terminal.console(stderr=True).status(f"planning #{number}") as shown:
             result = plan_pull_request(
-                forge, root, number, drivers, shown.update, cache=cache_dir()
+                forge, root, number, drivers, shown.update, expect, cache=cache_dir()
             )
     finally:
         drivers.close()

@@ -15,12 +15,15 @@ from reconciler.bench.traffic import read_trace
 from reconciler.cli.common import JsonOption, RepoOption, console, print_json, seconds
 from reconciler.cli.plan import cache_dir
 from reconciler.cli.progress import ProgressSink
+from reconciler.errors import UsageError
 from reconciler.fleet.drivers.registry import Drivers
+from reconciler.forge.commands import FULL_SHA
 from reconciler.forge.config import open_forge
 from reconciler.forge.protocol import Forge
 from reconciler.pr.bench import BenchOptions, bench_pull_request
 from reconciler.pr.commands import run_commands
 from reconciler.pr.plan import approved_by as check_approval
+from reconciler.pr.plan import open_head
 from reconciler.spec.sources import find_root
 
 DEFAULT_LEVELS = "1,8,32"
@@ -49,6 +52,14 @@ SuiteOption = Annotated[
     typer.Option(help="Parity suite: a name in policies/parity/ or a .jsonl path."),
 ]
 TimeoutOption = Annotated[str, typer.Option(help="How long the engines may take to become ready.")]
+HeadOption = Annotated[
+    str | None,
+    typer.Option(
+        "--head",
+        help="Only while the pull request's head is this commit (its 40 hex digits): what CI "
+        "passes, so that a push after the approval is never run.",
+    ),
+]
 OutOption = Annotated[
     Path | None,
     typer.Option(help="Also write each level's result file under DIR/results/, as bench run does."),
@@ -78,6 +89,14 @@ def _options(
         ready_timeout=timeout,
         out=out,
     )
+
+
+def full_commit(option: str, value: str | None) -> str | None:
+    """`value` when it names a commit in full; a prefix is refused, as in a comment command
+    (forge/commands.py: a short one is forged by brute force)."""
+    if value is not None and not FULL_SHA.match(value):
+        raise UsageError(f"{option}: '{value}' is not a commit named in full (40 hex digits)")
+    return value
 
 
 def _open(repo: Path, kind: str | None) -> tuple[Path, Forge]:
@@ -115,6 +134,7 @@ def bench(
             "a review: a review by someone without write permission starts nothing).",
         ),
     ] = None,
+    head: HeadOption = None,
     forge_kind: ForgeOption = None,
     repo: RepoOption = Path("."),
     as_json: JsonOption = False,
@@ -124,9 +144,12 @@ def bench(
     and a Pareto chart, comment the parity verdict, and set the `denv bench` check (it fails
     when a run or parity fails)."""
     options = _options(traffic, workload, concurrency, rate, requests, suite, ready_timeout, out)
+    expect = full_commit("--head", head)
     root, forge = _open(repo, forge_kind)
     if approved_by is not None:
-        check_approval(forge, root, forge.pull_request(number), approved_by, cache_dir())
+        pr = open_head(forge, root, number, "benched", expect)
+        check_approval(forge, root, pr, approved_by, cache_dir())
+        expect = pr.head_sha  # the head whose approval counted, and no other
     result = _running(
         f"benching #{number}",
         lambda drivers, shown: bench_pull_request(
@@ -137,6 +160,7 @@ def bench(
             options,
             shown.phase,
             progress=shown.update,
+            expect_head=expect,
             cache=cache_dir(),
         ),
     )

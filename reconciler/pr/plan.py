@@ -144,6 +144,11 @@ def approved_by(forge: Forge, root: Path, pr: PullRequest, user: str, cache: Pat
     the default branch's approvers policy; not the author): anyone else's review starts
     nothing."""
     approvals = forge.approvals(pr.number, trusted_gates(forge, root, cache).approvers)
+    if approvals.head_sha != pr.head_sha:  # pushed since `pr` was read: not what was approved
+        raise ForgeError(
+            f"#{pr.number}: the head moved to {approvals.head_sha[:12]} from "
+            f"{pr.head_sha[:12]}: nothing benched"
+        )
     if user not in approvals.counted:
         why = next((i.reason for i in approvals.ignored if i.user == user), "no approval")
         raise ForgeError(f"#{pr.number}: {user}'s review does not count ({why}): nothing benched")

@@ -89,3 +89,26 @@ def test_unknown_pull_request_is_a_clear_error(git_repo: Path) -> None:
     assert (
         run.returncode == 1 and run.stderr.strip() == "no local pull request #7 (known: none yet)"
     )
+
+
+def test_plan_and_bench_run_only_on_the_head_named_in_full(
+    git_repo: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """What CI passes as `--head`: a prefix is refused before anything is read (it can be
+    forged), and a full id that is not the head any more plans and benches nothing."""
+    key = new_key(tmp_path_factory.mktemp("keys"), "ada")
+    allow(git_repo, {'"Ada Lovelace"': key})
+    base = git(git_repo, "rev-parse", "HEAD").strip()
+    git(git_repo, "checkout", "-q", "-b", "bigger-batch")
+    text = (git_repo / RELEASE).read_text().replace("max_batch: 128", "max_batch: 192")
+    head = commit_file(git_repo, RELEASE, text, "chat-8b: max_batch 192")
+    git(git_repo, "checkout", "-q", "main")
+    LocalForge(git_repo).open_pr("bigger-batch", "chat-8b: bigger batches", "", key=key)
+    for command in ("plan", "bench"):
+        short = denv(git_repo, command, "--pr", "1", "--head", head[:7])
+        assert short.returncode == 1 and "Traceback" not in short.stderr, short.stderr
+        assert f"--head: '{head[:7]}' is not a commit named in full (40 hex digits)" in short.stderr
+        moved = denv(git_repo, command, "--pr", "1", "--head", base)
+        assert moved.returncode == 1 and "Traceback" not in moved.stderr, moved.stderr
+        assert f"the head moved to {head[:12]} from {base[:12]}" in moved.stderr
+    assert LocalForge(git_repo).checks(head) == []  # nothing planned, nothing benched

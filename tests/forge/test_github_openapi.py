@@ -13,6 +13,7 @@ from reconciler.forge.models import MergeStatus
 from tests.conftest import ROOT
 from tests.forge.conftest import TOKEN, GitHubSetup
 from tests.forge.github_openapi import rest_description, webhook_problems
+from tests.forge.github_runs import review_run_event
 from tests.forge.test_github import open_pr
 
 
@@ -102,33 +103,43 @@ def test_operations_are_found_by_path_template() -> None:
 
 
 def resolves(payload: Any, path: list[str]) -> bool:
-    for key in path:
+    for step in path:
+        key, _, index = step.partition("[")
         if not isinstance(payload, dict) or key not in payload:
             return False
         payload = payload[key]
+        if index:  # `pull_requests[0]`
+            at = int(index.rstrip("]"))
+            if not isinstance(payload, list) or len(payload) <= at:
+                return False
+            payload = payload[at]
     return True
 
 
 def test_the_bench_workflow_reads_what_github_sends(github: GitHubSetup) -> None:
     """Every `github.event.…` the bench workflow reads is in the payloads of the events it
-    runs on, built by the fake and valid under GitHub's published webhook schemas."""
+    runs on, built by the fake and valid under GitHub's published webhook schemas: the
+    `workflow_run` of review.yml's run on an approving review, and a comment."""
     number, _ = open_pr(github)
     github.fake.review(number, "grace")
     comment = github.fake.comment(number, "grace", "/denv bench")
     payloads = {
-        "pull_request_review": github.fake.review_event(number),
+        "workflow_run": review_run_event(github.fake, number),
         "issue_comment": github.fake.comment_event(comment),
     }
     workflow = (ROOT / ".github/workflows/bench.yml").read_text()
     assert set(yaml.safe_load(workflow)[True]) == set(payloads)  # YAML reads `on:` as True
-    paths = {tuple(p.split(".")) for p in re.findall(r"github\.event\.([\w.]+)", workflow)}
+    paths = {tuple(p.split(".")) for p in re.findall(r"github\.event\.([\w.\[\]]+)", workflow)}
     assert len(paths) >= 8
     for path in sorted(paths):
         carrying = [e for e, payload in payloads.items() if path[0] in payload]
         assert carrying, f"github.event.{'.'.join(path)}: in no event the workflow runs on"
         for event in carrying:
             assert resolves(payloads[event], list(path)), f"{event} has no {'.'.join(path)}"
-    assert payloads["pull_request_review"]["review"]["state"] == "approved"  # as bench.yml reads
+    run = payloads["workflow_run"]["workflow_run"]
+    assert run["event"] == "pull_request_review" and run["conclusion"] == "success"
+    reviewed = payloads["workflow_run"]["workflow_run"]["pull_requests"][0]["head"]["sha"]
+    assert run["head_sha"] == reviewed  # the head the review was given on
 
 
 def test_a_webhook_payload_github_does_not_send_is_caught(github: GitHubSetup) -> None:
