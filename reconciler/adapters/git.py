@@ -34,11 +34,25 @@ class CredentialsRefused(GitFailure):
     """The git server refused the token (or there is none)."""
 
 
+class BlobTooLarge(DenvError):
+    """A file larger than its reader takes: refused from git's object header, unread."""
+
+
+# The most bytes of one file denv reads from git (imported results, JSON Lines, are the largest).
+MAX_BLOB_BYTES = 64 * 1024 * 1024
+
+
 @dataclass(frozen=True)
 class Blob:
     id: str
     data: bytes
     link: bool = False  # a symbolic link's target, not a file
+
+
+@dataclass(frozen=True)
+class BlobStat:
+    size: int  # bytes, from the object's header: the data is not read
+    link: bool
 
 
 @dataclass(frozen=True)
@@ -57,8 +71,9 @@ class CommitInfo:
 class Snapshot:
     """One commit's files, read from its tree (no work tree involved)."""
 
-    def __init__(self, commit: pygit2.Commit) -> None:
+    def __init__(self, commit: pygit2.Commit, repo: pygit2.Repository) -> None:
         self._commit = commit
+        self._repo = repo
         self.id = str(commit.id)
         self.tree_id = str(commit.tree.id)
 
@@ -70,7 +85,7 @@ class Snapshot:
     def parent(self) -> Snapshot | None:
         """The first parent; None for a root commit."""
         parents = self._commit.parents
-        return Snapshot(parents[0]) if parents else None
+        return Snapshot(parents[0], self._repo) if parents else None
 
     def _entry(self, path: str) -> pygit2.Object | None:
         try:
@@ -78,12 +93,26 @@ class Snapshot:
         except (KeyError, ValueError):
             return None
 
-    def blob(self, path: str) -> Blob | None:
-        """The file at `path`; None when there is none (or a folder is there)."""
+    def stat(self, path: str) -> BlobStat | None:
+        """The size of the file at `path` and whether it is a link, its data unread; None when
+        there is none (or a folder is there)."""
 
         found = self._entry(path)
         if not isinstance(found, pygit2.Blob):
             return None
+        _kind, size = self._repo.odb.read_header(found.id)
+        return BlobStat(size, found.filemode == FileMode.LINK)
+
+    def blob(self, path: str, max_bytes: int = MAX_BLOB_BYTES) -> Blob | None:
+        """The file at `path`; None when there is none (or a folder is there). BlobTooLarge,
+        unread, when it holds more than `max_bytes`."""
+
+        found = self._entry(path)
+        if not isinstance(found, pygit2.Blob):
+            return None
+        _kind, size = self._repo.odb.read_header(found.id)
+        if size > max_bytes:
+            raise BlobTooLarge(f"{path}: {size:,} bytes; denv reads at most {max_bytes:,} here")
         link = found.filemode == FileMode.LINK
         return Blob(str(found.id), bytes(found.data), link)
 
@@ -159,7 +188,7 @@ class GitRepo:
     def revparse(self, rev: str) -> Snapshot:
         """The commit `rev` names (an id, branch, tag or `HEAD~1`); GitFailure saying why not."""
         try:
-            return Snapshot(self._repo.revparse_single(rev).peel(pygit2.Commit))
+            return Snapshot(self._repo.revparse_single(rev).peel(pygit2.Commit), self._repo)
         except (KeyError, ValueError, pygit2.GitError) as exc:
             raise GitFailure(str(exc)) from exc
 
@@ -177,7 +206,7 @@ class GitRepo:
             found = self._repo.get(sha)
         except (KeyError, ValueError):
             return None
-        return Snapshot(found) if isinstance(found, pygit2.Commit) else None
+        return Snapshot(found, self._repo) if isinstance(found, pygit2.Commit) else None
 
     def first_parents(self, sha: str, limit: int) -> Iterator[Snapshot]:
         """`sha` and its first parents, newest first, at most `limit` of them."""

@@ -11,7 +11,6 @@ import json
 import math
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any
 
 from pydantic import ValidationError
 
@@ -19,8 +18,11 @@ from reconciler.bench.traffic_stats import TraceStats, trace_stats
 from reconciler.bench.traffic_workloads import WORKLOADS, generate
 from reconciler.engines.sim.kvcache import BLOCK_TOKENS
 from reconciler.errors import DenvError, Problem, SpecError
+from reconciler.spec.bounds import MAX_JSONL_BYTES
+from reconciler.spec.jsonio import read_line
 from reconciler.spec.problems import from_validation
 from reconciler.spec.result import TrafficLine
+from reconciler.spec.sources import UnreadableFile, read_bounded
 
 # One concept, one place: a trace line is the spec's TrafficLine (what `denv validate` and the
 # simulator read too); bench adds the block-count rule below.
@@ -79,10 +81,9 @@ def _column(raw: str, key: str | int | None) -> int:
 
 
 def _line_problems(path: str, number: int, raw: str) -> tuple[TraceLine | None, list[Problem]]:
-    try:
-        data: Any = json.loads(raw)
-    except json.JSONDecodeError as exc:
-        return None, [Problem(path, number, exc.colno, f"not JSON: {exc.msg}")]
+    data, problem = read_line(path, number, raw)
+    if problem is not None:
+        return None, [problem]
     if not isinstance(data, dict):
         return None, [Problem(path, number, 1, "a trace line must be a JSON object")]
 
@@ -124,11 +125,11 @@ def parse_trace(text: str, path: str) -> list[TraceLine]:
 
 def read_trace(path: Path) -> list[TraceLine]:
     """A trace file, validated (see `parse_trace`)."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError as exc:
-        raise DenvError(f"{path}: no such traffic file") from exc
-    except (OSError, UnicodeDecodeError) as exc:
+    if not path.exists():
+        raise DenvError(f"{path}: no such traffic file")
+    try:  # measured before it is read: a traffic file is JSON Lines (bounds.MAX_JSONL_BYTES)
+        text = read_bounded(path, MAX_JSONL_BYTES).decode("utf-8")
+    except (UnreadableFile, UnicodeDecodeError) as exc:
         raise DenvError(f"{path}: cannot read the traffic file: {exc}") from exc
     return parse_trace(text, str(path))
 

@@ -54,6 +54,9 @@ class WithFiles:
     def files(self) -> Iterator[str]:
         yield from sorted(set(self.base.files()) | set(self.added))
 
+    def stat(self, path: str) -> int:
+        return len(self.added[path]) if path in self.added else self.base.stat(path)
+
     def read(self, path: str) -> bytes:
         return self.added[path] if path in self.added else self.base.read(path)
 

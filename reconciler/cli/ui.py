@@ -86,11 +86,13 @@ class Beside:
 
     def __init__(self, repo: str, listen: str, refresh: float) -> None:
         from reconciler.ui.pages import ROUTES
-        from reconciler.ui.server import UiServer
+        from reconciler.ui.server import UiServer, parse_hosts
         from reconciler.ui.state import Gather, Refresher, UiState
 
         state = UiState(refresh=refresh)
-        self.server = UiServer(state, ROUTES, listen, os.environ.get("DENV_UI_TOKEN") or None)
+        token = os.environ.get("DENV_UI_TOKEN") or None
+        hosts = parse_hosts(os.environ.get("DENV_UI_HOSTS"))
+        self.server = UiServer(state, ROUTES, listen, token, hosts)
         self.gather = Gather(repo, cache_dir())
         self.refresher = Refresher(state, self.gather)
 

@@ -10,10 +10,10 @@ import typer
 
 from reconciler.cli.common import JsonOption, open_checked, print_json
 from reconciler.errors import Problem, SpecError, UsageError
+from reconciler.spec.bounds import MAX_YAML_BYTES
 from reconciler.spec.loader import load_pr_policy
 from reconciler.spec.repo import Repo
 from reconciler.spec.schema import FILE_KINDS, schema_for
-from reconciler.spec.yamlio import MAX_YAML_BYTES
 
 
 def validate(
@@ -89,13 +89,12 @@ def _pr_policy_problems(repo: Repo, file: Path | None) -> list[Problem]:
 
     if file is None:
         return pr_refusals(repo)
+    from reconciler.spec.sources import UnreadableFile, read_bounded
+
     try:
-        size = file.stat().st_size
-        if size > MAX_YAML_BYTES:
-            raise UsageError(f"--pr-policy-file {file}: {size:,} bytes; at most {MAX_YAML_BYTES:,}")
-        data = file.read_bytes()
-    except OSError as exc:
-        raise UsageError(f"--pr-policy-file {file}: cannot read it ({exc.strerror})") from None
+        data = read_bounded(file, MAX_YAML_BYTES)
+    except UnreadableFile as exc:
+        raise UsageError(f"--pr-policy-file {file}: {exc}") from None
     policy, problems = load_pr_policy(str(file), data)
     return problems if policy is None else problems + pr_refusals(repo, policy)
 

@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from pydantic import Field, ValidationError, model_validator
 
 from reconciler.errors import Problem, SpecError
 from reconciler.spec.base import Spec
+from reconciler.spec.jsonio import read_line
 from reconciler.spec.problems import Locate, from_validation
 from reconciler.spec.yamlio import decode_utf8
 
@@ -64,11 +65,9 @@ def _locate_in(number: int, line: str) -> Locate:
 
 
 def _parse_line(path: str, number: int, line: str) -> tuple[SuitePrompt | None, list[Problem]]:
-    try:
-        raw: Any = json.loads(line)
-    except (json.JSONDecodeError, RecursionError) as exc:
-        col = exc.colno if isinstance(exc, json.JSONDecodeError) else 1
-        return None, [Problem(path, number, col, f"not a JSON object: {exc}")]
+    raw, problem = read_line(path, number, line)
+    if problem is not None:
+        return None, [problem]
     if not isinstance(raw, dict):
         return None, [Problem(path, number, 1, "a prompt line is a JSON object")]
     try:

@@ -19,6 +19,7 @@ from reconciler.engines.recipe_args import check_engines
 from reconciler.errors import DenvError, Problem, SpecError
 from reconciler.reconcile.history import History
 from reconciler.reconcile.revisions import Stages, stage_revisions
+from reconciler.spec.bounds import max_bytes
 from reconciler.spec.lenient import release_names
 from reconciler.spec.loader import open_repo
 from reconciler.spec.parsecache import ParseCache
@@ -155,7 +156,7 @@ class GitSource:
     def read(self, commit: str, path: str) -> bytes | None:
         """One file's bytes at `commit`, None when it is not there."""
         found = GitRepo.open(self.git_dir).lookup(commit)
-        blob = found.blob(path) if found is not None else None
+        blob = found.blob(path, max_bytes(path)) if found is not None else None
         return blob.data if blob is not None else None
 
     def recent_fleets(self, commit: str, depth: int = HISTORY_DEPTH) -> set[str]:

@@ -6,7 +6,6 @@ Loading never stops at the first bad file: `denv validate` shows every error at 
 from __future__ import annotations
 
 import io
-import json
 import re
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -16,8 +15,10 @@ from pydantic import BaseModel, ValidationError
 
 from reconciler.collector import collector_paused
 from reconciler.errors import Problem
+from reconciler.spec.bounds import size_refusal
 from reconciler.spec.catalog import HardwareFile, ModelsFile, OffersFile
 from reconciler.spec.fleet import FleetFile
+from reconciler.spec.jsonio import read_line
 from reconciler.spec.policy import AlarmsFile, GatesFile, OptimizerFile, PrPolicy, PrPolicyFile
 from reconciler.spec.problems import from_validation
 from reconciler.spec.recipe import RecipeFile
@@ -37,7 +38,6 @@ from reconciler.spec.yamlio import YamlDoc, decode_utf8, parse_values, plain
 if TYPE_CHECKING:
     from reconciler.spec.parsecache import ParseCache
 
-MAX_JSONL_BYTES = 64 * 1024 * 1024
 MAX_ERRORS_PER_FILE = 20  # then reading stops: a junk file is refused quickly, not listed
 
 M = TypeVar("M", bound=BaseModel)
@@ -179,11 +179,6 @@ def _at_line(number: int) -> Callable[[Sequence[str | int]], tuple[int, int]]:
 
 
 def _load_results_jsonl(repo: Repo, path: str, data: bytes) -> None:
-    if len(data) > MAX_JSONL_BYTES:
-        repo.problems.append(
-            Problem(path, 1, 1, f"file is {len(data):,} bytes; at most {MAX_JSONL_BYTES:,}")
-        )
-        return
     # Line by line from the bytes: a large file is never held twice more as text and lines.
     total = data.count(b"\n") + (0 if data.endswith(b"\n") else 1)
     found = len(repo.problems)
@@ -215,17 +210,9 @@ def _load_results_jsonl(repo: Repo, path: str, data: bytes) -> None:
             repo.results.append(result)
             repo.result_lines[result.id] = (path, number)
             continue
-        try:
-            raw: Any = json.loads(line)
-        except (json.JSONDecodeError, RecursionError) as exc:
-            repo.problems.append(
-                Problem(
-                    path,
-                    number,
-                    getattr(exc, "colno", 1),
-                    f"not a JSON object: {getattr(exc, 'msg', exc)}",
-                )
-            )
+        raw, problem = read_line(path, number, line)
+        if problem is not None:
+            repo.problems.append(problem)
             continue
         try:
             result = Result.model_validate(raw)
@@ -254,29 +241,19 @@ def _load_repo(source: FileSource, parse: Parse, only: tuple[str, ...] | None) -
             if claimed := _claimed_name(path):
                 repo.unread.add(claimed)
             continue
-        try:
-            data = source.read(path)
+        loader = next((load for pattern, load in YAML_KINDS if pattern.match(path)), None)
+        results = path.startswith("results/") and path.endswith((".json", ".jsonl"))
+        try:  # every path is looked at (a link that leaves is refused), only denv's read
+            source.stat(path)
+            data = source.read(path) if loader is not None or results else None
         except UnreadableFile as exc:
             repo.problems.append(Problem(path, 1, 1, str(exc)))
             continue
-        if path.startswith("results/"):
-            if path.endswith(".jsonl"):
-                _load_results_jsonl(repo, path, data)
-            elif path.endswith(".json"):
-                _load_result_json(repo, path, data, parse)
+        if results and data is not None:
+            _load_results(repo, path, data, parse)
             continue
-        loader = next((load for pattern, load in YAML_KINDS if pattern.match(path)), None)
-        if loader is None:
-            if path.endswith((".yaml", ".yml")) and not path.startswith("policies/parity/"):
-                repo.problems.append(
-                    Problem(
-                        path,
-                        1,
-                        1,
-                        "not a denv file kind; see docs/files.md for where files go",
-                        warning=True,
-                    )
-                )
+        if loader is None or data is None:
+            _not_a_kind(repo, path)
             continue
         doc, values, problem = parse(path, data)
         if doc is None:
@@ -288,6 +265,29 @@ def _load_repo(source: FileSource, parse: Parse, only: tuple[str, ...] | None) -
         if claimed and claimed not in repo.origin:
             repo.broken.add(claimed)  # invalid, not missing: references to it stay quiet
     return repo
+
+
+def _load_results(repo: Repo, path: str, data: bytes, parse: Parse) -> None:
+    refusal = size_refusal(path, len(data))  # files that did not come from a source's read
+    if refusal is not None:
+        repo.problems.append(Problem(path, 1, 1, refusal))
+    elif path.endswith(".jsonl"):
+        _load_results_jsonl(repo, path, data)
+    else:
+        _load_result_json(repo, path, data, parse)
+
+
+def _not_a_kind(repo: Repo, path: str) -> None:
+    if path.endswith((".yaml", ".yml")) and not path.startswith(("policies/parity/", "results/")):
+        repo.problems.append(
+            Problem(
+                path,
+                1,
+                1,
+                "not a denv file kind; see docs/files.md for where files go",
+                warning=True,
+            )
+        )
 
 
 def _claimed_name(path: str) -> str | None:

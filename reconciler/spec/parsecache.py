@@ -12,6 +12,13 @@ with a problem is parsed every time, to report it. One entry per path: a changed
 replaces its entry, and the folder does not grow with every edit. An entry that cannot be
 read — truncated, corrupt, or holding anything but plain values — is a miss, and a folder
 that cannot be written is no cache.
+
+An entry's key names the bytes it was parsed from, not the values it holds: whoever can write
+an entry decides what denv reads for that file. So the cache never holds what a pull request
+may not decide (`sources.is_trusted_path`: fleets, policies): those files are parsed every
+time, from the bytes of the ref they are read from. And a folder, or an entry, that another
+user owns or that group or others may write is no cache (as ssh treats ~/.ssh): nobody but
+the user who runs denv decides what a cached recipe or release says.
 """
 
 from __future__ import annotations
@@ -20,6 +27,7 @@ import hashlib
 import io
 import os
 import pickle
+import stat
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -28,6 +36,7 @@ import ruamel.yaml
 
 from reconciler.errors import Problem
 from reconciler.spec import yamlio
+from reconciler.spec.sources import is_trusted_path
 from reconciler.spec.yamlio import YamlDoc, parse_values
 
 # What an entry may hold besides dicts, lists, strings, numbers, booleans and None.
@@ -56,6 +65,23 @@ def _parser_digest() -> bytes:
     return digest.digest()
 
 
+def _owned(info: os.stat_result) -> bool:
+    """Whether a file is this user's, and only this user may write it."""
+    return info.st_uid == os.getuid() and not info.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
+
+
+def _private(folder: Path) -> bool:
+    """Whether `folder` is a folder (not a link) that only this user may write; one that
+    does not exist yet is made so."""
+    try:
+        info = folder.lstat()
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
+    return stat.S_ISDIR(info.st_mode) and _owned(info)
+
+
 class ParseCache:
     """Parsed YAML values under `folder` (the CLI's: $DENV_CACHE/parsed, else
     ~/.cache/denv/parsed)."""
@@ -66,7 +92,9 @@ class ParseCache:
 
     def parse(self, path: str, data: bytes) -> tuple[YamlDoc | None, Any, Problem | None]:
         """What `parse_values` gives for `data`: from the entry when it holds these bytes of
-        this path, else parsed, and kept when it parsed."""
+        this path, else parsed, and kept when it parsed. A trusted path is always parsed."""
+        if is_trusted_path(path) or not _private(self.folder):
+            return parse_values(path, data)
         key = hashlib.blake2b(self.parser + path.encode() + b"\0" + data).digest()
         entry = self.folder / (hashlib.blake2b(path.encode(), digest_size=16).hexdigest())
         values = self._read(entry, key)
@@ -80,7 +108,10 @@ class ParseCache:
     @staticmethod
     def _read(entry: Path, key: bytes) -> Any:
         try:
-            stored = _PlainValues(io.BytesIO(entry.read_bytes())).load()
+            with entry.open("rb") as stream:
+                if not _owned(os.fstat(stream.fileno())):
+                    return None
+                stored = _PlainValues(io.BytesIO(stream.read())).load()
         except Exception:  # whatever makes an entry unreadable makes it a miss
             return None
         if not (isinstance(stored, tuple) and len(stored) == 2 and stored[0] == key):
@@ -91,7 +122,9 @@ class ParseCache:
         """Write the entry whole or not at all (a reader never sees half of one)."""
         temporary = None
         try:
-            self.folder.mkdir(parents=True, exist_ok=True)
+            self.folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+            if not _private(self.folder):
+                return
             with tempfile.NamedTemporaryFile(dir=self.folder, delete=False) as file:
                 temporary = file.name
                 pickle.dump((key, values), file, protocol=pickle.HIGHEST_PROTOCOL)

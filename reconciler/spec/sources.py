@@ -6,11 +6,14 @@ a checkout, so the reconciler can load each stage at its own pinned revision sid
 
 from __future__ import annotations
 
+import os
+import stat
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from reconciler.errors import DenvError
+from reconciler.spec.bounds import max_bytes, size_refusal, too_large
 
 if TYPE_CHECKING:  # imported where a commit is read: a work tree needs no git (start-up)
     from reconciler.adapters.git import Snapshot
@@ -23,35 +26,90 @@ class FileSource(Protocol):
     label: str
 
     def files(self) -> Iterator[str]:
-        """Repository-relative POSIX paths of the files under DENV_DIRS."""
+        """Repository-relative POSIX paths of the files under DENV_DIRS (and of the links
+        there that the source refuses, for `stat` to say so)."""
         ...
 
-    def read(self, path: str) -> bytes: ...
+    def stat(self, path: str) -> int:
+        """The file's size in bytes, its data unread; UnreadableFile for a path the source
+        never reads (a link that leaves the repository)."""
+        ...
+
+    def read(self, path: str) -> bytes:
+        """The file's bytes, measured first and never read past `bounds.max_bytes(path)`;
+        UnreadableFile when it is larger, or when `stat` refuses it."""
+        ...
 
 
 class UnreadableFile(DenvError):
     """A path the loader refuses to read (the message says why); it becomes a problem."""
 
 
+LEAVES = "a symbolic link that leaves the repository: not read"
+
+
 class WorkTree:
+    """The files of a folder. Links are followed only while they stay inside it: a file or a
+    folder whose link leaves the repository is listed, refused and never opened or walked."""
+
     def __init__(self, root: Path) -> None:
         self.root = root
+        self.real = root.resolve()
         self.label = str(root)
+
+    def _inside(self, path: Path) -> bool:
+        return path.resolve().is_relative_to(self.real)
 
     def files(self) -> Iterator[str]:
         for top in DENV_DIRS:
             base = self.root / top
-            if base.is_dir():
-                for path in sorted(base.rglob("*")):
-                    if path.is_file():
+            if base.is_symlink() and not self._inside(base):
+                yield top  # refused by `stat`; nothing under it is listed
+            elif base.is_dir():
+                for path in sorted(base.rglob("*")):  # rglob walks no linked folder
+                    leaves = path.is_symlink() and not self._inside(path)
+                    if leaves or path.is_file():
                         yield path.relative_to(self.root).as_posix()
 
-    def read(self, path: str) -> bytes:
+    def _file(self, path: str) -> Path:
         file = self.root / path
-        if file.is_symlink() and not file.resolve().is_relative_to(self.root.resolve()):
-            # Never read it: its target's text would reach error messages and comments.
-            raise UnreadableFile("a symbolic link that leaves the repository: not read")
-        return file.read_bytes()
+        if not self._inside(file):
+            # Never open it: its target's text would reach error messages and comments.
+            raise UnreadableFile(LEAVES)
+        return file
+
+    def stat(self, path: str) -> int:
+        descriptor, size = _open(self._file(path))
+        os.close(descriptor)
+        return size
+
+    def read(self, path: str) -> bytes:
+        return read_bounded(self._file(path), max_bytes(path))
+
+
+def _open(file: Path) -> tuple[int, int]:
+    """An open descriptor of a regular file and its size; UnreadableFile saying why not."""
+    try:
+        descriptor = os.open(file, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO does not block
+    except OSError as exc:
+        raise UnreadableFile(f"cannot be read: {exc.strerror}") from exc
+    info = os.fstat(descriptor)
+    if not stat.S_ISREG(info.st_mode):
+        os.close(descriptor)
+        raise UnreadableFile("not a regular file: not read")
+    return descriptor, info.st_size
+
+
+def read_bounded(file: Path, limit: int) -> bytes:
+    """A regular file's bytes, measured before it is read and never read past `limit`;
+    UnreadableFile saying why not (too large, not a regular file, not readable)."""
+    descriptor, size = _open(file)
+    with os.fdopen(descriptor, "rb") as stream:
+        data = b"" if size > limit else stream.read(limit + 1)  # it may grow meanwhile
+    refusal = too_large(max(size, len(data)), limit)
+    if refusal is not None:
+        raise UnreadableFile(refusal)
+    return data
 
 
 class GitCommit:
@@ -70,11 +128,20 @@ class GitCommit:
         for top in DENV_DIRS:
             yield from self.snapshot.files(top)
 
-    def read(self, path: str) -> bytes:
-        blob = self.snapshot.blob(path)
-        assert blob is not None, f"{path}: not a file of {self.label}"
-        if blob.link:
+    def stat(self, path: str) -> int:
+        found = self.snapshot.stat(path)
+        assert found is not None, f"{path}: not a file of {self.label}"
+        if found.link:
             raise UnreadableFile("a symbolic link: denv files must be regular files; not read")
+        return found.size
+
+    def read(self, path: str) -> bytes:
+        size = self.stat(path)  # from git's object header: a large blob is never inflated
+        refusal = size_refusal(path, size)
+        if refusal is not None:
+            raise UnreadableFile(refusal)
+        blob = self.snapshot.blob(path, max_bytes(path))
+        assert blob is not None, f"{path}: not a file of {self.label}"
         return blob.data
 
 
@@ -118,6 +185,9 @@ class TrustedOverlay:
             [p for p in self.head.files() if not is_trusted_path(p)]
             + [p for p in self.trusted.files() if is_trusted_path(p)]
         )
+
+    def stat(self, path: str) -> int:
+        return (self.trusted if is_trusted_path(path) else self.head).stat(path)
 
     def read(self, path: str) -> bytes:
         return (self.trusted if is_trusted_path(path) else self.head).read(path)

@@ -1,8 +1,9 @@
 """Adapter: YAML text <-> round-trip data with positions (ruamel.yaml).
 
 Hostile input is refused before it can cost time or memory: files over MAX_YAML_BYTES,
-nesting deeper than MAX_DEPTH, anchors and aliases (alias bombs), tabs, duplicate keys,
-several documents, bytes that are not UTF-8. Each refusal is a `Problem` with line and column.
+nesting deeper than MAX_DEPTH, anchors and aliases (alias bombs), integers too long for Python
+to print (`bounds.integer_refusal`), tabs, duplicate keys, several documents, bytes that are
+not UTF-8. Each refusal is a `Problem` with line and column.
 Writing back goes through the same round-trip representation, so comments, key order and
 formatting survive an edit: the bot edits denv.yaml in pull requests that humans read.
 """
@@ -21,6 +22,7 @@ from typing import Any
 from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
+from ruamel.yaml.nodes import ScalarNode
 from ruamel.yaml.scalarbool import ScalarBoolean
 from ruamel.yaml.tokens import (
     AliasToken,
@@ -36,10 +38,8 @@ from ruamel.yaml.tokens import (
 )
 
 from reconciler.errors import Problem
+from reconciler.spec.bounds import MAX_YAML_BYTES, integer_refusal, too_large
 
-# ruamel's round-trip parser reads about 200 KB/s; 64 KiB keeps the worst case well under a
-# second, and the largest file denv ships is a fraction of it.
-MAX_YAML_BYTES = 64 * 1024
 MAX_DEPTH = 32
 
 _OPENERS = (
@@ -363,7 +363,22 @@ def _prescan(path: str, text: str) -> Problem | None:
                 )
         elif isinstance(token, _CLOSERS):
             depth -= 1
+        elif isinstance(token, ScalarToken) and (refusal := _integer_refusal(token)):
+            return Problem(path, mark.line + 1, mark.column + 1, refusal)
     return None
+
+
+# Fewer characters than any integer `bounds.integer_refusal` refuses (hexadecimal: 3,572 digits).
+_SHORTEST_REFUSED = 3000
+
+
+def _integer_refusal(token: ScalarToken) -> str | None:
+    """Why a plain scalar that YAML reads as an integer is refused (`bounds.integer_refusal`);
+    None for any other scalar. Only long scalars are asked: a short one is any integer's."""
+    if not token.plain or len(token.value) <= _SHORTEST_REFUSED:
+        return None
+    tag = _yaml().resolver.resolve(ScalarNode, token.value, (True, False))
+    return integer_refusal(token.value) if str(tag) == "tag:yaml.org,2002:int" else None
 
 
 def _mark_problem(path: str, exc: MarkedYAMLError) -> Problem:
@@ -379,13 +394,9 @@ def _mark_problem(path: str, exc: MarkedYAMLError) -> Problem:
 
 def parse_yaml(path: str, data: bytes) -> tuple[YamlDoc | None, Problem | None]:
     """Parse one YAML file, refusing hostile input with one clear problem."""
-    if len(data) > MAX_YAML_BYTES:
-        return None, Problem(
-            path,
-            1,
-            1,
-            f"file is {len(data):,} bytes; denv YAML files are at most {MAX_YAML_BYTES:,} bytes",
-        )
+    refusal = too_large(len(data), MAX_YAML_BYTES)
+    if refusal is not None:
+        return None, Problem(path, 1, 1, refusal)
     text, problem = decode_utf8(path, data)
     if text is None:
         return None, problem

@@ -1,7 +1,10 @@
 """The UI's HTTP server (aiohttp), read-only: GET pages, their in-place refresh and the static
 files. It listens on loopback unless told otherwise; with `DENV_UI_TOKEN` set (required off
 loopback) every request must carry the token: `Authorization: Bearer`, the cookie the server
-sets, or `?token=` once (answered by a redirect that drops it from the address)."""
+sets, or `?token=` once (answered by a redirect that drops it from the address and stays on
+the site). Every request must name the UI in its `Host` header: its listen address,
+`localhost`, a loopback address, or a name the operator allows (`DENV_UI_HOSTS`); any other
+name is a page of another site that a DNS server pointed at this one (DNS rebinding)."""
 
 from __future__ import annotations
 
@@ -60,13 +63,71 @@ def check_listen(host: str, token: str | None) -> None:
         )
 
 
+def parse_hosts(names: str | None) -> frozenset[str]:
+    """`DENV_UI_HOSTS`: names (or addresses) besides the listen address that the UI answers
+    to, separated by commas, e.g. the name a reverse proxy passes on."""
+    found = (name.strip().strip("[]").lower() for name in (names or "").split(","))
+    return frozenset(name for name in found if name)
+
+
+def _host_name(header: str) -> str:
+    """The name of a `Host` header, without its port (IPv6 in brackets)."""
+    header = header.strip().lower()
+    if header.startswith("["):
+        return header[1:].partition("]")[0]
+    return header.rpartition(":")[0] if header.count(":") == 1 else header
+
+
+def host_allowed(header: str | None, listen: str, allowed: frozenset[str]) -> bool:
+    """Whether a request's `Host` names this UI: its listen address, `localhost`, a loopback
+    address, an address when the UI listens on all of them, or a name in `allowed`. An
+    address cannot be rebound by DNS; a name can, so only the operator's names count."""
+    if not header:
+        return False
+    name = _host_name(header)
+    if name in allowed or name == listen.lower() or is_loopback(name):
+        return True
+    # an address is no name a DNS server can point elsewhere: any, when the UI listens on all
+    return _is_address(name) and _is_address(listen) and ipaddress.ip_address(listen).is_unspecified
+
+
+def _is_address(text: str) -> bool:
+    try:
+        ipaddress.ip_address(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _host_gate(listen: str, allowed: frozenset[str]) -> Middleware:
+    @web.middleware
+    async def gate(request: web.Request, handler: Handler) -> web.StreamResponse:
+        if host_allowed(request.headers.get("Host"), listen, allowed):
+            return await handler(request)
+        return web.Response(
+            status=421,
+            text="421: this denv UI answers to its own address only (its listen address, "
+            "localhost, or a name in DENV_UI_HOSTS)\n",
+            headers=HEADERS,
+        )
+
+    return gate
+
+
+def same_site(raw_path: str) -> str:
+    """A path to redirect to that stays on this site: `//host` and `/\\host` are other sites
+    to a browser, so a path is made to start with exactly one slash."""
+    return "/" + raw_path.lstrip("/\\\t\r\n ")
+
+
 def _token_gate(token: str) -> Middleware:
     @web.middleware
     async def gate(request: web.Request, handler: Handler) -> web.StreamResponse:
         given = request.query.get("token")
         if given is not None and hmac.compare_digest(given.encode(), token.encode()):
             rest = {k: v for k, v in request.query.items() if k != "token"}
-            answer = web.HTTPSeeOther(request.path + ("?" + urlencode(rest) if rest else ""))
+            where = same_site(request.rel_url.raw_path)
+            answer = web.HTTPSeeOther(where + ("?" + urlencode(rest) if rest else ""))
             answer.set_cookie(COOKIE, token, httponly=True, samesite="Strict")
             raise answer
         bearer = request.headers.get("Authorization", "").removeprefix("Bearer ").strip()
@@ -84,8 +145,17 @@ def _token_gate(token: str) -> Middleware:
     return gate
 
 
-def application(state: UiState, routes: list[Route], token: str | None) -> web.Application:
-    app = web.Application(middlewares=[_token_gate(token)] if token else [])
+def application(
+    state: UiState,
+    routes: list[Route],
+    token: str | None,
+    listen: str = "127.0.0.1",
+    hosts: frozenset[str] = frozenset(),
+) -> web.Application:
+    """The UI's pages; `listen` (the address it listens on) and `hosts` are the names its
+    requests may carry in `Host`."""
+    gates = [_host_gate(listen, hosts)] + ([_token_gate(token)] if token else [])
+    app = web.Application(middlewares=gates)
     links = Links(routes)
 
     def page(route: Route) -> Handler:
@@ -118,10 +188,17 @@ def application(state: UiState, routes: list[Route], token: str | None) -> web.A
 class UiServer:
     """The server on its own event loop, in a thread: for `denv ui` and beside the bot."""
 
-    def __init__(self, state: UiState, routes: list[Route], listen: str, token: str | None) -> None:
+    def __init__(
+        self,
+        state: UiState,
+        routes: list[Route],
+        listen: str,
+        token: str | None,
+        hosts: frozenset[str] = frozenset(),
+    ) -> None:
         self.host, self.port = parse_listen(listen)
         check_listen(self.host, token)
-        self.app = application(state, routes, token)
+        self.app = application(state, routes, token, self.host, hosts)
         self.loop = asyncio.new_event_loop()
         self.started = threading.Event()
         self.failed: BaseException | None = None

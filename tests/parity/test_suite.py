@@ -48,7 +48,7 @@ def test_the_default_suite_has_512_different_prompts_of_every_kind() -> None:
 @pytest.mark.parametrize(
     ("lines", "expected"),
     [
-        (["{not json"], ["s.jsonl:1:2: not a JSON object"]),
+        (["{not json"], ["s.jsonl:1:2: not JSON"]),
         (["[1, 2]"], ["s.jsonl:1:1: a prompt line is a JSON object"]),
         (
             [GOOD, '{"id": "b", "kind": "chat", "max_tokens": 4}'],

@@ -4,7 +4,6 @@ the same on every run."""
 
 from __future__ import annotations
 
-import json
 import random
 from dataclasses import dataclass
 
@@ -12,6 +11,7 @@ from pydantic import ValidationError
 
 from reconciler.engines.sim.kvcache import BLOCK_TOKENS
 from reconciler.errors import Problem, SpecError
+from reconciler.spec.jsonio import read_line
 from reconciler.spec.result import TrafficLine
 from reconciler.spec.workload import TokenRange, WorkloadProfile
 
@@ -90,10 +90,12 @@ def parse_traffic(text: str, path: str) -> list[TrafficLine]:
     for number, raw in enumerate(text.splitlines(), start=1):
         if not raw.strip():
             continue
+        data, problem = read_line(path, number, raw)
+        if problem is not None:
+            problems.append(problem)
+            continue
         try:
-            lines.append(TrafficLine.model_validate(json.loads(raw)))
-        except json.JSONDecodeError as exc:
-            problems.append(Problem(path, number, exc.colno, f"not JSON: {exc.msg}"))
+            lines.append(TrafficLine.model_validate(data))
         except ValidationError as exc:
             for err in exc.errors():
                 where = ".".join(str(part) for part in err["loc"]) or "line"
