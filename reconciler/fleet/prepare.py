@@ -23,7 +23,7 @@ from typing import Any
 
 from reconciler.engines.runtime import Need, venv_name
 from reconciler.errors import DenvError
-from reconciler.fleet.model.observed import Observed
+from reconciler.fleet.model.answers import JobAnswer
 from reconciler.fleet.threads import run_all
 from reconciler.spec.fleet import Fleet
 
@@ -32,22 +32,12 @@ HF_TOOLS = Need(
     name=venv_name("huggingface_hub", "2.4.0"),
     packages=("huggingface_hub==2.4.0",),
 )
+JobState = JobAnswer  # what a prepare job says of itself
 POLL_WAIT = 2.0  # seconds the agent waits on the job before answering (long polling)
 
 
 class PrepareFailed(DenvError):
     """A host could not make a runtime or weights ready; nothing was stopped."""
-
-
-class JobState(Observed):
-    id: str
-    state: str  # running, done, failed
-    step: str = ""
-    bytes_done: int = 0
-    bytes_total: int = 0
-    error: str | None = None
-    ready: tuple[dict[str, Any], ...] = ()
-    weights: dict[str, Any] | None = None
 
 
 def weights_request(

@@ -34,20 +34,33 @@ stages:
 """
 
 
-def denv(
-    repo: Path, *args: str, env: dict[str, str] | None = None
+def denv_in(
+    repo: Path,
+    *args: str,
+    env: dict[str, str] | None = None,
+    timeout: float = 300,
+    cwd: Path | None = None,
 ) -> subprocess.CompletedProcess[str]:
+    """`denv ARGS` in `cwd` (default: `repo`), with a state and cache of its own beside it."""
     state = repo.parent / f"{repo.name}-state"
     base = {**os.environ, "DENV_HOME": str(state / "home"), "DENV_CACHE": str(state / "cache")}
     for name in ("DENV_REPO", "DENV_FORGE", "GITHUB_ACTIONS"):
         base.pop(name, None)
     return subprocess.run(
-        [sys.executable, "-m", "reconciler", "pr", *args, "--repo", str(repo)],
+        [sys.executable, "-m", "reconciler", *args],
         capture_output=True,
         text=True,
+        cwd=repo if cwd is None else cwd,
         env={**base, **(env or {})},
-        timeout=120,
+        timeout=timeout,
     )
+
+
+def denv(
+    repo: Path, *args: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """`denv pr ARGS --repo REPO`."""
+    return denv_in(repo, "pr", *args, "--repo", str(repo), env=env, timeout=120, cwd=Path.cwd())
 
 
 def planned(repo: Path, number: int) -> dict[str, Any]:

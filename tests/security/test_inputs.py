@@ -18,28 +18,12 @@ import pytest
 
 from tests.forge.gitrepo import commit_file, git, init_repo
 from tests.forge.sshkeys import sign_openings
+from tests.pr.test_plan import denv_in as denv
 
 DIGITS = "9" * 5000
 LONG = "an integer of 5,000 digits; denv reads integers of at most 4,300 decimal digits"
 SECRET = "root:$6$not-for-your-eyes"
 NO_SERVER = "http://127.0.0.1:9"  # the discard port: nothing listens, nothing is sent
-
-
-def denv(
-    repo: Path, *args: str, env: dict[str, str] | None = None
-) -> subprocess.CompletedProcess[str]:
-    state = repo.parent / f"{repo.name}-state"
-    base = {**os.environ, "DENV_HOME": str(state / "home"), "DENV_CACHE": str(state / "cache")}
-    for name in ("DENV_REPO", "DENV_FORGE", "GITHUB_ACTIONS"):
-        base.pop(name, None)
-    return subprocess.run(
-        [sys.executable, "-m", "reconciler", *args],
-        capture_output=True,
-        text=True,
-        cwd=repo,
-        env={**base, **(env or {})},
-        timeout=300,
-    )
 
 
 def refused(run: subprocess.CompletedProcess[str], expected: str) -> None:

@@ -93,7 +93,7 @@ class PruneAnswer(Shown):
 
 
 class JobAnswer(Shown):
-    """A prepare job's state (fleet.prepare reads it as its JobState)."""
+    """A prepare job's state: running, done or failed (fleet.prepare's JobState)."""
 
     id: str
     state: str
