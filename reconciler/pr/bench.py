@@ -49,6 +49,7 @@ from reconciler.reconcile.source import GitSource, InvalidRevision
 from reconciler.spec.repo import Repo
 from reconciler.spec.result import Result
 from reconciler.trials.deployment import TrialEndpoint, new_trial_id, trial_deployment
+from reconciler.trials.plan import shares_the_agents_user
 
 CHECK = "denv bench"
 BY = "denv pr bench"  # what result files say ran them
@@ -182,6 +183,12 @@ class _Runner:
         return now
 
     def trial(self, side: Side, fleet: str) -> contextlib.AbstractContextManager[TrialEndpoint]:
+        why = shares_the_agents_user(self.repo.fleets[fleet])
+        if why is not None and fleet not in self.repo.policies.pr.agent_user_fleets:
+            raise DenvError(
+                f"{why}, and a pull request's code never runs as the agent's user: nothing "
+                "started (policies/pr.yaml's agent_user_fleets accepts it for a fleet)"
+            )
         return trial_deployment(
             self.repo,
             side.recipe,

@@ -150,6 +150,9 @@ class PrPolicy(Spec):
     # Branches besides the default one whose pull requests may start trials on hosts (each
     # named in full); a pull request into any other base is planned, never benched
     allowed_bases: list[Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._/-]*$")]] = []
+    # Fleets whose trial engines would run as the agent's user (Slurm, `trial_user: null`)
+    # where the operator still lets a pull request's trial run; none by default
+    agent_user_fleets: list[Slug] = []
 
 
 class PrPolicyFile(Spec):

@@ -182,6 +182,20 @@ def plan_trial(
     )
 
 
+def shares_the_agents_user(fleet: Fleet) -> str | None:
+    """Why a trial's engine on `fleet` would run as the agent's user (None: it would not):
+    a Slurm job runs as the user who submits it, and `trial_user: null` leaves process
+    engines with the agent. A simulated fleet runs denv's simulator, a container its own
+    filesystem."""
+    if fleet.simulated or fleet.runtime == "container":
+        return None
+    if fleet.transport == "slurm":
+        return f"fleet {fleet.name} runs trial engines as Slurm jobs of the agent's user"
+    if fleet.trial_user is None:
+        return f"fleet {fleet.name} has no trial_user: its trial engines run as the agent's user"
+    return None
+
+
 def _trial_unit(
     deployment: Deployment,
     unit: Unit,
