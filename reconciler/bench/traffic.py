@@ -21,8 +21,8 @@ from reconciler.errors import DenvError, Problem, SpecError
 from reconciler.spec.bounds import MAX_JSONL_BYTES
 from reconciler.spec.jsonio import read_line
 from reconciler.spec.problems import from_validation
+from reconciler.spec.reading import UnreadableFile, read_bounded
 from reconciler.spec.result import TrafficLine
-from reconciler.spec.sources import UnreadableFile, read_bounded
 
 # One concept, one place: a trace line is the spec's TrafficLine (what `denv validate` and the
 # simulator read too); bench adds the block-count rule below.

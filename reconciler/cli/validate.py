@@ -89,7 +89,7 @@ def _pr_policy_problems(repo: Repo, file: Path | None) -> list[Problem]:
 
     if file is None:
         return pr_refusals(repo)
-    from reconciler.spec.sources import UnreadableFile, read_bounded
+    from reconciler.spec.reading import UnreadableFile, read_bounded
 
     try:
         data = read_bounded(file, MAX_YAML_BYTES)

@@ -8,7 +8,8 @@ from pathlib import Path
 from reconciler.errors import NotFound
 from reconciler.parity.suite import Suite, parse_suite
 from reconciler.spec.bounds import max_bytes
-from reconciler.spec.sources import UnreadableFile, WorkTree, read_bounded
+from reconciler.spec.reading import UnreadableFile, read_bounded
+from reconciler.spec.sources import WorkTree
 
 SUITES_DIR = "policies/parity"
 

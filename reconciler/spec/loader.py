@@ -21,17 +21,12 @@ from reconciler.spec.fleet import FleetFile
 from reconciler.spec.jsonio import read_line
 from reconciler.spec.policy import AlarmsFile, GatesFile, OptimizerFile, PrPolicy, PrPolicyFile
 from reconciler.spec.problems import from_validation
+from reconciler.spec.reading import UnreadableFile
 from reconciler.spec.recipe import RecipeFile
 from reconciler.spec.release import Promotions, Release
 from reconciler.spec.repo import Repo
 from reconciler.spec.result import Result
-from reconciler.spec.sources import (
-    FileSource,
-    GitCommit,
-    TrustedOverlay,
-    UnreadableFile,
-    WorkTree,
-)
+from reconciler.spec.sources import FileSource, GitCommit, TrustedOverlay, WorkTree
 from reconciler.spec.workload import WorkloadsFile
 from reconciler.spec.yamlio import YamlDoc, decode_utf8, parse_values, plain
 

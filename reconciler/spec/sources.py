@@ -7,13 +7,13 @@ a checkout, so the reconciler can load each stage at its own pinned revision sid
 from __future__ import annotations
 
 import os
-import stat
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from reconciler.errors import DenvError
-from reconciler.spec.bounds import max_bytes, size_refusal, too_large
+from reconciler.spec.bounds import max_bytes, size_refusal
+from reconciler.spec.reading import UnreadableFile, open_measured, read_bounded
 
 if TYPE_CHECKING:  # imported where a commit is read: a work tree needs no git (start-up)
     from reconciler.adapters.git import Snapshot
@@ -39,10 +39,6 @@ class FileSource(Protocol):
         """The file's bytes, measured first and never read past `bounds.max_bytes(path)`;
         UnreadableFile when it is larger, or when `stat` refuses it."""
         ...
-
-
-class UnreadableFile(DenvError):
-    """A path the loader refuses to read (the message says why); it becomes a problem."""
 
 
 LEAVES = "a symbolic link that leaves the repository: not read"
@@ -79,37 +75,12 @@ class WorkTree:
         return file
 
     def stat(self, path: str) -> int:
-        descriptor, size = _open(self._file(path))
+        descriptor, size = open_measured(self._file(path))
         os.close(descriptor)
         return size
 
     def read(self, path: str) -> bytes:
         return read_bounded(self._file(path), max_bytes(path))
-
-
-def _open(file: Path) -> tuple[int, int]:
-    """An open descriptor of a regular file and its size; UnreadableFile saying why not."""
-    try:
-        descriptor = os.open(file, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO does not block
-    except OSError as exc:
-        raise UnreadableFile(f"cannot be read: {exc.strerror}") from exc
-    info = os.fstat(descriptor)
-    if not stat.S_ISREG(info.st_mode):
-        os.close(descriptor)
-        raise UnreadableFile("not a regular file: not read")
-    return descriptor, info.st_size
-
-
-def read_bounded(file: Path, limit: int) -> bytes:
-    """A regular file's bytes, measured before it is read and never read past `limit`;
-    UnreadableFile saying why not (too large, not a regular file, not readable)."""
-    descriptor, size = _open(file)
-    with os.fdopen(descriptor, "rb") as stream:
-        data = b"" if size > limit else stream.read(limit + 1)  # it may grow meanwhile
-    refusal = too_large(max(size, len(data)), limit)
-    if refusal is not None:
-        raise UnreadableFile(refusal)
-    return data
 
 
 class GitCommit:
