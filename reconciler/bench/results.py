@@ -17,6 +17,8 @@ from reconciler.bench.traffic import TraceLine
 from reconciler.catalog.cost import usd_per_m_output
 from reconciler.errors import DenvError
 from reconciler.spec.base import RecipeId, Slug, Spec
+from reconciler.spec.bounds import max_bytes
+from reconciler.spec.reading import read_text
 from reconciler.spec.recipe import Topology
 from reconciler.spec.result import (
     Environment,
@@ -151,12 +153,7 @@ def write_result(root: Path, result: Result) -> Path:
 
 def read_result(path: Path) -> Result:
     """One result file, or DenvError naming the file and what is wrong."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError as exc:
-        raise DenvError(f"{path}: no such result file") from exc
-    except (OSError, UnicodeDecodeError) as exc:
-        raise DenvError(f"{path}: cannot read the result: {exc}") from exc
+    text = read_text(path, "result file", max_bytes(str(path)))  # measured before it is read
     try:
         return Result.model_validate_json(text)
     except ValidationError as exc:

@@ -17,11 +17,11 @@ from pydantic import ValidationError
 from reconciler.bench.traffic_stats import TraceStats, trace_stats
 from reconciler.bench.traffic_workloads import WORKLOADS, generate
 from reconciler.engines.sim.kvcache import BLOCK_TOKENS
-from reconciler.errors import DenvError, Problem, SpecError
+from reconciler.errors import Problem, SpecError
 from reconciler.spec.bounds import MAX_JSONL_BYTES
 from reconciler.spec.jsonio import read_line
 from reconciler.spec.problems import from_validation
-from reconciler.spec.reading import UnreadableFile, read_bounded
+from reconciler.spec.reading import read_text
 from reconciler.spec.result import TrafficLine
 
 # One concept, one place: a trace line is the spec's TrafficLine (what `denv validate` and the
@@ -125,13 +125,8 @@ def parse_trace(text: str, path: str) -> list[TraceLine]:
 
 def read_trace(path: Path) -> list[TraceLine]:
     """A trace file, validated (see `parse_trace`)."""
-    if not path.exists():
-        raise DenvError(f"{path}: no such traffic file")
-    try:  # measured before it is read: a traffic file is JSON Lines (bounds.MAX_JSONL_BYTES)
-        text = read_bounded(path, MAX_JSONL_BYTES).decode("utf-8")
-    except (UnreadableFile, UnicodeDecodeError) as exc:
-        raise DenvError(f"{path}: cannot read the traffic file: {exc}") from exc
-    return parse_trace(text, str(path))
+    # measured before it is read: a traffic file is JSON Lines (bounds.MAX_JSONL_BYTES)
+    return parse_trace(read_text(path, "traffic file", MAX_JSONL_BYTES), str(path))
 
 
 def write_trace(lines: Iterable[TraceLine], path: Path) -> None:

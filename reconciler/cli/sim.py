@@ -31,7 +31,9 @@ from reconciler.engines.sim.predict import predict as run_prediction
 from reconciler.engines.sim.spec import SimSpec
 from reconciler.engines.sim.stats import Prediction
 from reconciler.errors import DenvError, NotFound, UsageError
+from reconciler.spec.bounds import MAX_JSONL_BYTES, MAX_YAML_BYTES
 from reconciler.spec.catalog import Hardware, ModelArch
+from reconciler.spec.reading import read_text
 from reconciler.spec.recipe import DisaggregatedTopology, Recipe
 from reconciler.spec.repo import Repo
 
@@ -45,10 +47,7 @@ def _load_spec(spec_json: str | None, spec_file: Path | None) -> SimSpec:
     if (spec_json is None) == (spec_file is None):
         raise UsageError("give the simulator's SimSpec as --spec-json JSON or --spec FILE")
     if spec_file is not None:
-        try:
-            spec_json = spec_file.read_text()
-        except OSError as exc:
-            raise UsageError(f"{spec_file}: {exc.strerror}") from exc
+        spec_json = read_text(spec_file, "simulator spec", MAX_YAML_BYTES)
     try:
         return SimSpec.model_validate_json(spec_json or "")
     except ValidationError as exc:
@@ -281,10 +280,7 @@ def _requests(
             raise NotFound(f"unknown workload '{workload}' (known: {known})")
         return traffic.workload(repo.workloads[workload], count)
     if traffic_file is not None:
-        try:
-            text = traffic_file.read_text()
-        except OSError as exc:
-            raise UsageError(f"{traffic_file}: {exc.strerror}") from exc
+        text = read_text(traffic_file, "traffic file", MAX_JSONL_BYTES)
         return traffic.traced(traffic.parse_traffic(text, str(traffic_file)))[:count]
     assert isl is not None and osl is not None
     return traffic.fixed(isl, osl, count, range_ratio)

@@ -38,3 +38,15 @@ def read_bounded(file: Path, limit: int) -> bytes:
     if refusal is not None:
         raise UnreadableFile(refusal)
     return data
+
+
+def read_text(file: Path, what: str, limit: int) -> str:
+    """The UTF-8 text of a file the operator names (a trace, a result, a simulator spec),
+    read as a repository's files are (`read_bounded`); DenvError naming the file and `what`
+    it was to be when it cannot be."""
+    if not file.exists() and not file.is_symlink():
+        raise DenvError(f"{file}: no such {what}")
+    try:
+        return read_bounded(file, limit).decode("utf-8")
+    except (UnreadableFile, UnicodeDecodeError) as exc:
+        raise DenvError(f"{file}: cannot read the {what}: {exc}") from exc

@@ -223,7 +223,7 @@ def test_cli_table_says_simulated(tmp_path: Path) -> None:
         (("--workload", "chat", "--rate", "1", "--concurrency", "2"), "not both"),
         (("--workload", "nope"), "unknown workload"),
         (("--workload", "chat", "--hardware", "tpu"), "unknown hardware"),
-        (("--traffic", "/nonexistent.jsonl"), "No such file"),
+        (("--traffic", "/nonexistent.jsonl"), "no such traffic file"),
     ],
     ids=["isl-alone", "two-shapes", "rate-and-concurrency", "workload", "hardware", "file"],
 )
