@@ -54,7 +54,11 @@ def test_a_name_the_ui_does_not_answer_to_is_refused(denv: Denv) -> None:
         assert status == 200, host
 
 
-@pytest.mark.parametrize("path", ["//evil.example/", "/\\evil.example/", "///evil.example"])
+# `//host` and its encoded form `/%2Fhost` (a redirect to the decoded path) went off the site
+# before; aiohttp itself already kept `/\host` and `///host` on it: they guard the rule.
+@pytest.mark.parametrize(
+    "path", ["//evil.example/", "/%2Fevil.example/", "/\\evil.example/", "///evil.example"]
+)
 def test_a_token_redirect_stays_on_the_site(denv: Denv, path: str) -> None:
     url = denv.ui(env={"DENV_UI_TOKEN": TOKEN})
     status, headers = request(url, f"{path}?token={TOKEN}", urlsplit(url).netloc)
