@@ -17,9 +17,12 @@ from typing import Any
 
 import pytest
 
+from reconciler.forge.local import LocalForge
 from tests.forge.gitrepo import commit_file, git, init_repo
 from tests.forge.sshkeys import sign_openings
+from tests.pr.test_plan import RELEASE
 from tests.pr.test_plan import denv_in as denv
+from tests.security.test_parity_gate import _bench, _trace
 
 DIGITS = "9" * 5000
 LONG = "an integer of 5,000 digits; denv reads integers of at most 4,300 decimal digits"
@@ -92,6 +95,26 @@ def test_a_parity_suite_with_a_long_integer_is_refused(denv_repo: Path) -> None:
     repo = init_repo(denv_repo)
     run = denv(repo, "parity", "run", "--reference", NO_SERVER, "--candidate", NO_SERVER)
     refused(run, f"policies/parity/default.jsonl:1:65: {LONG}")
+
+
+def test_a_pull_requests_suite_with_a_long_integer_cannot_run_and_the_bench_goes_on(
+    denv_repo: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    repo = init_repo(denv_repo)
+    git(repo, "checkout", "-q", "-b", "long-suite")
+    prompt = '{"id": "p", "kind": "completion", "prompt": "hi", "max_tokens": ' + DIGITS + "}\n"
+    commit_file(repo, "policies/parity/default.jsonl", prompt, "parity: a long integer")
+    release = (repo / RELEASE).read_text().replace("max_batch: 128", "max_batch: 64")
+    commit_file(repo, RELEASE, release, "a smaller batch: a trial to bench")
+    git(repo, "checkout", "-q", "main")
+    number = LocalForge(repo).open_pr("long-suite", "parity: a long integer").number
+
+    answer = _bench(repo, number, _trace(tmp_path_factory.mktemp("traffic")))
+
+    [run] = answer["runs"]
+    assert run["error"] is None and run["parity"]["total"] > 1  # main's suite gated
+    expected = f"parity cannot run: policies/parity/default.jsonl:1:65: {LONG}"
+    assert expected in json.dumps(run["proposed_parity"])
 
 
 def test_a_traffic_file_with_a_long_integer_is_refused(tmp_path: Path) -> None:
