@@ -68,7 +68,7 @@ MODEL_KEYS = {
     "gpt-oss-120b": "gpt-oss-120b",
 }
 HARDWARE_KEYS = {"gb200": "gb200-nvl72", "gb300": "gb300-nvl72"}
-# GPUs in one NVLink / xGMI domain: a recipe replica must fit in one (DESIGN.md).
+# GPUs in one NVLink / xGMI domain: a recipe replica must fit in one.
 DOMAIN_GPUS = {"gb200-nvl72": 72, "gb300-nvl72": 72}
 DEFAULT_DOMAIN_GPUS = 8
 

@@ -1,5 +1,5 @@
 """Pure logic: one load level's figures from its request records, exactly as the metric
-dictionary of DESIGN.md (vLLM `bench serve`) defines them.
+dictionary of docs/benchmarks.md (vLLM `bench serve`) defines them.
 
 - TTFT: first chunk carrying output − sent; E2E: last such chunk − sent.
 - TPOT, per request: (E2E − TTFT) / (output tokens − 1), for requests of two tokens or more.

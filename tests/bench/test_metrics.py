@@ -1,4 +1,5 @@
-"""metrics.py: the DESIGN.md metric dictionary computed on records with known times — exact."""
+"""metrics.py: the metric dictionary (docs/benchmarks.md) computed on records with known
+times — exact."""
 
 from __future__ import annotations
 

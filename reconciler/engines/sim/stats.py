@@ -1,6 +1,6 @@
-"""Models and pure logic: a prediction's figures, computed as the DESIGN.md metric dictionary
-defines them (vLLM `bench serve`): TTFT, TPOT per request, ITL pooled over every gap between
-streamed chunks, E2E, throughput over the measured window."""
+"""Models and pure logic: a prediction's figures, computed as the metric dictionary
+(docs/benchmarks.md) defines them (vLLM `bench serve`): TTFT, TPOT per request, ITL pooled
+over every gap between streamed chunks, E2E, throughput over the measured window."""
 
 from __future__ import annotations
 
