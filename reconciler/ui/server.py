@@ -99,16 +99,19 @@ def _is_address(text: str) -> bool:
     return True
 
 
+def _refused(status: int, why: str) -> web.Response:
+    return web.Response(status=status, text=f"{status}: {why}\n", headers=HEADERS)
+
+
 def _host_gate(listen: str, allowed: frozenset[str]) -> Middleware:
     @web.middleware
     async def gate(request: web.Request, handler: Handler) -> web.StreamResponse:
         if host_allowed(request.headers.get("Host"), listen, allowed):
             return await handler(request)
-        return web.Response(
-            status=421,
-            text="421: this denv UI answers to its own address only (its listen address, "
-            "localhost, or a name in DENV_UI_HOSTS)\n",
-            headers=HEADERS,
+        return _refused(
+            421,
+            "this denv UI answers to its own address only (its listen address, localhost, "
+            "or a name in DENV_UI_HOSTS)",
         )
 
     return gate
@@ -135,11 +138,10 @@ def _token_gate(token: str) -> Middleware:
         for candidate in (bearer, cookie.value if cookie else ""):
             if candidate and hmac.compare_digest(candidate.encode(), token.encode()):
                 return await handler(request)
-        return web.Response(
-            status=401,
-            text="401: this denv UI needs its token (DENV_UI_TOKEN): open the address once "
-            "with ?token=… or send Authorization: Bearer …\n",
-            headers=HEADERS,
+        return _refused(
+            401,
+            "this denv UI needs its token (DENV_UI_TOKEN): open the address once with "
+            "?token=… or send Authorization: Bearer …",
         )
 
     return gate
