@@ -168,5 +168,8 @@ class Refresher:
             self.stopped.wait(max(0.0, self.state.refresh - (time.monotonic() - began)))
 
     def stop(self) -> None:
+        """Safe to call whether or not it started (a server that could not listen never
+        starts its refresher)."""
         self.stopped.set()
-        self.thread.join(timeout=30)
+        if self.thread.ident is not None:
+            self.thread.join(timeout=30)

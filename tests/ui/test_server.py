@@ -3,6 +3,7 @@ pages, their in-place refresh, the token gate, the loopback rule and the export.
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import sys
 import urllib.error
@@ -20,6 +21,8 @@ from reconciler.ui.state import Gather, Refresher, UiState
 from tests.reconcile.conftest import GitRepo, git_repo
 
 __all__ = ["git_repo"]  # the fixture
+
+DENV = [sys.executable, "-m", "reconciler"]
 
 
 @pytest.fixture
@@ -116,6 +119,25 @@ def test_off_loopback_it_needs_a_token(looked: UiState) -> None:
     )
     assert cli.returncode == 1
     assert "needs a token: set DENV_UI_TOKEN" in cli.stderr and "Traceback" not in cli.stderr
+
+
+def test_a_port_in_use_is_one_line_and_exit_1(git_repo: GitRepo) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        cli = subprocess.run(
+            [*DENV, "ui", "--listen", f"127.0.0.1:{port}", "--repo", str(git_repo.path)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env={"PATH": "/usr/bin:/bin", "HOME": str(Path.home())},
+        )
+    assert cli.returncode == 1, cli.stderr
+    assert cli.stdout == ""
+    lines = cli.stderr.splitlines()
+    assert len(lines) == 1 and f"cannot listen on 127.0.0.1:{port}" in lines[0], cli.stderr
+    assert "address already in use" in lines[0]
 
 
 def test_the_export_writes_pages_that_link_to_each_other_by_file(
