@@ -54,8 +54,6 @@ def pull(state: UiState, params: Mapping[str, str]) -> Page:
         number = int(params["number"])
     except ValueError:
         raise NotFoundPage(f"'{params['number']}' is not a pull request's number") from None
-    if state.looks == 0:
-        raise NotFoundPage("the first look at the repository has not ended yet: reload soon")
     if state.root is None:
         where = f" (they are on GitHub: {state.github}/pulls)" if state.github else ""
         raise NotFoundPage(f"this UI reads no local forge: --repo is not a folder{where}")

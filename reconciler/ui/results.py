@@ -181,7 +181,7 @@ def result(state: UiState, params: Mapping[str, str]) -> Page:
     repo = state.repo
     found = _find(repo, result_id) if repo is not None else None
     if repo is None or found is None:
-        raise NotFoundPage(f"no result '{result_id}'")
+        raise NotFoundPage(f"no result '{result_id}'", back="results")
     details = ranked.describe(repo, found, {})
     context = {
         "d": details,

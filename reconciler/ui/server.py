@@ -22,7 +22,7 @@ from aiohttp import web
 from aiohttp.typedefs import Middleware
 
 from reconciler.errors import DenvError, UsageError
-from reconciler.ui.site import Links, NotFoundPage, Route, render
+from reconciler.ui.site import Links, NotFoundPage, Route, missing, render
 from reconciler.ui.state import UiState
 
 COOKIE = "denv_ui_token"
@@ -166,10 +166,11 @@ def application(
             fragment = request.headers.get("X-Denv-Fragment") == "main"
             try:
                 with state.lock:
-                    shown = route.view(state, params)
+                    try:
+                        shown = route.view(state, params)
+                    except NotFoundPage as exc:
+                        shown = missing(state, exc)
                     html = render(shown, state, links, routes, fragment)
-            except NotFoundPage as exc:
-                return web.Response(status=404, text=f"404: {exc}\n", headers=HEADERS)
             except DenvError as exc:  # bad parameters: say which, as the CLI would
                 return web.Response(status=400, text=f"400: {exc}\n", headers=HEADERS)
             except Exception as exc:  # a bug: say what, without a traceback

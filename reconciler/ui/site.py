@@ -38,7 +38,23 @@ class Route:
 
 
 class NotFoundPage(Exception):
-    """A view's answer to a name that is not there (HTTP 404)."""
+    """A view's answer to a name that is not there (HTTP 404); `back`: the route whose page
+    lists what is there."""
+
+    def __init__(self, what: str, back: str = "overview") -> None:
+        super().__init__(what)
+        self.what, self.back = what, back
+
+
+def missing(state: UiState, found: NotFoundPage) -> Page:
+    """The page for a name a view did not find. Before the first look has ended nothing is
+    known yet: the page says it is still looking (200, refreshed in place until the look
+    ends, then it is the page asked for), or that the look failed (503); after it, a 404
+    page that says what is missing, with a link to where the names are."""
+    if state.repo is None:
+        status = 503 if state.error else 200
+        return Page("missing.html", "Looking", {"found": None}, status=status)
+    return Page("missing.html", "Not found", {"found": found}, live=False, status=404)
 
 
 class Links:

@@ -9,6 +9,7 @@ import sys
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from html import unescape
 from pathlib import Path
 
 import pytest
@@ -87,9 +88,51 @@ def test_a_refresh_asks_for_the_main_content_only(url: str) -> None:
     assert "<html" not in html and 'data-stage="chat-8b/canary"' in html
 
 
-def test_an_unknown_release_is_not_found(url: str) -> None:
-    status, text, _ = get(url + "releases/nope")
-    assert (status, text) == (404, "404: no release 'nope'\n")
+@pytest.mark.parametrize(
+    ("path", "what", "back"),
+    [
+        ("releases/nope", "No release 'nope'.", 'href="/">Back to the overview'),
+        ("results/nope", "No result 'nope'.", 'href="/results">Back to the results'),
+    ],
+    ids=["release", "result"],
+)
+def test_a_missing_name_is_a_page_with_status_404(
+    url: str, path: str, what: str, back: str
+) -> None:
+    status, html, headers = get(url + path)
+    assert status == 404 and headers["Content-Type"].startswith("text/html")
+    assert "<h1>Not found</h1>" in html and what in unescape(html) and back in html
+    assert 'aria-label="Pages"' in html and "denv.css" in html  # the site's layout and nav
+    assert "data-refresh-ms" not in html  # nothing will appear by waiting
+
+
+def test_during_the_first_look_a_release_page_says_it_is_still_looking(
+    git_repo: GitRepo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("DENV_HOME", str(tmp_path / "home"))
+    state = UiState(refresh=60)  # served before its first look has ended
+    for url in serve(state):
+        status, html, _ = get(url + "releases/chat-8b")
+        assert status == 200, html
+        assert "<h1>Looking</h1>" in html and "looking at git and the fleets" in html
+        assert "data-refresh-ms" in html  # refreshed in place until the look ends
+        assert "no release" not in html.lower()
+        gather = Gather(str(git_repo.path), git_repo.cache)
+        try:
+            Refresher(state, gather).once()
+        finally:
+            gather.close()
+        status, html, _ = get(url + "releases/chat-8b", {"X-Denv-Fragment": "main"})
+        assert status == 200 and html.lstrip().startswith("<h1>Release chat-8b</h1>")
+        assert get(url + "releases/nope")[0] == 404
+
+
+def test_when_the_first_look_failed_a_page_says_so_with_503() -> None:
+    state = UiState(refresh=60, error="main: cannot fetch: no such repository")
+    for url in serve(state):
+        status, html, _ = get(url + "releases/chat-8b")
+        assert status == 503
+        assert "the last look failed: main: cannot fetch" in html and "<h1>Looking</h1>" in html
 
 
 def test_with_a_token_every_request_must_carry_it(looked: UiState) -> None:
