@@ -83,6 +83,7 @@ class Gather:
         self.drivers = Drivers(warn=lambda message: None)  # a failure shows as the page's error
         local = "://" not in location and Path(location).is_dir()
         self.root = Path(location) if local else None
+        self.label = folder_label(self.root) if self.root is not None else self.source.label
         self.github = github_site(os.environ)
 
     def __call__(self, state: UiState) -> None:
@@ -92,13 +93,19 @@ class Gather:
         studies = _studies(self.root) if self.root is not None else ([], [])
         trials = _trials(seen)
         with state.lock:
-            state.label = self.source.label
+            state.label = self.label
             state.studies, state.study_rows = studies
             state.trials, state.root, state.github = trials, self.root, self.github
         state.record(seen)
 
     def close(self) -> None:
         self.drivers.close()
+
+
+def folder_label(root: Path) -> str:
+    """A local repository as the pages name it: its folder's name (`--repo .` is the current
+    folder's), never '.' nor a path that says where a throwaway clone happens to be."""
+    return root.resolve().name or str(root.resolve())
 
 
 def _studies(root: Path) -> tuple[list[Any], list[Any]]:

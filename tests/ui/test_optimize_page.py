@@ -156,8 +156,8 @@ def test_on_github_a_pr_links_to_github(looked: UiState) -> None:
 
 
 def test_the_overview_and_release_pages_link_local_prs_to_their_page(looked: UiState) -> None:
-    assert looked.overview is not None
-    local = f"file://{Path(looked.label).resolve()}#pr/1"  # the local forge's url: no page
+    assert looked.overview is not None and looked.root is not None
+    local = f"file://{looked.root.resolve()}#pr/1"  # the local forge's url: no page
     looked.overview.rollout = RolloutState(
         stages={
             "chat-8b/canary": StageRecord(

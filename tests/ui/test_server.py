@@ -81,6 +81,26 @@ def test_the_overview_shows_each_stage_of_the_release_on_its_fleet(url: str) -> 
     assert "default-src 'self'" in headers["Content-Security-Policy"]
 
 
+def test_the_status_line_names_the_repository_it_looked_at(
+    git_repo: GitRepo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`denv ui --repo .` (the default): the line says which folder, never '. at …'."""
+    monkeypatch.setenv("DENV_HOME", str(tmp_path / "home"))
+    monkeypatch.chdir(git_repo.path)
+    state = UiState(refresh=60)
+    gather = Gather(".", git_repo.cache)
+    try:
+        Refresher(state, gather).once()
+    finally:
+        gather.close()
+    assert state.overview is not None
+    for url in serve(state):
+        html = get(url)[1]
+        line = " ".join(html.split('<p class="look" role="status">')[1].split("</p>")[0].split())
+        head = state.overview.head[:12]
+        assert line.startswith(f"{git_repo.path.name} at {head} · looked "), line
+
+
 def test_a_refresh_asks_for_the_main_content_only(url: str) -> None:
     status, html, _ = get(url + "releases/chat-8b", {"X-Denv-Fragment": "main"})
     assert status == 200
