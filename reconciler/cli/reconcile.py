@@ -127,19 +127,28 @@ def _pass_json(result: PassResult) -> dict[str, Any]:
 
 def status(repo: LocationOption = ".", as_json: JsonOption = False) -> None:
     """Per release, stage and fleet: desired and running revision, replicas ready/desired,
-    endpoint, drift and the bot's last error."""
+    the stage's state, endpoint, drift and the bot's last error."""
     drivers = Drivers(warn=lambda m: print(f"warning: {m}", file=sys.stderr))
     source = GitSource(repo, cache_dir(), branch="main")
     try:
         with terminal.console(stderr=True).status("observing"):
-            seen = look(source, drivers)
+            seen = look(source, drivers, stages=True)
     finally:
         drivers.close()
     if as_json:
         print_json(seen.as_json())
         return
     table = Table(
-        "RELEASE", "STAGE", "FLEET", "DESIRED", "RUNNING", "READY", "ENDPOINT", "DRIFT", box=None
+        "RELEASE",
+        "STAGE",
+        "FLEET",
+        "DESIRED",
+        "RUNNING",
+        "READY",
+        "STATE",
+        "ENDPOINT",
+        "DRIFT",
+        box=None,
     )
     for row in seen.rows:
         table.add_row(
@@ -149,6 +158,7 @@ def status(repo: LocationOption = ".", as_json: JsonOption = False) -> None:
             (row["desired_revision"] or "—")[:12],
             ",".join(r[:12] for r in row["running_revisions"]) or "—",
             "?" if row["ready"] is None else f"{row['ready']}/{row['replicas']}",
+            row["state"],
             row["endpoint"] or "—",
             drift_text(row),
         )

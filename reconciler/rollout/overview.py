@@ -26,7 +26,14 @@ from reconciler.reconcile.source import GitSource
 from reconciler.rollout.kept import bot_checks, release_fleets
 from reconciler.rollout.revisions import Revisions, adjust_stages
 from reconciler.rollout.state import RolloutState
-from reconciler.rollout.status import Override, StageStatus, overrides, rollout_status
+from reconciler.rollout.status import (
+    Override,
+    StageStatus,
+    Unrecorded,
+    fleet_state,
+    overrides,
+    rollout_status,
+)
 from reconciler.spec.repo import Repo
 
 
@@ -55,6 +62,21 @@ class Overview:
     def parity(self) -> dict[str, Any]:
         """'release/stage' -> deploy-time parity, from the bots' notes."""
         return {k: v for n in self.notes.values() for k, v in parity_of(n).items()}
+
+    def state_of(self, release: str, stage: str, fleet: str) -> str:
+        """The stage's state on `fleet` (`fleet_state`), as `denv status` and the UI show it;
+        needs the look's stages."""
+        found = next((s for s in self.stages.get(release, []) if s.stage == stage), None)
+        words = found.state if found is not None else Unrecorded.NOT_DEPLOYED.value
+        row = next(
+            (
+                r
+                for r in self.rows
+                if (r["release"], r["stage"], r["fleet"]) == (release, stage, fleet)
+            ),
+            None,
+        )
+        return fleet_state(words, row["drift"] if row else None, self.notes.get(fleet) is not None)
 
     def as_json(self) -> dict[str, Any]:
         """What `denv status --json` prints."""
@@ -108,6 +130,8 @@ def look(source: GitSource, drivers: Drivers, stages: bool = False) -> Overview:
             first = revisions.of_stage(snap.head, name, 0, None)
             pins = snap.repo.promotions.get(name)
             found.stages[name] = rollout_status(name, spec, pins, found.rollout, now, first)
+        for row in found.rows:
+            row["state"] = found.state_of(row["release"], row["stage"], row["fleet"])
     return found
 
 
@@ -149,7 +173,7 @@ def status_lines(seen: Overview) -> list[str]:
     lines += [parity_line(key, found) for key, found in sorted(seen.parity().items())]
     for fleet, note in sorted(seen.notes.items()):
         if note is None:
-            lines.append(f"{fleet}: no reconciler has run here yet")
+            lines.append(f"{fleet}: {Unrecorded.WAITING}: no reconciler has run here yet")
             continue
         if "error" in note:
             if fleet not in seen.reach:  # else the line above says why

@@ -6,12 +6,34 @@ override makes run other than what git names."""
 
 from __future__ import annotations
 
+from enum import StrEnum
+
 from pydantic import BaseModel
 
 from reconciler.reconcile.revisions import Stages
 from reconciler.rollout.evidence import duration
 from reconciler.rollout.state import AlarmValue, Phase, RolloutState, StageRecord
 from reconciler.spec.release import Promotions, Release
+
+
+class Unrecorded(StrEnum):
+    """A stage's state while the bot has not recorded it for the revision git names: the same
+    words in `denv status`, `denv rollout status` and every page of the UI."""
+
+    NOT_DEPLOYED = Phase.PENDING.value  # git names no revision for the stage yet (no pin)
+    WAITING = "waiting for the bot"  # no bot has recorded it: none has run, or its pass goes on
+
+
+def fleet_state(words: str, drift: str | None, bot_ran: bool) -> str:
+    """A stage's state on one of its fleets, from its `rollout status` words, the look's drift
+    there and whether a bot has run on the fleet: while a bot's pass has units to start or
+    replace for a stage it has not recorded yet, `deploying (start 3)`; before any bot has run
+    there, nothing deploys: `waiting for the bot`."""
+    if words != Unrecorded.WAITING or not bot_ran or not drift:
+        return words
+    if not any(kind in drift for kind in ("start", "replace")):
+        return words
+    return f"deploying ({drift})"
 
 
 class StageStatus(BaseModel):
@@ -67,7 +89,7 @@ def rollout_status(
         record = kept.stages.get(f"{name}/{stage.name}")
         here = {r for r, on, _ in rejections if on in (None, stage.name)}
         if record is None or record.revision != revision:
-            words = "not deployed" if revision is None else "waiting for the bot"
+            words = (Unrecorded.NOT_DEPLOYED if revision is None else Unrecorded.WAITING).value
             if revision in here:
                 words = "rejected"
             record_state, running, alarms = words, revision, []

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from reconciler.rollout.overview import drift_text, parity_line, status_lines
+from reconciler.rollout.overview import Overview, drift_text, parity_line, status_lines
 from reconciler.rollout.state import StageRecord
 from reconciler.rollout.status import StageStatus
 from reconciler.ui.charts import sparkline
@@ -84,22 +84,17 @@ def overview(state: UiState, params: Mapping[str, str]) -> Page:
                             "drift": drift_text(row) if row else "—",
                             "endpoint": row["endpoint"] if row else None,
                             **common,
-                            **_deploying(common, row),
+                            **_state(seen.state_of(release, stage.name, fleet)),
                         }
                     )
     lines = status_lines(seen) if seen is not None else []
     return Page("overview.html", "Overview", {"rows": rows, "lines": lines})
 
 
-def _deploying(common: dict[str, Any], row: dict[str, Any] | None) -> dict[str, Any]:
-    """The bot records a stage's state at the end of its pass, once the apply is done: until
-    then `rollout status` says it waits for the bot. Where this look's plan has units to start
-    or replace for that stage, it is deploying, and the page says so with what is left."""
-    if common["state"] != "waiting for the bot" or row is None or not row["drift"]:
-        return {}
-    if not any(kind in row["drift"] for kind in ("start", "replace")):
-        return {}
-    return {"state": f"deploying ({row['drift']})", "kind": "deploying"}
+def _state(words: str) -> dict[str, Any]:
+    """A stage's state on a page: the words `denv status` uses (`Overview.state_of`) and its
+    class."""
+    return {"state": words, "kind": state_kind(words)}
 
 
 def release(state: UiState, params: Mapping[str, str]) -> Page:
@@ -116,6 +111,7 @@ def release(state: UiState, params: Mapping[str, str]) -> Page:
         history = state.history.get(f"{name}/{stage.name}", ())
         alarms = sorted({a for reading in history for a in reading.values})
         pin = pins.promotions.get(stage.name) if pins is not None else None
+        common = _stage_row(state, name, statuses.get(stage.name), stage.name)
         stages.append(
             {
                 "name": stage.name,
@@ -131,13 +127,21 @@ def release(state: UiState, params: Mapping[str, str]) -> Page:
                     (alarm, sparkline([(r.at, r.values.get(alarm)) for r in history], alarm))
                     for alarm in alarms
                 ],
-                **_stage_row(state, name, statuses.get(stage.name), stage.name),
+                **common,
+                **_state(_stage_state(seen, name, stage.name, stage.fleets, common["state"])),
             }
         )
     rejected = pins.rejected if pins is not None else []
     return Page(
         "release.html", f"Release {name}", {"name": name, "stages": stages, "rejected": rejected}
     )
+
+
+def _stage_state(seen: Overview, release: str, stage: str, fleets: list[str], words: str) -> str:
+    """A stage's state over its fleets: the first fleet's where it says more than the stage's
+    own words (`deploying (start 3)`), else those words."""
+    here = (seen.state_of(release, stage, fleet) for fleet in fleets)
+    return next((found for found in here if found != words), words)
 
 
 def releases(state: UiState) -> list[dict[str, str]]:

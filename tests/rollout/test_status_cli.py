@@ -104,7 +104,11 @@ def test_status_plans_with_the_override_the_bot_runs(
     repo, env, good, bad = rolled_back
     text = denv(repo, env, "status")
     assert f"rolled back: chat-8b/canary runs {good[:12]} (override until PR #2 merges)" in text
-    assert bad[:12] not in text  # the rejected revision is not what the canary should run
+    # the rejected revision is not what the canary should run: only its state names it
+    canary = next(line.split() for line in text.splitlines() if " canary " in line)
+    assert canary[3] == good[:12], text  # DESIRED
+    assert text.count(bad[:12]) == 1 and f"({bad[:12]} rejected:" in text
+    assert f"rolled back to {good[:12]}" in text  # STATE, as `rollout status` says it
 
 
 def test_one_revision_in_status_rollout_status_and_plan(git_repo: GitRepo, tmp_path: Path) -> None:

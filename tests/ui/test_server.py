@@ -3,6 +3,8 @@ pages, their in-place refresh, the token gate, the loopback rule and the export.
 
 from __future__ import annotations
 
+import json
+import re
 import socket
 import subprocess
 import sys
@@ -72,12 +74,8 @@ def test_the_overview_shows_each_stage_of_the_release_on_its_fleet(url: str) -> 
     status, html, headers = get(url)
     assert status == 200
     assert 'data-key="chat-8b/canary/local"' in html and 'data-key="chat-8b/prod/local"' in html
-    # no bot has run: `denv rollout status` waits for it; the plan has the canary to start
-    canary = html.split('data-key="chat-8b/canary/local"')[1].split("</tr>")[0]
-    assert "deploying (start 3)" in canary
     prod = html.split('data-key="chat-8b/prod/local"')[1].split("</tr>")[0]
     assert "not deployed" in prod
-    assert "local: no reconciler has run here yet" in html
     assert "default-src 'self'" in headers["Content-Security-Policy"]
 
 
@@ -99,6 +97,34 @@ def test_the_status_line_names_the_repository_it_looked_at(
         line = " ".join(html.split('<p class="look" role="status">')[1].split("</p>")[0].split())
         head = state.overview.head[:12]
         assert line.startswith(f"{git_repo.path.name} at {head} · looked "), line
+
+
+def test_before_any_bot_the_ui_and_denv_status_say_the_same_state(
+    url: str, git_repo: GitRepo, tmp_path: Path
+) -> None:
+    """No bot has run: nothing deploys, whatever the plan has to start. One word for it on
+    the overview, the release page and in `denv status` (text and --json)."""
+    waiting = "waiting for the bot"
+    overview = get(url)[1]
+    canary = overview.split('data-key="chat-8b/canary/local"')[1].split("</tr>")[0]
+    assert f'class="badge deploying">{waiting}<' in canary
+    assert f"local: {waiting}: no reconciler has run here yet" in overview
+    release = get(url + "releases/chat-8b")[1]
+    stage = release.split('data-stage="chat-8b/canary"')[1].split("</li>")[0]
+    assert f">{waiting}</span>" in stage
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(Path.home()), "DENV_HOME": str(tmp_path / "home")}
+    env |= {"DENV_CACHE": str(git_repo.cache), "COLUMNS": "200"}
+    status = [*DENV, "status", "--repo", str(git_repo.path)]
+    text = subprocess.run(status, capture_output=True, text=True, timeout=120, env=env)
+    assert text.returncode == 0, text.stderr
+    canary_line = next(line for line in text.stdout.splitlines() if "canary" in line)
+    assert waiting in canary_line, text.stdout
+    assert f"local: {waiting}: no reconciler has run here yet" in text.stdout
+    done = subprocess.run([*status, "--json"], capture_output=True, text=True, timeout=120, env=env)
+    rows = {r["stage"]: r["state"] for r in json.loads(done.stdout)["deployments"]}
+    assert rows == {"canary": waiting}  # prod: no pin yet, no row
+    for page in (overview, release, text.stdout, done.stdout):
+        assert "deploying" not in re.sub(r"<[^>]*>", " ", page)  # in words; a class may say it
 
 
 def test_a_refresh_asks_for_the_main_content_only(url: str) -> None:
