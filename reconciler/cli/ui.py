@@ -53,18 +53,22 @@ def ui(
 
 
 def _export(repo: str, folder: Path, as_json: bool) -> None:
-    """One look, every page written into `folder`."""
+    """One look, every page written into `folder`; progress on stderr."""
+    from reconciler.cli.progress import ProgressSink
     from reconciler.ui.export import export
     from reconciler.ui.pages import ROUTES
     from reconciler.ui.state import Gather, Refresher, UiState
 
     state = UiState()
-    gather = Gather(repo, cache_dir())
-    try:
-        Refresher(state, gather).once()
-    finally:
-        gather.close()
-    written = export(state, ROUTES, folder)
+    with ProgressSink() as shown:
+        shown.phase("looking at git and the fleets")
+        gather = Gather(repo, cache_dir())
+        try:
+            Refresher(state, gather).once()
+        finally:
+            gather.close()
+        shown.phase(f"writing the pages into {folder}")
+        written = export(state, ROUTES, folder, shown.counter("pages"))
     pages = [p.name for p in written if p.suffix == ".html"]
     if as_json:
         print_json({"folder": str(folder), "pages": pages, "error": state.error})

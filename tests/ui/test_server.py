@@ -239,3 +239,19 @@ def test_the_export_writes_pages_that_link_to_each_other_by_file(
     assert 'href="release-chat-8b.html"' in index and 'href="static/denv.css"' in index
     assert "data-refresh-ms" not in index  # a snapshot: nothing to poll
     assert 'data-key="chat-8b/canary/local"' in index
+
+
+def test_the_export_says_what_it_does_while_it_does_it(git_repo: GitRepo, tmp_path: Path) -> None:
+    """Not a terminal: plain lines on stderr, each step as it starts, then the count written;
+    stdout keeps the command's own line."""
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(Path.home()), "DENV_HOME": str(tmp_path / "home")}
+    site = tmp_path / "site"
+    argv = [*DENV, "ui", "--export", str(site), "--repo", str(git_repo.path)]
+    env |= {"DENV_CACHE": str(git_repo.cache)}
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=120, env=env)
+    assert done.returncode == 0, done.stderr
+    pages = len(list(site.glob("*.html")))
+    lines = [re.sub(r"^\[ *\d+\.\ds\] ", "", line) for line in done.stderr.splitlines()]
+    assert lines[:2] == ["looking at git and the fleets", f"writing the pages into {site}"]
+    assert lines[2].startswith(f"pages — {pages}/{pages}, ") and len(lines) == 3, done.stderr
+    assert done.stdout.startswith(f"{pages} pages in {site}")
