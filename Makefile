@@ -6,11 +6,17 @@ STAMP := $(VENV)/.installed
 
 .PHONY: demo test test-stress lint workflows schemas clean system-deps github-schemas
 
+# Once, and again when pyproject.toml changes: a few minutes, so each step says what it does
+# and pip shows each package as it comes (a bar on a terminal).
 $(STAMP): pyproject.toml
+	@echo "make: [1/3] a virtual environment in $(VENV)"
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[dev]'
+	@echo "make: [2/3] the newest pip"
+	$(BIN)/python -m pip install --upgrade --progress-bar on pip
+	@echo "make: [3/3] denv and its development tools (a few minutes the first time)"
+	$(BIN)/python -m pip install --progress-bar on -e '.[dev]'
 	touch $(STAMP)
+	@echo "make: $(VENV) is ready"
 
 demo: $(STAMP)
 	BIN=$(BIN) bash scripts/demo.sh
