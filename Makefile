@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-stress lint workflows schemas clean system-deps github-schemas
+.PHONY: demo screenshots test test-stress lint workflows schemas clean system-deps github-schemas
 
 # Once, and again when pyproject.toml changes: a few minutes, so each step says what it does
 # and pip shows each package as it comes (a bar on a terminal).
@@ -20,6 +20,10 @@ $(STAMP): pyproject.toml
 
 demo: $(STAMP)
 	BIN=$(BIN) bash scripts/demo.sh
+
+# the UI's pictures in README.md and docs/ui.md, from the demo's stages (docs/ui.md)
+screenshots: $(STAMP)
+	BIN=$(BIN) bash scripts/screenshots.sh
 
 lint: $(STAMP)
 	$(BIN)/ruff check reconciler tests scripts benchmarks

@@ -23,16 +23,14 @@ trap teardown EXIT
 step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
 
 step "A throwaway clone of this repository (the desired state lives in git), and the UI over it"
-git clone -q . "$WORK/repo"
-git -C "$WORK/repo" checkout -q -B main  # the base branch, whatever this checkout is on
-git -C "$WORK/repo" config user.name "denv demo"
-git -C "$WORK/repo" config user.email "demo@denv.invalid"
-REPO="$WORK/repo"
+git clone -q . "$WORK/denv"
+git -C "$WORK/denv" checkout -q -B main  # the base branch, whatever this checkout is on
+git -C "$WORK/denv" config user.name "denv demo"
+git -C "$WORK/denv" config user.email "demo@denv.invalid"
+REPO="$WORK/denv"  # the UI names it by its folder: denv
 # The read-only web UI over the clone, up until the demo ends: open its address to watch.
-"$DENV" ui --repo "$REPO" --listen "127.0.0.1:${DENV_UI_PORT:-0}" --refresh 2s > "$WORK/ui.log" 2>&1 &
-UI=$!
-for _ in $(seq 300); do grep -q '^denv ui: ' "$WORK/ui.log" && break; sleep 0.1; done
-grep '^denv ui: ' "$WORK/ui.log" || { cat "$WORK/ui.log"; exit 1; }
+source scripts/demo_ui.sh
+start_ui "$REPO" "$WORK/ui.log"
 echo "(the UI stays up while the demo runs; it shows each step as it happens)"
 
 step "Choose: published results ranked for an agent workload under a p99 target"

@@ -139,4 +139,7 @@ wait_for 30 "s['canary']['phase'] == 'rolled back' and s['canary'].get('rollback
 printf 'rolled back %.1fs after the fault\n' "$(echo "$(date +%s.%N) - $START" | bc)"
 kill "$LOAD" 2>/dev/null || true
 "$DENV" rollout status chat-8b --repo "$REPO"
+if [ -n "${DENV_SCREENSHOTS:-}" ] && [ -n "${DENV_UI_URL:-}" ]; then  # make screenshots
+  "$PY" scripts/ui_screenshots.py "$DENV_UI_URL" "$DENV_SCREENSHOTS"
+fi
 "$DENV" pr list --repo "$REPO"
