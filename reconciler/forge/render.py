@@ -360,7 +360,6 @@ def _counted(count: int, noun: str) -> str:
 
 
 def render_candidate(view: CandidateView) -> str:
-    gain = (view.candidate_value - view.current_value) / view.current_value
     interval, runs = "", _counted(view.repeats, "run") + " each"
     if view.repeats >= 2:
         interval = f" (95% interval {percent(view.ci_low)} to {percent(view.ci_high)})"
@@ -381,12 +380,11 @@ def render_candidate(view: CandidateView) -> str:
         "candidate",
         release=view.release,
         target=view.target,
-        gain=percent(gain),
+        gain=percent(view.gain),
         metric=view.metric,
         study=view.study,
         goal=view.goal,
-        current_recipe=view.current_recipe,
-        candidate_recipe=view.candidate_recipe,
+        recipes=_recipes(view),
         simulated=" Measured on simulated GPUs." if view.simulated else "",
         changes=table(("lever", "current", "candidate"), rows),
         figures="\n".join(figures),
@@ -396,6 +394,16 @@ def render_candidate(view: CandidateView) -> str:
         trials=_counted(view.trials, "trial"),
         parity=view.parity,
     )
+
+
+def _recipes(view: CandidateView) -> str:
+    """What the candidate changes: its change in words on the current recipe (which names a
+    new recipe when it has one), or the two recipes; never an arrow between equal things."""
+    if view.change:
+        return f"recipe `{view.current_recipe}`, {view.change}"
+    if view.candidate_recipe != view.current_recipe:
+        return f"`{view.current_recipe}` → `{view.candidate_recipe}`"
+    return f"recipe `{view.current_recipe}` with the changes below"
 
 
 def render_rollback(view: RollbackView) -> str:

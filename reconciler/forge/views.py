@@ -149,10 +149,14 @@ class CandidateView(Record):
     study: str
     current_recipe: str
     candidate_recipe: str
+    change: str = ""  # the candidate's change in words, e.g. "speculative off→ngram ×2"
     changes: list[LeverChange]
     metric: str  # the goal's figure, e.g. "goodput/GPU (req/s)"
+    # the verification's comparison (optimize/verify.Gain), shown as it was decided: the
+    # means of its repeats and the gain, positive when better (for latency and cost, lower)
     current_value: float
     candidate_value: float
+    gain: float
     # the capacity each was measured at (requests/s of the traffic holding the target)
     current_rate: float | None = None
     candidate_rate: float | None = None

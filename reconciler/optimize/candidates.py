@@ -3,7 +3,10 @@
 Each candidate is a row: what it changes from the current recipe, its figures (the mean of
 its runs), its parity verdict, and its status — trialing, verified, or rejected with the
 reason. The current release is measured the same way and kept apart as the baseline; the
-table shows each figure with its change against it (+12% / −5% / = within 1%).
+table shows each figure with its change against it (+12% / −5% / = within 1%). A row that
+went through verification carries that comparison (verify.Gain: the means of its interleaved
+repeats and the gain); its goal cell, its status reason and its pull request all show that one
+comparison, computed once.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from pydantic import Field
 
 from reconciler.bench.traffic_stats import TraceStats
 from reconciler.optimize.goal import Goal, Served, higher_is_better
-from reconciler.optimize.verify import Gain
+from reconciler.optimize.verify import Gain, percent
 from reconciler.spec.base import Spec
 from reconciler.spec.result import Metrics
 
@@ -174,6 +177,16 @@ def versus(value: float | None, current: float | None, digits: int = 0) -> str:
     return f"{text} ({sign}{abs(delta) * 100:.0f}%)"
 
 
+def compared(gain: Gain, digits: int) -> str:
+    """A verified (or verification-rejected) row's goal cell: the verification's own
+    comparison, as decided — `16.21 (gain +46.9% vs 11.03)` — the figures the status reason
+    and the pull request show too (never recomputed from other runs)."""
+    return (
+        f"{gain.candidate_mean:,.{digits}f} "
+        f"(gain {percent(gain.gain)} vs {gain.current_mean:,.{digits}f})"
+    )
+
+
 def status_text(row: Row) -> str:
     if row.status is Status.REJECTED:
         return f"rejected ({row.reason})" if row.reason else "rejected"
@@ -191,15 +204,17 @@ def parity_text(row: Row) -> str:
 def table(state: StudyState) -> list[tuple[str, ...]]:
     """The rows of the candidates table: the current release first, then the candidates,
     verified first, then by goal figure (best first), then trialing and rejected. Each
-    figure is the mean over the row's runs, with its change against the current one."""
+    figure is the mean over the row's runs, with its change against the current one; a row
+    that was verified shows its verification's comparison in the goal's column instead."""
     digits = GOAL_DIGITS[state.goal]
     now = {pick: state.current.mean(pick) for pick in ("goal", "rate", "ttft_p99")}
 
     def cells(row: Row, against: dict[str, float | None]) -> tuple[str, str, str]:
         ttft = row.mean("ttft_p99")
         rate = row.mean("rate")
+        goal = versus(row.mean("goal"), against["goal"], digits)
         return (
-            versus(row.mean("goal"), against["goal"], digits),
+            compared(row.gain, digits) if row.gain is not None else goal,
             versus(rate, against["rate"], 1) + (" req/s" if rate is not None else ""),
             versus(ttft, against["ttft_p99"]) + (" ms" if ttft is not None else ""),
         )
@@ -218,7 +233,7 @@ def ranked(state: StudyState) -> list[Row]:
     sign = -1.0 if higher_is_better(state.goal) else 1.0
 
     def key(row: Row) -> tuple[int, float, str]:
-        figure = row.mean("goal")
+        figure = row.gain.candidate_mean if row.gain is not None else row.mean("goal")
         return (order[row.status], sign * figure if figure is not None else float("inf"), row.id)
 
     return sorted(state.candidates, key=key)

@@ -188,6 +188,7 @@ CANDIDATE = CandidateView(
     metric="goodput/GPU (req/s)",
     current_value=24.1,
     candidate_value=27.956,
+    gain=0.16,
     current_rate=48.2,
     candidate_rate=55.91,
     latency_target="ttft:p99<1.5s",

@@ -233,7 +233,8 @@ def test_a_verified_candidate_becomes_a_local_pull_request(tmp_path: Path) -> No
     diff = git(repo_dir, "diff", "main", pr.head_branch)
     assert "-    settings: { max_batch: 8 }   # deliberately small" in diff
     assert "+    settings: { max_batch: 64 }   # deliberately small" in diff
-    assert "+30.0% goodput/GPU (req/s)" in pr.body and "Measured on simulated GPUs" in pr.body
+    assert "gain +30.0% in goodput/GPU (req/s)" in pr.body
+    assert "Measured on simulated GPUs" in pr.body
     assert "| capacity (req/s) | 20.0 | 26.0 |" in pr.body
     assert [c for c in forge.comments(number) if "denv:candidate" in c.body]
     # the same winner again: the same pull request, nothing new
