@@ -4,6 +4,7 @@ GPUs only; the candidates table; a verified winner as the bot's pull request; st
 from __future__ import annotations
 
 import contextlib
+import os
 import time
 from pathlib import Path
 from typing import Annotated
@@ -12,21 +13,15 @@ import typer
 from rich.table import Table
 
 from reconciler.cli.common import JsonOption, RepoOption, console, load, print_json, seconds
-from reconciler.cli.optimize_run import (
-    keep_running,
-    promoter,
-    run_once,
-    say,
-    store_of,
-)
 from reconciler.errors import DenvError, UsageError
-from reconciler.fleet.drivers.registry import Drivers
 from reconciler.optimize.candidates import StudyState, headers, table
 from reconciler.optimize.goal import GOAL_METRIC, GOALS, Goal
-from reconciler.optimize.start import StartOptions, split_target
-from reconciler.optimize.state import study_status
+from reconciler.optimize.state import StateStore, split_target, state_home, study_status
 from reconciler.spec.sources import find_root
-from reconciler.trials.deployment import sigterm_as_interrupt
+
+# `status`, `candidates` and `stop` only read the study's state: this module imports nothing
+# else at its top. What a run needs (optuna, SQLAlchemy, the fleet drivers, the load
+# generator) is imported by `start` and `promote` (docs/performance.md, "Start-up").
 
 app = typer.Typer(help="Search for a faster recipe on the release's own traffic.")
 
@@ -88,6 +83,10 @@ def start(
 ) -> None:
     """Search for a better recipe for RELEASE/STAGE on trial GPUs of its first fleet,
     verify winners (repeats and parity against the current release), and list them."""
+    from reconciler.cli.optimize_run import keep_running, run_once
+    from reconciler.optimize.start import StartOptions
+    from reconciler.trials.deployment import sigterm_as_interrupt
+
     if goal not in GOALS:
         raise UsageError(f"--goal {goal}: use throughput, latency or cost")
     release, stage = split_target(target)
@@ -122,6 +121,10 @@ def start(
         print_json(final)
         return
     _print_table(final)
+
+
+def store_of(root: Path) -> StateStore:
+    return StateStore(state_home(root, os.environ))
 
 
 def goal_of(text: str) -> Goal:
@@ -172,6 +175,9 @@ def promote(
 ) -> None:
     """Open (or update) the bot's pull request that makes a verified candidate the release's
     recipe; candidates that failed parity or are not verified are refused."""
+    from reconciler.cli.optimize_run import promoter, say
+    from reconciler.fleet.drivers.registry import Drivers
+
     root = find_root(repo)
     store = store_of(root)
     state = store.find_candidate(candidate)

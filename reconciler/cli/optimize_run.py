@@ -22,7 +22,7 @@ from reconciler.optimize.candidates import Row, StudyState
 from reconciler.optimize.promote import promote_row
 from reconciler.optimize.runner import Effects, Loop, Promote, StudyStopped
 from reconciler.optimize.start import StartOptions, resolve, traffic_lines
-from reconciler.optimize.state import StateStore, state_home
+from reconciler.optimize.state import StateStore
 from reconciler.optimize.watch import catalog_marks, remeasure_reasons
 from reconciler.pr.plan import plan_pull_request
 from reconciler.spec.repo import Repo
@@ -32,10 +32,6 @@ messages = terminal.console(stderr=True)
 
 def say(message: str) -> None:
     messages.print(message, markup=False, highlight=False, soft_wrap=True)
-
-
-def store_of(root: Path) -> StateStore:
-    return StateStore(state_home(root, os.environ))
 
 
 def _ended(state: StudyState, how: str, note: str | None, now: dt.datetime) -> StudyState:

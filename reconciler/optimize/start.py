@@ -29,7 +29,7 @@ from reconciler.optimize.goal import Goal
 from reconciler.optimize.prescreen import prescreen
 from reconciler.optimize.runner import Setup
 from reconciler.optimize.space import Candidate, SearchSpace
-from reconciler.optimize.state import StateStore, default_storage, shown_storage
+from reconciler.optimize.state import StateStore, default_storage, shown_storage, split_target
 from reconciler.optimize.study import Study
 from reconciler.optimize.watch import catalog_marks
 from reconciler.optimize.workload import Workload, recorded_shape_path, run_lines, stage_target
@@ -60,13 +60,6 @@ class StartOptions:
     ready_timeout: float = 300.0
     seed: int | None = None  # the sampler's, for a study that repeats exactly
     parity_suite: str | None = None  # a suite name or file; default: the gates' suite
-
-
-def split_target(text: str) -> tuple[str, str]:
-    release, _, stage = text.partition("/")
-    if not release or not stage or "/" in stage:
-        raise UsageError(f"'{text}': give RELEASE/STAGE, e.g. chat-8b/prod")
-    return release, stage
 
 
 def find_stage(repo: Repo, release: str, stage: str) -> Stage:

@@ -23,13 +23,21 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 from reconciler.adapters.git import GitRepo
-from reconciler.errors import DenvError, NotFound
+from reconciler.errors import DenvError, NotFound, UsageError
 from reconciler.optimize.candidates import StudyState
 from reconciler.spec.base import Spec
 
 
 class StudyBusy(DenvError):
     """Another process runs the study already."""
+
+
+def split_target(text: str) -> tuple[str, str]:
+    """`RELEASE/STAGE`, the key of a study, as its two parts."""
+    release, _, stage = text.partition("/")
+    if not release or not stage or "/" in stage:
+        raise UsageError(f"'{text}': give RELEASE/STAGE, e.g. chat-8b/prod")
+    return release, stage
 
 
 def state_home(root: Path, env: Mapping[str, str]) -> Path:

@@ -50,9 +50,9 @@ HEAVY_FOR_HELP = (
 )
 
 
-def imported(*argv: str) -> set[str]:
+def imported(*argv: str, env: dict[str, str] | None = None) -> set[str]:
     run = subprocess.run(
-        [sys.executable, "-c", IMPORTED, *argv], capture_output=True, text=True, cwd=ROOT
+        [sys.executable, "-c", IMPORTED, *argv], capture_output=True, text=True, cwd=ROOT, env=env
     )
     return set(json.loads(run.stderr.strip().splitlines()[-1]))
 
@@ -75,6 +75,23 @@ def test_help_imports_no_command_and_no_heavy_library() -> None:
 @pytest.mark.parametrize("argv", [("bench", "--help"), ("validate", "--help")], ids=" ".join)
 def test_bench_and_validate_import_no_adapter_library(argv: tuple[str, ...]) -> None:
     assert loaded(imported(*argv), ADAPTERS) == []
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [("status",), ("candidates", "chat-8b/canary"), ("stop", "chat-8b/canary")],
+    ids=lambda argv: argv[0],
+)
+def test_the_optimizers_read_only_commands_import_no_run_library(
+    argv: tuple[str, ...], tmp_path: Path
+) -> None:
+    """`optimize status`, `candidates` and `stop` read the study's state file: not optuna,
+    SQLAlchemy, the fleet drivers or the load generator (they took 2.5-7 s on a busy machine)."""
+    env = {**os.environ, "DENV_OPTIMIZE_HOME": str(tmp_path)}
+    modules = imported("optimize", *argv, env=env)
+    assert "reconciler.cli.optimize" in modules
+    assert loaded(modules, tuple(a for a in ADAPTERS if a != "pygit2")) == []
+    assert loaded(modules, ("reconciler.optimize.runner", "reconciler.fleet.drivers")) == []
 
 
 def test_ranking_imports_no_engine_and_builds_no_unread_model(tmp_path: Path) -> None:
