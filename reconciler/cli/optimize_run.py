@@ -71,6 +71,7 @@ def run_once(
                 promote=promoter(root, repo, drivers) if options.auto else None,
                 say=shown.say,
                 progress=shown.update if show_progress else lambda *_: None,
+                ended=shown.end if show_progress else lambda *_: None,
             )
             loop = Loop(setup, effects, state)
             final = loop.run()

@@ -8,6 +8,11 @@ message is one line with the time since the command started:
 
     [  12.3s] level 2/4: concurrency 8 — 64/64 requests, 7.1 s
 
+A task that ends before its total (a run stopped early) is ended by its caller (`end`): its
+line comes then, with its own duration, not when the command exits. In a log, counted work
+that goes on for `QUIET_S` without a line gets one saying how far it is, so a log is never
+silent for long while requests are answered.
+
 Everything goes to stderr, so stdout stays the command's output (its table or --json).
 Services never see this class: they get its bound methods as their progress and message
 callbacks.
@@ -35,6 +40,8 @@ from rich.text import Text
 from reconciler.cli import terminal
 
 Clock = Callable[[], float]
+
+QUIET_S = 10.0  # in a log: a line at least this often while counted work goes on
 
 
 class _Count(ProgressColumn):
@@ -74,6 +81,7 @@ class ProgressSink:
         self.unit = unit
         self.clock = clock
         self.start = clock()
+        self._said = self.start  # when the last line was printed
         self._tasks: dict[str, _Task] = {}  # started and not finished
         self._started = 0
         self._bars: Progress | None = None
@@ -120,6 +128,16 @@ class ProgressSink:
             self._bars.update(task.bar, completed=done, total=total)
         if total and done >= total:
             self._finish(label, task, "")
+        elif self._bars is None and self.clock() - self._said >= QUIET_S:
+            unit = f" {self.unit}" if self.unit else ""
+            self.say(f"{task.name} — {done}/{total}{unit} so far")
+
+    def end(self, label: str, how: str = "ended at ") -> None:
+        """Task `label` ended now, short of its total (a run stopped early): its line at once,
+        with its own duration. Nothing when it finished already, or never started."""
+        task = self._tasks.get(label)
+        if task is not None:
+            self._finish(label, task, how)
 
     def counter(self, label: str) -> Callable[[int, int], None]:
         """A `(done, total)` callback for one task, as parity's runner takes."""
@@ -137,6 +155,7 @@ class ProgressSink:
 
     def say(self, message: str) -> None:
         """One line that stays: a warning, a reclaimed trial, a phase in a log."""
+        self._said = self.clock()
         self.console.print(
             f"[{self.clock() - self.start:6.1f}s] {message}",
             markup=False,

@@ -41,6 +41,18 @@ def speed_at(point: int) -> float:
     return float(f"{2 ** (point / STEPS):.6g}")
 
 
+def rounded(value: float) -> str:
+    """A speed or a rate for people: two significant figures (`8.7`, `0.25`, `35`), a third
+    where two would be more than 1% off (`1.04`: two grid speeds, 4.4% apart, never read
+    alike), whole numbers from 100 (`1,250`). The stored figures keep their digits."""
+    if abs(value) >= 100:
+        return f"{value:,.0f}"
+    short = f"{value:.2g}"
+    if "e" in short or abs(float(short) - value) > 0.01 * abs(value):
+        return f"{value:.3g}"
+    return short
+
+
 @dataclass(frozen=True)
 class Ladder:
     """How a search moves; speeds are multiples of the traffic's recorded rate."""

@@ -34,7 +34,7 @@ from typing import Any
 from reconciler.errors import DenvError, ParityError
 from reconciler.fleet.drivers.registry import Drivers
 from reconciler.optimize.candidates import Row, Run, Status, StudyState, status_text
-from reconciler.optimize.capacity import AT_RECORDED_RATE, Ladder
+from reconciler.optimize.capacity import AT_RECORDED_RATE, Ladder, rounded
 from reconciler.optimize.goal import higher_is_better, searches_capacity
 from reconciler.optimize.heartbeat import beating
 from reconciler.optimize.outcome import Outcome
@@ -60,6 +60,7 @@ from reconciler.trials.deployment import TrialEndpoint, check_running
 
 Say = Callable[[str], None]
 Progress = Callable[[str, int, int], None]  # (what, done, total): trials, a run's requests
+Ended = Callable[[str, str], None]  # (what, how): a run that ended before its total, at once
 Promote = Callable[[StudyState, Row], int]  # opens or updates the PR; its number
 
 
@@ -92,6 +93,7 @@ class Effects:
     promote: Promote | None = None
     say: Say = lambda _message: None
     progress: Progress = lambda *_: None
+    ended: Ended = lambda *_: None
     clock: Callable[[], dt.datetime] = field(default=lambda: dt.datetime.now(dt.UTC))
 
 
@@ -141,7 +143,13 @@ class Loop:
 
     def measure(self, endpoint: TrialEndpoint, label: str, ladder: Ladder) -> Run:
         def progress(speed: float) -> Callable[[int, int], None]:
-            return lambda done, total: self.fx.progress(f"{label} at {speed:g}x", done, total)
+            return lambda done, total: self.fx.progress(
+                f"{label} at {rounded(speed)}x", done, total
+            )
+
+        def ended(speed: float, run: Run) -> None:
+            how = "stopped early (it clearly misses the target) at " if run.stopped_early else ""
+            self.fx.ended(f"{label} at {rounded(speed)}x", how)
 
         return capacity(
             endpoint,
@@ -150,6 +158,7 @@ class Loop:
             fleet=self.setup.fleet,
             drivers=self.fx.drivers,
             progress=progress,
+            ended=ended,
         )
 
     def outcome(self, run: Run, gpus: int) -> Outcome:
@@ -295,7 +304,7 @@ class Loop:
         """Why one run rules the candidate out before verification, or None."""
         if run.miss is not None:
             early = "stopped early: " if run.stopped_early else ""
-            at = f" at every rate tried, down to {run.rate:g} req/s" if run.rate else ""
+            at = f" at every rate tried, down to {rounded(run.rate)} req/s" if run.rate else ""
             return f"{early}misses the target{at}: {run.miss}"
         if run.goal is None:
             return "measured nothing"
@@ -393,7 +402,7 @@ class Loop:
 def describe(run: Run) -> str:
     """`12.3 req/s/GPU … at 24 req/s (3 runs)` for the messages."""
     tried = f" ({len(run.tried)} run{'' if len(run.tried) == 1 else 's'})" if run.tried else ""
-    rate = f" at {run.rate:g} req/s" if run.rate is not None else ""
+    rate = f" at {rounded(run.rate)} req/s" if run.rate is not None else ""
     if run.miss is not None:
         return f"misses the target{rate}{tried}: {run.miss}"
     figure = f"{run.goal:,.4g}" if run.goal is not None else "…"

@@ -40,8 +40,10 @@ from reconciler.trials.deployment import (
 )
 
 Say = Callable[[str], None]
-# (requests answered or failed so far, requests in the run)
+# (requests answered or failed so far, requests in the run); (0, total) when the run starts
 Progress = Callable[[int, int], None]
+# (speed, the run) once each run of a search has ended, however it ended
+Ended = Callable[[float, Run], None]
 
 CHECK_EVERY = 8  # answers between two looks at the figures so far
 
@@ -113,6 +115,7 @@ async def _replay(
     lines, at = work.run(speed)
     total = len(lines)
     load = Load(rate=work.rate(speed))
+    progress(0, total)  # the run starts now: its duration counts from here
 
     def seen(record: RequestRecord) -> None:
         records.append(record)
@@ -171,10 +174,12 @@ def capacity(
     fleet: Fleet,
     drivers: Drivers,
     progress: Callable[[float], Progress] = lambda _speed: lambda *_: None,
+    ended: Ended = lambda *_: None,
 ) -> Run:
     """The capacity search against a trial deployment: the run at the highest speed that
     held the target, with every run tried; the slowest run tried when none held.
-    `progress(speed)` gives each run's progress callback."""
+    `progress(speed)` gives each run's progress callback; `ended` hears of each run as soon
+    as it ends (one stopped early never reaches its total)."""
 
     try:
         target = _target(endpoint, work)  # once a search: its prompt form does not change
@@ -183,8 +188,10 @@ def capacity(
         raise DenvError(f"{endpoint.url}: cannot reach the trial: {why}") from exc
 
     def probe(speed: float) -> Run:
-        return measure(endpoint, work, speed, fleet=fleet, drivers=drivers,
-                       progress=progress(speed), target=target, check=False)  # fmt: skip
+        run = measure(endpoint, work, speed, fleet=fleet, drivers=drivers,
+                      progress=progress(speed), target=target, check=False)  # fmt: skip
+        ended(speed, run)
+        return run
 
     found = search(probe, lambda run: run.miss is None, ladder)
     check_running(endpoint, fleet, drivers)  # an engine that died shows here, once

@@ -88,3 +88,37 @@ def test_denv_parity_run_piped_prints_progress_lines(denv_repo: Path) -> None:
         run.stderr
     )
     assert run.stdout.startswith("PARITY 2/3")  # stdout is the verdict alone
+
+
+def test_a_run_stopped_early_has_its_line_when_it_ends_with_its_own_duration() -> None:
+    """The optimizer's runs: the first stops early at 23 of 64 requests after 11 s; its line
+    comes then, before the next run's, not when the command exits minutes later."""
+    shown, out, clock = sink(False, unit="requests")
+    with shown:
+        shown.update("run 1 at 8.7x", 0, 64)  # the run starts
+        for done in range(1, 24):
+            clock.now += 0.5
+            shown.update("run 1 at 8.7x", done, 64)
+        shown.end("run 1 at 8.7x", "stopped early at ")
+        clock.now += 2.0  # between runs
+        shown.update("run 2 at 4.4x", 0, 64)
+        clock.now += 6.0
+        shown.update("run 2 at 4.4x", 64, 64)
+        shown.end("run 2 at 4.4x", "stopped early at ")  # finished already: nothing more
+        clock.now += 350.0  # a long teardown before the command exits
+    assert out.getvalue().splitlines() == [
+        "[  10.0s] run 1 at 8.7x — 20/64 requests so far",  # 10 s without a line
+        "[  11.5s] run 1 at 8.7x — stopped early at 23/64 requests, 11.5 s",
+        "[  19.5s] run 2 at 4.4x — 64/64 requests, 6.0 s",
+    ]
+
+
+def test_a_terminal_gets_no_so_far_lines() -> None:
+    shown, out, clock = sink(True, unit="requests")
+    with shown:
+        shown.update("run 1 at 2x", 0, 64)
+        clock.now += 30.0
+        shown.update("run 1 at 2x", 10, 64)
+        shown.end("run 1 at 2x")
+    assert [line for line in out.getvalue().splitlines() if "so far" in line] == []
+    assert "run 1 at 2x — ended at 10/64 requests, 30.0 s" in out.getvalue()

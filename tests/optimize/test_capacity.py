@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from reconciler.optimize.capacity import STEPS, Ladder, grid, search, speed_at
+from reconciler.optimize.capacity import STEPS, Ladder, grid, rounded, search, speed_at
 
 
 def edge_at(limit: float, seen: list[float]) -> tuple[object, object]:
@@ -67,3 +67,11 @@ def test_a_repeat_searches_near_a_capacity_found() -> None:
     found = search(probe, held, Ladder().near(2.0))  # type: ignore[arg-type]
     assert seen == [2.0, speed_at(grid(2.0) - 2), speed_at(grid(2.0) - 4)]
     assert found.capacity is not None and found.capacity.speed <= 1.7
+
+
+def test_speeds_and_rates_print_rounded_for_people_and_never_alike() -> None:
+    assert [rounded(x) for x in (8.72406, 0.25, 1.04427, 34.6234, 99.7, 1250.4)] == [
+        "8.7", "0.25", "1.04", "34.6", "99.7", "1,250"
+    ]  # fmt: skip
+    speeds = [speed_at(point) for point in range(-64, 128)]
+    assert len({rounded(s) for s in speeds}) == len(speeds)  # two runs never read alike

@@ -4,12 +4,13 @@ target stopped early, well before its end; the capacity search's edge."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 
 from reconciler.catalog.latency import parse_latency_target
 from reconciler.fleet.drivers.registry import Drivers
+from reconciler.optimize.candidates import Run
 from reconciler.optimize.capacity import Ladder
 from reconciler.optimize.trials import capacity, measure
 from reconciler.optimize.workload import Workload
@@ -76,11 +77,31 @@ def test_the_capacity_search_finds_the_edge_of_what_holds(sim: Sim) -> None:
     """Two sequences at a time: a few requests a second hold a TTFT p99 of 0.5 s; doubling
     the rate from there, one soon does not (the engine's queue, or what this machine can send
     on time); the search stops between the two."""
+    events: list[tuple[str, float, int, int]] = []
+
+    def progress(speed: float) -> Callable[[int, int], None]:
+        return lambda done, total: events.append(("run", speed, done, total))
+
+    def ended(speed: float, run: Run) -> None:
+        events.append(("ended", speed, run.metrics.requests or 0, int(run.stopped_early)))
+
     found = capacity(
         endpoint(sim), work(24, "p99<500ms", run_s=1.0), Ladder(max_runs=8),
-        fleet=FLEET, drivers=Drivers(),
+        fleet=FLEET, drivers=Drivers(), progress=progress, ended=ended,
     )  # fmt: skip
     assert found.miss is None and found.speed is not None and found.tried
+    # each run is told as it goes, in order: it starts (0 of its total), its answers come,
+    # and it ends before the next one starts, stopped early or not
+    runs = [e for e in events if e[0] == "ended"]
+    assert [e[1] for e in runs] == [p.speed for p in found.tried]
+    at = 0
+    for speed in [p.speed for p in found.tried]:
+        end = events.index(next(e for e in runs if e[1] == speed), at)
+        mine = events[at:end]
+        assert mine and mine[0][:3] == ("run", speed, 0)
+        assert all(e[:2] == ("run", speed) for e in mine)
+        at = end + 1
+    assert at == len(events)
     held = [p.speed for p in found.tried if p.miss is None]
     missed = [p.speed for p in found.tried if p.miss is not None]
     assert held and missed and found.speed == max(held) < min(missed)
