@@ -43,6 +43,7 @@ from reconciler.optimize.state import StateStore
 from reconciler.optimize.study import Study
 from reconciler.optimize.trials import capacity, deployed
 from reconciler.optimize.verify import (
+    Gain,
     answer_levers,
     gain_interval,
     gain_refusal,
@@ -283,8 +284,9 @@ class Loop:
             run = self.measure(endpoint, f"{row.id} run 1", self.ladder(baseline.speed))
             self.fx.say(f"  {row.id}: {describe(run)}")
             outcome = self.outcome(run, candidate.gpus)
-            row = row.model_copy(update={"runs": [run]})
-            why = self.screen(run, self.state.current.mean("goal") or baseline.goal or 0.0)
+            first = self.first_look(run, baseline)
+            row = row.model_copy(update={"runs": [run], "gain": first})
+            why = self.screen(run, first)
             if why is not None:
                 study.tell(trial, outcome)
                 return self._rejected(row, why)
@@ -300,7 +302,17 @@ class Loop:
         verified = [r for r in self.state.candidates if r.status is Status.VERIFIED and r.gain]
         return max(verified, key=lambda r: r.gain.gain if r.gain else 0.0, default=None)
 
-    def screen(self, run: Run, baseline: float) -> str | None:
+    def first_look(self, run: Run, baseline: Run) -> Gain | None:
+        """The candidate's one run against the current release's figure (the mean of its runs
+        so far): the comparison the screen decides on, kept on the row (the table and the
+        reason show it) until verification's repeats replace it. None when either side
+        measured nothing."""
+        current = self.state.current.mean("goal") or baseline.goal
+        if run.miss is not None or run.goal is None or not current or current <= 0:
+            return None
+        return gain_interval([current], [run.goal], self.up)
+
+    def screen(self, run: Run, first: Gain | None) -> str | None:
         """Why one run rules the candidate out before verification, or None."""
         if run.miss is not None:
             early = "stopped early: " if run.stopped_early else ""
@@ -309,8 +321,8 @@ class Loop:
         if run.goal is None:
             return "measured nothing"
         rules, sign = self.setup.rules, (1.0 if self.up else -1.0)
-        if not promising(baseline, run.goal, self.up, rules.min_gain):
-            return f"not better: {percent(sign * (run.goal - baseline) / baseline)} vs current"
+        if first is not None and first.gain <= rules.min_gain:
+            return f"not better: {percent(first.gain)} vs current"
         best = self.best_verified()
         figure = best.mean("goal") if best is not None else None
         if best is not None and figure and not promising(figure, run.goal, self.up, rules.min_gain):

@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -15,11 +16,12 @@ import pytest
 
 from reconciler.errors import UsageError
 from reconciler.fleet.drivers.registry import Drivers
-from reconciler.optimize.candidates import Row, Run, Status, StudyState
+from reconciler.optimize.candidates import Row, Run, Status, StudyState, table
 from reconciler.optimize.capacity import Ladder
 from reconciler.optimize.runner import Effects, Loop, Setup
 from reconciler.optimize.start import StartOptions, resolve
 from reconciler.optimize.state import StateStore
+from reconciler.optimize.verify import percent
 from reconciler.spec.loader import open_repo
 from reconciler.spec.recipe import Recipe
 from reconciler.spec.result import Metrics, Percentiles
@@ -138,6 +140,17 @@ def test_the_loop_verifies_a_winner_and_keeps_fp8_out(denv_repo: Path, edit: Edi
     later = [r for r in rows.values() if r.status is Status.REJECTED and "fp8" not in r.change]
     assert all((r.reason or "").startswith(f"not better than verified {winner.id}") for r in later)
 
+    # one comparison per row, computed once: the goal's cell shows the gain the row carries
+    # (its verification's, or its one run's against the current release), and a reason that
+    # names a gain against the current release names that one
+    cells = {cells[0]: cells[2] for cells in table(final)}
+    for each in final.candidates:
+        if each.gain is not None:
+            assert f"(gain {percent(each.gain.gain)} vs " in cells[each.id]
+        said = re.search(r"not better: (\S+) vs current", each.reason or "")
+        if said is not None:
+            assert each.gain is not None and said.group(1) == percent(each.gain.gain)
+
 
 def test_starting_a_finished_study_again(denv_repo: Path, edit: Edit) -> None:
     """A larger --max-trials continues it; --auto promotes its verified winner without a
@@ -195,3 +208,44 @@ def test_starting_a_finished_study_again(denv_repo: Path, edit: Edit) -> None:
     assert wider.study != first.study and wider.study.endswith(".levers-kv_dtype+max_batch")
     assert wider.levers == ["kv_dtype", "max_batch"] and wider.trials == 2
     assert len(wider_loop.deployed) >= 1 + 1  # a study of its own, trialed from the start
+
+
+class FlatLoop(ScriptedLoop):
+    """Every candidate measures what the current release does, give or take 1%."""
+
+    def measure(self, endpoint: TrialEndpoint, label: str, ladder: Ladder) -> Run:
+        run = super().measure(endpoint, label, ladder)
+        figure = 100.0 + (self.runs % 3 - 1)
+        return run.model_copy(update={"goal": figure, "rate": figure, "speed": figure / 20})
+
+
+def test_a_candidate_screened_out_shows_the_gain_its_reason_names(
+    denv_repo: Path, edit: Edit
+) -> None:
+    """One run against the current release: the reason's gain and the table's are one
+    comparison, kept on the row (the table showed the run's own change, rounded apart)."""
+    edit("releases/chat-8b/denv.yaml", "settings: { max_batch: 128 }", "settings: { max_batch: 4 }")
+    edit("policies/optimizer.yaml", "max_trials: 40", "max_trials: 2")
+    trace = denv_repo / "shape.jsonl"
+    trace.write_text(
+        "".join(
+            json.dumps({"timestamp": 50 * i, "input_length": 600, "output_length": 16,
+                        "hash_ids": [1, 100 + i]}) + "\n"
+            for i in range(48)
+        )
+    )  # fmt: skip
+    store = StateStore(denv_repo / "state")
+    options = StartOptions(
+        target="chat-8b/canary", goal="throughput", budget_gpus=4, traffic=trace,
+        levers=["max_batch"], seed=1,
+    )  # fmt: skip
+    setup, state = resolve(denv_repo, open_repo(denv_repo), options, store, AT)
+    final = FlatLoop(setup, Effects(store=store, drivers=Drivers(), clock=lambda: AT), state).run()
+    cells = {cells[0]: cells[2] for cells in table(final)}
+    assert final.candidates
+    for each in final.candidates:
+        said = re.search(r"^not better: (\S+) vs current$", each.reason or "")
+        assert said is not None and each.gain is not None and each.gain.runs == 1
+        assert said.group(1) == percent(each.gain.gain)
+        assert each.gain.current_mean == final.current.mean("goal") == 100.0
+        assert cells[each.id] == f"{each.gain.candidate_mean:,.2f} (gain {said.group(1)} vs 100.00)"
