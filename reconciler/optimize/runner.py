@@ -143,14 +143,18 @@ class Loop:
         return first.near(first.start) if near else first
 
     def measure(self, endpoint: TrialEndpoint, label: str, ladder: Ladder) -> Run:
-        def progress(speed: float) -> Callable[[int, int], None]:
-            return lambda done, total: self.fx.progress(
-                f"{label} at {rounded(speed)}x", done, total
-            )
+        def named(speed: float) -> str:
+            return f"{label} at {rounded(speed)}x"
 
-        def ended(speed: float, run: Run) -> None:
-            how = "stopped early (it clearly misses the target) at " if run.stopped_early else ""
-            self.fx.ended(f"{label} at {rounded(speed)}x", how)
+        def progress(speed: float) -> Callable[[int, int], None]:
+            return lambda done, total: self.fx.progress(named(speed), done, total)
+
+        def ended(speed: float, run: Run | None) -> None:
+            # a run that answered every request has had its line already
+            how = "failed at " if run is None else "ended at "
+            if run is not None and run.stopped_early:
+                how = "stopped early: it clearly misses the target, at "
+            self.fx.ended(named(speed), how)
 
         return capacity(
             endpoint,

@@ -42,8 +42,8 @@ from reconciler.trials.deployment import (
 Say = Callable[[str], None]
 # (requests answered or failed so far, requests in the run); (0, total) when the run starts
 Progress = Callable[[int, int], None]
-# (speed, the run) once each run of a search has ended, however it ended
-Ended = Callable[[float, Run], None]
+# (speed, the run) once each run of a search has ended; the run is None when it failed
+Ended = Callable[[float, Run | None], None]
 
 CHECK_EVERY = 8  # answers between two looks at the figures so far
 
@@ -188,9 +188,12 @@ def capacity(
         raise DenvError(f"{endpoint.url}: cannot reach the trial: {why}") from exc
 
     def probe(speed: float) -> Run:
-        run = measure(endpoint, work, speed, fleet=fleet, drivers=drivers,
-                      progress=progress(speed), target=target, check=False)  # fmt: skip
-        ended(speed, run)
+        run: Run | None = None
+        try:
+            run = measure(endpoint, work, speed, fleet=fleet, drivers=drivers,
+                          progress=progress(speed), target=target, check=False)  # fmt: skip
+        finally:
+            ended(speed, run)
         return run
 
     found = search(probe, lambda run: run.miss is None, ladder)

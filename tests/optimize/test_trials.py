@@ -82,7 +82,8 @@ def test_the_capacity_search_finds_the_edge_of_what_holds(sim: Sim) -> None:
     def progress(speed: float) -> Callable[[int, int], None]:
         return lambda done, total: events.append(("run", speed, done, total))
 
-    def ended(speed: float, run: Run) -> None:
+    def ended(speed: float, run: Run | None) -> None:
+        assert run is not None  # none failed
         events.append(("ended", speed, run.metrics.requests or 0, int(run.stopped_early)))
 
     found = capacity(
