@@ -15,7 +15,7 @@ from reconciler.catalog.latency import LatencyTarget
 from reconciler.engines.sim.predict import predict
 from reconciler.engines.sim.traffic import Request, traced
 from reconciler.errors import DenvError
-from reconciler.optimize.capacity import AT_RECORDED_RATE, Found, Ladder, search
+from reconciler.optimize.capacity import AT_RECORDED_RATE, Found, Ladder, rounded, search
 from reconciler.optimize.goal import Goal, higher_is_better, searches_capacity
 from reconciler.optimize.outcome import Outcome, violation
 from reconciler.optimize.space import Candidate, SearchSpace
@@ -137,7 +137,8 @@ def scored(
     if outcome.metrics.errors:
         reason = f"{outcome.metrics.errors} requests too large for one replica"
     elif outcome.behind and miss > 0:
-        reason = f"a queue builds even at {outcome.rate:g} req/s"
+        at = f" at {rounded(outcome.rate)} req/s" if outcome.rate is not None else ""
+        reason = f"a queue builds even{at}"
     elif miss > 0 and target is not None:
         reason = target.judge(outcome.metrics).reason
     return Scored(candidate, outcome, outcome.value(goal), miss, reason)
