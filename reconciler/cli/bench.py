@@ -30,7 +30,6 @@ app = typer.Typer(
 )
 app.command("run")(bench_run.run)
 
-Workload = Literal["chat", "agent", "rag", "coding", "reasoning", "batch"]
 PriceOption = Annotated[
     list[str] | None,
     typer.Option("--price", help="Your own price, HW=USD per GPU-hour (repeatable)."),
@@ -47,7 +46,8 @@ def _state_file() -> Path:
 def bench(
     ctx: typer.Context,
     workload: Annotated[
-        Workload | None, typer.Option(help="Traffic the results must match.")
+        str | None,
+        typer.Option(help="Traffic the results must match: a profile of catalog/workloads.yaml."),
     ] = None,
     latency: Annotated[
         str | None,

@@ -14,6 +14,7 @@ from pydantic import ValidationError
 from rich.table import Table
 from rich.text import Text
 
+from reconciler.catalog.workloads import profile_for
 from reconciler.cli.common import JsonOption, RepoOption, console, load, print_json
 from reconciler.cli.recipe import find_recipe
 from reconciler.engines.sim import traffic
@@ -275,10 +276,8 @@ def _requests(
     count: int,
 ) -> list[traffic.Request]:
     if workload is not None:
-        if workload not in repo.workloads:
-            known = ", ".join(sorted(repo.workloads))
-            raise NotFound(f"unknown workload '{workload}' (known: {known})")
-        return traffic.workload(repo.workloads[workload], count)
+        profile = profile_for(workload, list(repo.workloads.values()))
+        return traffic.workload(profile, count)
     if traffic_file is not None:
         text = read_text(traffic_file, "traffic file", MAX_JSONL_BYTES)
         return traffic.traced(traffic.parse_traffic(text, str(traffic_file)))[:count]

@@ -182,6 +182,25 @@ def test_bad_input_is_a_message_exit_1(denv, args: list[str], message: str) -> N
     assert message in run.stderr and "Traceback" not in run.stderr
 
 
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["bench"],
+        ["bench", "run", "--recipe", "llama-3.1-8b/vllm@1", "--target", "local"],
+        ["sim", "predict", "--recipe", "llama-3.1-8b/vllm@1"],
+        ["traffic", "generate", "--out", "unused.jsonl"],
+    ],
+)
+def test_every_command_refuses_an_unknown_workload_alike(denv, args: list[str]) -> None:  # type: ignore[no-untyped-def]
+    """One check (catalog/workloads.py: profile_for): the same message, exit 1, no usage text."""
+    run = denv(*args, "--workload", "agnet")
+    assert run.returncode == 1, (run.stdout, run.stderr)
+    assert run.stderr.strip() == (
+        "unknown workload 'agnet' (known: chat, agent, rag, coding, reasoning, batch)"
+    )
+    assert not (ROOT / "unused.jsonl").exists()
+
+
 def test_fleet_list_declared_figures(denv) -> None:  # type: ignore[no-untyped-def]
     run = denv("fleet", "list", "--probe", "none", "--json")
     fleets = {f["fleet"]: f for f in json.loads(run.stdout)["fleets"]}
