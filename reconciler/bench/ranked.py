@@ -6,8 +6,10 @@ compare`)."""
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
+from reconciler.bench.compare import Uncertainty
+from reconciler.bench.compare import uncertainty as result_uncertainty
 from reconciler.catalog.cost import price_for, usd_per_m_output
 from reconciler.catalog.latency import parse_latency_target
 from reconciler.catalog.ranking import ErrorBand, RankBy, Ranking, Row, rank
@@ -16,6 +18,9 @@ from reconciler.errors import UsageError
 from reconciler.spec.recipe import AggregatedTopology, describe_topology, total_gpus
 from reconciler.spec.repo import Repo
 from reconciler.spec.result import Percentiles, Result
+
+if TYPE_CHECKING:  # the error table's module is read only where a simulated result needs it
+    from reconciler.engines.sim.error_bands import Metric
 
 RANK_BY: tuple[RankBy, ...] = ("cost", "throughput", "speed")
 
@@ -91,25 +96,37 @@ def _figure(value: float | None, digits: int) -> str:
 def error_bands(results: list[Result], rank_by: RankBy) -> dict[str, ErrorBand]:
     """Each simulated result's error band on the rank figure, from the calibration's error
     table (docs/simulator.md, "Errors")."""
+    metric: Metric = "tpot_p50" if rank_by == "speed" else "tok_s_per_gpu"
+    bands = _bands([r for r in results if r.source.kind == "simulated"], (metric,))
+    return {rid: found[metric] for rid, found in bands.items() if metric in found}
+
+
+def uncertainty(result: Result) -> Uncertainty:
+    """How far the result's figures may be off (bench/compare.py): a simulated one's error
+    bands on every figure they cover, a measured or published one's run-to-run noise."""
+    if result.source.kind != "simulated":
+        return result_uncertainty(result)
+    found = _bands([result], ("tok_s_per_gpu", "ttft_p50", "tpot_p50")).get(result.id, {})
+    return result_uncertainty(result, found)
+
+
+def _bands(results: list[Result], metrics: tuple[Metric, ...]) -> dict[str, dict[str, ErrorBand]]:
     from reconciler.engines.sim.error_bands import band, read_error_table
 
-    simulated = [r for r in results if r.source.kind == "simulated"]
-    if not simulated:
+    if not results:
         return {}
     table = read_error_table()
-    metric: Literal["tok_s_per_gpu", "tpot_p50"] = (
-        "tpot_p50" if rank_by == "speed" else "tok_s_per_gpu"
-    )
-    out = {}
-    for r in simulated:
+    out: dict[str, dict[str, ErrorBand]] = {}
+    for r in results:
         mode: Literal["aggregated", "disaggregated"] = (
             "disaggregated"
             if r.topology is not None and not isinstance(r.topology, AggregatedTopology)
             else "aggregated"
         )
-        found = band(table, r.hardware, r.engine.name, r.model, mode, metric)
-        if found is not None:
-            out[r.id] = found
+        for metric in metrics:
+            found = band(table, r.hardware, r.engine.name, r.model, mode, metric)
+            if found is not None:
+                out.setdefault(r.id, {})[metric] = found
     return out
 
 

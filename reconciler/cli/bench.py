@@ -155,18 +155,17 @@ def _remember(repo: Repo, ranking: Ranking, prices: dict[str, float]) -> None:
 
 @app.command("get")
 def get(
-    which: Annotated[str, typer.Argument(help="Row number of the last ranking, or a result id.")],
+    which: Annotated[
+        str, typer.Argument(help="Row number of the last ranking, a result id, or a file.")
+    ],
     price: PriceOption = None,
     repo: RepoOption = Path("."),
     as_json: JsonOption = False,
 ) -> None:
     """One result in full: speed, throughput, cost, recipe and source."""
     loaded = load(repo)
-    result_id, prices = _lookup(which)
+    result, prices = find_result(which, lambda: loaded)
     prices.update(parse_price_overrides(price or []))
-    result = next((r for r in loaded.results if r.id == result_id), None)
-    if result is None:
-        raise NotFound(f"no result '{result_id}' in {loaded.label}")
     details = ranked.describe(loaded, result, prices)
     if as_json:
         print_json(details)
@@ -174,9 +173,8 @@ def get(
     _print_details(details)
 
 
-def _lookup(which: str) -> tuple[str, dict[str, float]]:
-    if not which.isdigit():
-        return which, {}
+def _row(which: str) -> tuple[str, dict[str, float]]:
+    """The result id of row `which` of the last ranking, and the prices it was ranked at."""
     try:
         state = json.loads(_state_file().read_text())
     except (OSError, ValueError) as exc:
@@ -240,18 +238,23 @@ def _print_details(d: dict[str, Any]) -> None:
 
 @app.command("compare")
 def compare_results(
-    first: Annotated[str, typer.Argument(help="Result A: a result file, or a result id.")],
-    second: Annotated[str, typer.Argument(help="Result B: a result file, or a result id.")],
+    first: Annotated[
+        str, typer.Argument(help="Result A: a row number of the last ranking, an id or a file.")
+    ],
+    second: Annotated[
+        str, typer.Argument(help="Result B: a row number of the last ranking, an id or a file.")
+    ],
     price: PriceOption = None,
     repo: RepoOption = Path("."),
     as_json: JsonOption = False,
 ) -> None:
-    """Two results side by side: what each ran, every figure, and B − A."""
+    """Two results side by side: what each ran, every figure, and B − A; a change within the
+    results' uncertainty is no clear difference."""
     # imported here, as in _find_result: `denv bench` (the ranking) starts fast
     from reconciler.bench.compare import compare
     from reconciler.cli.bench_view import print_comparison
 
-    prices = parse_price_overrides(price or [])
+    overrides = parse_price_overrides(price or [])
     loaded: list[Repo] = []  # the repository, read only when an id needs it
 
     def the_repo() -> Repo:
@@ -260,23 +263,34 @@ def compare_results(
         return loaded[0]
 
     a, b = (
-        ranked.priced(_find_result(which, the_repo), prices, the_repo) for which in (first, second)
+        ranked.priced(result, {**prices, **overrides}, the_repo)
+        for result, prices in (find_result(which, the_repo) for which in (first, second))
     )
-    comparison = compare(a, b)
+    comparison = compare(a, b, ranked.uncertainty(a), ranked.uncertainty(b))
     if as_json:
         print_json(comparison)
         return
     print_comparison(comparison)
 
 
-def _find_result(which: str, the_repo: Callable[[], Repo]) -> Result:
+def find_result(
+    which: str, the_repo: Callable[[], Repo], files: bool = True
+) -> tuple[Result, dict[str, float]]:
+    """The one way `bench get`, `bench compare` and `deploy` name a result: a row number of
+    the last ranking (with the prices it was ranked at), a result id, or (`files`) a result
+    file."""
     from reconciler.bench.results import read_result
 
-    path = Path(which)
-    if path.suffix == ".json" or path.is_file():
-        return read_result(path)
+    prices: dict[str, float] = {}
+    if which.isdigit():
+        which, prices = _row(which)
+    elif files and (Path(which).suffix == ".json" or Path(which).is_file()):
+        return read_result(Path(which)), prices
     loaded = the_repo()
     found = next((r for r in loaded.results if r.id == which), None)
     if found is None:
-        raise NotFound(f"no result '{which}' in {loaded.label} (give a result id or a .json file)")
-    return found
+        also = ", a result id or a .json file" if files else " or a result id"
+        raise NotFound(
+            f"no result '{which}' in {loaded.label} (give a row number of the last ranking{also})"
+        )
+    return found, prices

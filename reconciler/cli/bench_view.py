@@ -13,6 +13,7 @@ from reconciler.bench.compare import (
     change_text,
     figure_label,
     figure_text,
+    unclear_note,
 )
 from reconciler.bench.metrics import LevelMetrics
 from reconciler.bench.pareto import load_label
@@ -81,3 +82,5 @@ def print_comparison(c: Comparison) -> None:
             BETTER_MARK.get(f.better or "", ""),
         )
     console.print(figures)
+    if note := unclear_note(c):
+        console.print(note, markup=False, highlight=False, soft_wrap=True)

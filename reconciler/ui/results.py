@@ -15,6 +15,7 @@ from reconciler.bench.compare import (
     compare,
     figure_label,
     figure_text,
+    unclear_note,
 )
 from reconciler.catalog.latency import parse_latency_target
 from reconciler.catalog.ranking import Ranking, Row
@@ -216,8 +217,10 @@ def comparison(state: UiState, params: Mapping[str, str]) -> Page:
                 return Page("compare.html", "Compare", context, live=False, status=404)
             chosen[which] = ranked.priced(found, {}, lambda: repo)
     if a_id and b_id:
-        c = compare(chosen[a_id], chosen[b_id])
+        a, b = chosen[a_id], chosen[b_id]
+        c = compare(a, b, ranked.uncertainty(a), ranked.uncertainty(b))
         context["c"] = c
+        context["unclear"] = unclear_note(c)
         context["figures"] = [
             {
                 "label": figure_label(f),

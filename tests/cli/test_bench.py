@@ -282,3 +282,51 @@ def test_ranking_reads_only_the_catalog_and_results(denv, denv_repo: Path) -> No
     assert checked.returncode == 1
     assert "fleets/local.yaml" in checked.stdout + checked.stderr
     assert str(recipe.relative_to(denv_repo)) in checked.stdout + checked.stderr
+
+
+def test_compare_takes_the_row_numbers_that_get_takes(denv) -> None:  # type: ignore[no-untyped-def]
+    """One way to name a result (cli/bench.py: _find_result) for `get` and `compare`."""
+    assert denv("bench", "--workload", "chat", "--json").returncode == 0
+    ids = [json.loads(denv("bench", "get", n, "--json").stdout)["result"] for n in ("1", "2")]
+    run = denv("bench", "compare", "1", "2", "--json")
+    assert run.returncode == 0, run.stderr
+    comparison = json.loads(run.stdout)
+    assert [comparison["a"], comparison["b"]] == ids
+
+
+def _published(tmp_path: Path, name: str, tok_s: float) -> Path:
+    line = (ROOT / "results/published/inferencex.jsonl").read_text().splitlines()[0]
+    result = json.loads(line)
+    result["id"] = name
+    result["metrics"] = {"output_tok_s": tok_s, "output_tok_s_per_gpu": tok_s / 8}
+    result["gpus"], result["usd_per_m_output"] = 8, None
+    path = tmp_path / f"{name}.json"
+    path.write_text(json.dumps(result))
+    return path
+
+
+def test_compare_names_no_better_side_within_the_noise(denv, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    a = _published(tmp_path, "a", 10_000.0)
+    close, far = _published(tmp_path, "close", 10_000.4), _published(tmp_path, "far", 11_000.0)
+    figures = {
+        f["name"]: f
+        for f in json.loads(denv("bench", "compare", str(a), str(close), "--json").stdout)[
+            "figures"
+        ]
+    }
+    assert figures["output tok/s"]["better"] == "unclear"
+    assert figures["output tok/s"]["noise_pct"] == 2.0
+    text = denv("bench", "compare", str(a), str(close)).stdout
+    assert "no clear difference" in text and "±2% run-to-run noise" in text
+    clear = json.loads(denv("bench", "compare", str(a), str(far), "--json").stdout)
+    assert {f["name"]: f["better"] for f in clear["figures"]}["output tok/s"] == "b"
+
+
+def test_compare_of_simulated_results_uses_their_error_band(denv) -> None:  # type: ignore[no-untyped-def]
+    rows = json.loads(denv("bench", "--workload", "agent", "--hardware", "h200", "--json").stdout)
+    sims = [r for r in rows["ranked"] if r["source"] == "simulated"][:2]
+    run = denv("bench", "compare", sims[0]["result"], sims[1]["result"], "--json")
+    comparison = json.loads(run.stdout)
+    tok = {f["name"]: f for f in comparison["figures"]}["output tok/s/GPU"]
+    assert tok["noise_pct"] > 2.0 and "simulated" in comparison["a_uncertainty"]
+    assert (tok["better"] == "unclear") == (abs(tok["delta_pct"]) <= tok["noise_pct"])
