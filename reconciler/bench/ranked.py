@@ -23,6 +23,16 @@ if TYPE_CHECKING:  # the error table's module is read only where a simulated res
     from reconciler.engines.sim.error_bands import Metric
 
 RANK_BY: tuple[RankBy, ...] = ("cost", "throughput", "speed")
+# `denv bench`'s columns, and the one each rank orders by (the UI's are the same, in words).
+COLUMNS = (
+    "#", "MODEL", "GPU", "RECIPE", "TTFT-P99", "TOK/S/USER", "TOK/S", "TOK/S/GPU", "$/M-OUT",
+    "SOURCE",
+)  # fmt: skip
+RANK_COLUMN: dict[RankBy, str] = {
+    "cost": "$/M-OUT",
+    "throughput": "TOK/S/GPU",
+    "speed": "TOK/S/USER",
+}
 
 
 def aliases(repo: Repo) -> tuple[dict[str, str], dict[str, str]]:
@@ -74,7 +84,8 @@ SIMULATED_NOTE = (
 
 def row_cells(row: Row) -> list[str]:
     """A ranking row's cells after its number, as `denv bench` writes them: model, GPU,
-    recipe, TTFT p99, tok/s, tok/s/GPU, $/M output, source (with a simulated one's band)."""
+    recipe, TTFT p99, tok/s per user, tok/s, tok/s/GPU, $/M output, source (with a simulated
+    one's band): every figure a ranking can be ordered by (RANK_COLUMN)."""
     # No denv recipe: the engine that ran it, e.g. "(sglang 0.5.8 via dynamo)"
     recipe = row.recipe or "(" + row.engine.replace(" (", " via ").rstrip(")") + ")"
     return [
@@ -82,6 +93,7 @@ def row_cells(row: Row) -> list[str]:
         row.hardware,
         recipe,
         f"{row.ttft_p99_s:.2f}s" if row.ttft_p99_s is not None else "…",
+        _figure(row.tok_s_per_user, 1),
         _figure(row.output_tok_s, 0),
         _figure(row.output_tok_s_per_gpu, 1),
         f"${row.usd_per_m_output:.3f}" if row.usd_per_m_output is not None else "…",

@@ -16,7 +16,7 @@ from rich.text import Text
 from reconciler.bench import ranked
 from reconciler.catalog.cost import parse_price_overrides
 from reconciler.catalog.latency import parse_latency_target
-from reconciler.catalog.ranking import Ranking, Row
+from reconciler.catalog.ranking import RankBy, Ranking, Row
 from reconciler.catalog.roofline import Roofline, roofline_lines
 from reconciler.cli import bench_run
 from reconciler.cli.common import JsonOption, RepoOption, console, load, print_json, show
@@ -103,14 +103,15 @@ def bench(
     _print_ranking(ranking, rank_by, limit, criteria or "all results")
 
 
-COLUMNS = ("#", "MODEL", "GPU", "RECIPE", "TTFT-P99", "TOK/S", "TOK/S/GPU", "$/M-OUT", "SOURCE")
-
-
 def _print_rows(title: str, rows: tuple[Row, ...], start: int, limit: int, part: str) -> None:
     """One part of the ranking; missed rows carry their reason."""
     reasons = part == "missed"
     table = Table(
-        *COLUMNS, *(("REASON",) if reasons else ()), box=None, title=title, title_justify="left"
+        *ranked.COLUMNS,
+        *(("REASON",) if reasons else ()),
+        box=None,
+        title=title,
+        title_justify="left",
     )
     for number, row in enumerate(rows[:limit], start=start):
         table.add_row(*_cells(number, row), *((row.reason or "",) if reasons else ()))
@@ -119,8 +120,9 @@ def _print_rows(title: str, rows: tuple[Row, ...], start: int, limit: int, part:
         console.print(f"… {len(rows) - limit} more {part} (--limit, --json)")
 
 
-def _print_ranking(ranking: Ranking, rank_by: str, limit: int, criteria: str) -> None:
-    _print_rows(f"{criteria} — ranked by {rank_by}", ranking.ranked, 1, limit, "ranked")
+def _print_ranking(ranking: Ranking, rank_by: RankBy, limit: int, criteria: str) -> None:
+    title = f"{criteria} — ranked by {rank_by} ({ranked.RANK_COLUMN[rank_by]})"
+    _print_rows(title, ranking.ranked, 1, limit, "ranked")
     if not ranking.ranked:
         console.print("no result meets the target")
     if ranking.missed:

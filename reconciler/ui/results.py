@@ -29,10 +29,11 @@ from reconciler.ui.state import UiState
 
 FILTERS = ("workload", "latency", "model", "hardware", "rank")
 DEFAULT_RANK = "cost"
-COLUMNS = ("#", "model", "GPU", "recipe", "TTFT p99", "tok/s", "tok/s/GPU", "$/M out", "source")
-NUMERIC = {"TTFT p99", "tok/s", "tok/s/GPU", "$/M out"}
+COLUMNS = ("#", "model", "GPU", "recipe", "TTFT p99", "tok/s/user", "tok/s", "tok/s/GPU", "$/M out",
+           "source")  # fmt: skip
+NUMERIC = {"TTFT p99", "tok/s/user", "tok/s", "tok/s/GPU", "$/M out"}
 RANK_WORDS = {"cost": "cost ($/M output)", "throughput": "throughput (tok/s/GPU)",
-              "speed": "speed (tok/s per user)"}  # fmt: skip
+              "speed": "speed (tok/s/user)"}  # fmt: skip
 
 
 def filters(params: Mapping[str, str]) -> dict[str, str]:

@@ -330,3 +330,20 @@ def test_compare_of_simulated_results_uses_their_error_band(denv) -> None:  # ty
     tok = {f["name"]: f for f in comparison["figures"]}["output tok/s/GPU"]
     assert tok["noise_pct"] > 2.0 and "simulated" in comparison["a_uncertainty"]
     assert (tok["better"] == "unclear") == (abs(tok["delta_pct"]) <= tok["noise_pct"])
+
+
+@pytest.mark.parametrize(
+    ("rank", "column", "descending"),
+    [("cost", "$/M-OUT", False), ("throughput", "TOK/S/GPU", True), ("speed", "TOK/S/USER", True)],
+)
+def test_the_table_shows_the_figure_it_ranks_by(
+    denv, rank: str, column: str, descending: bool
+) -> None:  # type: ignore[no-untyped-def]
+    run = denv("bench", "--workload", "chat", "--rank", rank, "--limit", "8")
+    assert run.returncode == 0, run.stderr
+    lines = run.stdout.splitlines()
+    assert lines[0].strip().endswith(f"ranked by {rank} ({column})")
+    header = re.split(r"\s{2,}", lines[1].strip())
+    rows = [re.split(r"\s{2,}", line.strip()) for line in lines[2:10]]
+    values = [float(row[header.index(column)].strip("$").replace(",", "")) for row in rows]
+    assert len(values) == 8 and values == sorted(values, reverse=descending)
