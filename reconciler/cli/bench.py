@@ -24,6 +24,7 @@ from reconciler.errors import NotFound
 from reconciler.spec.loader import RANKING_FILES
 from reconciler.spec.repo import Repo
 from reconciler.spec.result import Result
+from reconciler.spec.words import counted
 
 app = typer.Typer(
     help="Rank benchmark results; show one; compare two; run one.", invoke_without_command=True
@@ -208,7 +209,7 @@ def _print_details(d: dict[str, Any]) -> None:
         f"  E2E   {_ms(speed['e2e_ms'])}",
         f"  per user  {show(speed['tok_s_per_user'], 1)} tok/s",
         Text("throughput", style="bold"),
-        f"  output {show(tput['output_tok_s'], 0)} tok/s on {show(tput['gpus'])} GPUs = "
+        f"  output {show(tput['output_tok_s'], 0)} tok/s on {counted(tput['gpus'], 'GPU')} = "
         f"{show(tput['output_tok_s_per_gpu'], 1)} tok/s/GPU (total "
         f"{show(tput['total_tok_s_per_gpu'], 1)} tok/s/GPU)",
         Text("cost", style="bold"),

@@ -347,3 +347,14 @@ def test_the_table_shows_the_figure_it_ranks_by(
     rows = [re.split(r"\s{2,}", line.strip()) for line in lines[2:10]]
     values = [float(row[header.index(column)].strip("$").replace(",", "")) for row in rows]
     assert len(values) == 8 and values == sorted(values, reverse=descending)
+
+
+def test_one_gpu_is_one_gpu_not_one_gpus(denv) -> None:  # type: ignore[no-untyped-def]
+    """One pluralising rule (spec/words.py: counted) for every count of GPUs shown."""
+    fit = denv("recipe", "fit", "llama-3.1-8b/vllm@1", "--fleet", "local").stdout
+    assert "fits local: 1 GPU, each replica" in fit
+    denv("bench", "--workload", "agent", "--model", "llama-3.1-8b", "--hardware", "h200", "--json")
+    got = denv("bench", "get", "1").stdout
+    assert "tok/s on 1 GPU = " in got and "topology 1 × 1 GPU (" in got
+    assert "1 GPUs" not in fit + got
+
