@@ -358,3 +358,11 @@ def test_one_gpu_is_one_gpu_not_one_gpus(denv) -> None:  # type: ignore[no-untyp
     assert "tok/s on 1 GPU = " in got and "topology 1 × 1 GPU (" in got
     assert "1 GPUs" not in fit + got
 
+
+@pytest.mark.parametrize("command", [["bench", "get"], ["sim", "predict"], ["status"], ["ui"]])
+def test_help_shows_flags_as_taking_no_value(denv, command: list[str]) -> None:  # type: ignore[no-untyped-def]
+    """One rule for every command (cli/__init__.py: flags_without_values): `--json`, not
+    `--json <bool>`."""
+    run = denv(*command, "--help")
+    assert run.returncode == 0, run.stderr
+    assert "--json" in run.stdout and "<bool>" not in run.stdout
