@@ -35,13 +35,13 @@ class Uncertainty(Spec):
 
 
 def uncertainty(result: Result, bands: Mapping[str, ErrorBand] | None = None) -> Uncertainty:
-    """A result's uncertainty: a simulated one's error bands (keyed by metric: tok_s_per_gpu,
-    ttft_p50, tpot_p50; reconciler/engines/sim/error_bands.py), else run-to-run noise."""
+    """A result's uncertainty: a simulated one's 80% intervals (keyed by figure:
+    output_tok_s_per_gpu, ttft_p50_ms, tpot_p50_ms; bench/ranked.py), else run-to-run noise."""
     noise = MEASURED_NOISE_PCT
     kind = result.source.kind
     if kind != "simulated" or not bands:
         why = f"{kind}: ±{noise:g}% run-to-run noise" + (
-            " (no error band)" if kind == "simulated" else ""
+            " (no interval)" if kind == "simulated" else ""
         )
         return Uncertainty(throughput=noise, ttft=noise, tpot=noise, why=why)
 
@@ -51,10 +51,10 @@ def uncertainty(result: Result, bands: Mapping[str, ErrorBand] | None = None) ->
 
     shown = ", ".join(f"{b.text} on {b.metric}" for b in bands.values())
     return Uncertainty(
-        throughput=pct("tok_s_per_gpu"),
-        ttft=pct("ttft_p50"),
-        tpot=pct("tpot_p50"),
-        why=f"simulated: the model's median error, {shown}",
+        throughput=pct("output_tok_s_per_gpu"),
+        ttft=pct("ttft_p50_ms"),
+        tpot=pct("tpot_p50_ms"),
+        why=f"simulated: the model's 80% interval, {shown}",
     )
 
 

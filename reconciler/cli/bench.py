@@ -269,7 +269,7 @@ def compare_results(
         ranked.priced(result, {**prices, **overrides}, the_repo)
         for result, prices in (find_result(which, the_repo) for which in (first, second))
     )
-    comparison = compare(a, b, ranked.uncertainty(a), ranked.uncertainty(b))
+    comparison = compare(a, b, ranked.uncertainty(the_repo, a), ranked.uncertainty(the_repo, b))
     if as_json:
         print_json(comparison)
         return

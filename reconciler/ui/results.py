@@ -219,7 +219,7 @@ def comparison(state: UiState, params: Mapping[str, str]) -> Page:
             chosen[which] = ranked.priced(found, {}, lambda: repo)
     if a_id and b_id:
         a, b = chosen[a_id], chosen[b_id]
-        c = compare(a, b, ranked.uncertainty(a), ranked.uncertainty(b))
+        c = compare(a, b, ranked.uncertainty(lambda: repo, a), ranked.uncertainty(lambda: repo, b))
         context["c"] = c
         context["unclear"] = unclear_note(c)
         context["figures"] = [

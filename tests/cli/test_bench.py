@@ -86,12 +86,12 @@ def test_simulated_rows_carry_label_and_band(denv) -> None:  # type: ignore[no-u
     assert simulated and all(row["url"] is None for row in simulated)
     for row in simulated:
         band = row["band"]
-        assert isinstance(band, dict) and band["pct"] > 0 and band["metric"] == "tok/s/GPU"
-        assert band["basis"]
+        assert isinstance(band, dict) and band["metric"] == "tok/s/GPU"
+        assert band["lo_pct"] < 0 < band["hi_pct"] and band["basis"]
     assert all(row["band"] is None for row in rows if row["source"] == "published")
     text = denv("bench", "--workload", "chat", "--latency", "p99<1.5s", "--limit", "200")
     assert text.returncode == 0, text.stderr
-    assert re.search(r"simulated ±\d+%", text.stdout)
+    assert re.search(r"simulated -\d+…\+\d+%", text.stdout) and "80% interval" in text.stdout
     assert "not measured" in text.stdout
 
 
@@ -366,3 +366,33 @@ def test_help_shows_flags_as_taking_no_value(denv, command: list[str]) -> None: 
     run = denv(*command, "--help")
     assert run.returncode == 0, run.stderr
     assert "--json" in run.stdout and "<bool>" not in run.stdout
+
+
+def test_bench_and_sim_predict_give_the_same_interval_for_the_same_pair(denv) -> None:  # type: ignore[no-untyped-def]
+    """One source (engines/sim/error_intervals.py for_prediction), one confidence level (80%):
+    the ranking's band is sim predict's interval in percent of the figure."""
+    ranking = denv(
+        "bench", "--workload", "agent", "--model", "llama-3.1-8b", "--hardware", "h100", "--json"
+    )
+    row = next(
+        r
+        for r in json.loads(ranking.stdout)["ranked"]
+        if r["recipe"] == "llama-3.1-8b/vllm@1" and r["source"] == "simulated"
+    )
+    run = denv(
+        "sim", "predict", "--recipe", "llama-3.1-8b/vllm@1", "--hardware", "h100",
+        "--workload", "agent", "--concurrency", str(row["concurrency"]), "--json",
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    predicted = json.loads(run.stdout)
+    figure = predicted["output_tok_s_per_gpu"]
+    interval = predicted["expected_error"]["output_tok_s_per_gpu"]
+    assert row["band"]["lo_pct"] == pytest.approx((interval["lo"] / figure - 1) * 100, abs=0.1)
+    assert row["band"]["hi_pct"] == pytest.approx((interval["hi"] / figure - 1) * 100, abs=0.1)
+
+
+def test_sim_predict_says_which_hardware_it_chose_and_why(denv) -> None:  # type: ignore[no-untyped-def]
+    run = denv("sim", "predict", "--recipe", "llama-3.1-8b/vllm@1", "--isl", "64", "--osl", "8")
+    assert run.returncode == 0, run.stderr
+    assert "hardware h100: the recipe's first of h100, h200, b200 (--hardware" in run.stdout
+    assert "80% intervals (the measured figure falls inside 8 times in 10" in run.stdout
