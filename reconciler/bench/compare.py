@@ -1,16 +1,61 @@
 """Pure logic: two results side by side — what each ran, and each figure with the change from
-the first to the second (B − A, and in percent of A), marked better or worse."""
+the first to the second (B − A, and in percent of A), marked better or worse; a change within
+the results' uncertainty (a simulated result's error band, a measured one's run-to-run noise)
+is no clear difference, and names neither side."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Literal
 
 from reconciler.catalog.cost import usd_per_m_output
+from reconciler.catalog.ranking import ErrorBand
 from reconciler.spec.base import Spec
 from reconciler.spec.result import Percentiles, Result
 
-Better = Literal["a", "b", "same"]
+Better = Literal["a", "b", "same", "unclear"]  # unclear: the change is within the uncertainty
+Kind = Literal["throughput", "ttft", "tpot"]
+
+# A measured or published result states no interval of its own: one run's figures are taken
+# as good to ±2%, the run-to-run noise of one configuration on one machine
+# (docs/benchmarks.md, "Comparing two results").
+MEASURED_NOISE_PCT = 2.0
+
+
+class Uncertainty(Spec):
+    """How far one result's figures may be off, in percent, by the kind of figure."""
+
+    throughput: float  # tok/s, tok/s/GPU, goodput, $/M output
+    ttft: float
+    tpot: float  # TPOT, ITL, E2E
+    why: str  # e.g. 'measured: ±2% run-to-run noise'
+
+    def of(self, kind: Kind) -> float:
+        return {"throughput": self.throughput, "ttft": self.ttft, "tpot": self.tpot}[kind]
+
+
+def uncertainty(result: Result, bands: Mapping[str, ErrorBand] | None = None) -> Uncertainty:
+    """A result's uncertainty: a simulated one's 80% intervals (keyed by figure:
+    output_tok_s_per_gpu, ttft_p50_ms, tpot_p50_ms; bench/ranked.py), else run-to-run noise."""
+    noise = MEASURED_NOISE_PCT
+    kind = result.source.kind
+    if kind != "simulated" or not bands:
+        why = f"{kind}: ±{noise:g}% run-to-run noise" + (
+            " (no interval)" if kind == "simulated" else ""
+        )
+        return Uncertainty(throughput=noise, ttft=noise, tpot=noise, why=why)
+
+    def pct(metric: str) -> float:
+        band = bands.get(metric)
+        return band.pct if band is not None else noise
+
+    shown = ", ".join(f"{b.text} on {b.metric}" for b in bands.values())
+    return Uncertainty(
+        throughput=pct("output_tok_s_per_gpu"),
+        ttft=pct("ttft_p50_ms"),
+        tpot=pct("tpot_p50_ms"),
+        why=f"simulated: the model's 80% interval, {shown}",
+    )
 
 
 class Setting(Spec):
@@ -27,6 +72,7 @@ class Figure(Spec):
     delta: float | None = None  # b − a
     delta_pct: float | None = None  # (b − a) / a × 100
     better: Better | None = None  # None: a side lacks the figure, or direction means nothing
+    noise_pct: float | None = None  # a change up to this percent of A is no clear difference
 
 
 class Comparison(Spec):
@@ -34,6 +80,8 @@ class Comparison(Spec):
     b: str
     settings: list[Setting]
     figures: list[Figure]
+    a_uncertainty: str  # Uncertainty.why of each side
+    b_uncertainty: str
 
 
 def cost(result: Result) -> float | None:
@@ -76,18 +124,40 @@ def _number(value: int | None) -> float | None:
     return None if value is None else float(value)
 
 
-def _figure(name: str, unit: str, a: float | None, b: float | None) -> Figure:
+def _kind(name: str) -> Kind | None:
+    """Which uncertainty a figure carries; None for counts (requests, errors), exact."""
+    if name.startswith("TTFT"):
+        return "ttft"
+    if name.startswith(("TPOT", "ITL", "E2E")):
+        return "tpot"
+    return None if name in ("requests", "errors") else "throughput"
+
+
+def _figure(
+    name: str, unit: str, a: float | None, b: float | None, sides: tuple[Uncertainty, Uncertainty]
+) -> Figure:
     if a is None or b is None:
         return Figure(name=name, unit=unit, a=a, b=b)
     delta = b - a
     pct = round(delta / a * 100, 2) if a else None
+    kind = _kind(name)
+    noise = max(side.of(kind) for side in sides) if kind is not None else None
     better: Better | None = "same"
     if name == "requests":  # more answers is a longer run, not a better one
         better = None
+    elif delta and noise is not None and (pct is None or abs(pct) <= noise):
+        better = "unclear"
     elif delta:
         better = "b" if (delta < 0) == name.startswith(LOWER_BETTER) else "a"
     return Figure(
-        name=name, unit=unit, a=a, b=b, delta=round(delta, 6), delta_pct=pct, better=better
+        name=name,
+        unit=unit,
+        a=a,
+        b=b,
+        delta=round(delta, 6),
+        delta_pct=pct,
+        better=better,
+        noise_pct=noise,
     )
 
 
@@ -117,17 +187,37 @@ SETTINGS: list[tuple[str, Callable[[Result], str]]] = [
 ]
 
 
-def compare(a: Result, b: Result) -> Comparison:
+def compare(
+    a: Result,
+    b: Result,
+    a_uncertainty: Uncertainty | None = None,
+    b_uncertainty: Uncertainty | None = None,
+) -> Comparison:
+    """A against B; each side's uncertainty (default: its run-to-run noise) decides which
+    changes are clear."""
+    sides = (a_uncertainty or uncertainty(a), b_uncertainty or uncertainty(b))
     return Comparison(
         a=a.id,
         b=b.id,
         settings=[Setting(name=n, a=get(a), b=get(b)) for n, get in SETTINGS],
-        figures=[_figure(n, unit, get(a), get(b)) for n, unit, get in FIGURES],
+        figures=[_figure(n, unit, get(a), get(b), sides) for n, unit, get in FIGURES],
+        a_uncertainty=sides[0].why,
+        b_uncertainty=sides[1].why,
     )
 
 
 # How a comparison is written, by `denv bench compare` and the UI's compare page.
-BETTER_MARK = {"a": "A", "b": "B", "same": "="}
+BETTER_MARK = {"a": "A", "b": "B", "same": "=", "unclear": "≈"}
+
+
+def unclear_note(c: Comparison) -> str | None:
+    """What '≈' means, with each side's uncertainty; None when no figure is unclear."""
+    if not any(f.better == "unclear" for f in c.figures):
+        return None
+    return (
+        "≈ = no clear difference: B − A is within the results' uncertainty "
+        f"(A {c.a_uncertainty}; B {c.b_uncertainty}), so neither is better"
+    )
 
 
 def figure_label(figure: Figure) -> str:

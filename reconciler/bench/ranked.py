@@ -8,6 +8,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
+from reconciler.bench.compare import Uncertainty
+from reconciler.bench.compare import uncertainty as result_uncertainty
 from reconciler.catalog.cost import price_for, usd_per_m_output
 from reconciler.catalog.latency import parse_latency_target
 from reconciler.catalog.ranking import ErrorBand, RankBy, Ranking, Row, rank
@@ -17,7 +19,25 @@ from reconciler.spec.recipe import AggregatedTopology, describe_topology, total_
 from reconciler.spec.repo import Repo
 from reconciler.spec.result import Percentiles, Result
 
+Metric = Literal["output_tok_s_per_gpu", "ttft_p50_ms", "tpot_p50_ms"]
+FIGURES: tuple[Metric, ...] = ("output_tok_s_per_gpu", "ttft_p50_ms", "tpot_p50_ms")
+METRIC_TEXT: dict[Metric, str] = {
+    "output_tok_s_per_gpu": "tok/s/GPU",
+    "ttft_p50_ms": "TTFT p50",
+    "tpot_p50_ms": "TPOT p50",
+}
+
 RANK_BY: tuple[RankBy, ...] = ("cost", "throughput", "speed")
+# `denv bench`'s columns, and the one each rank orders by (the UI's are the same, in words).
+COLUMNS = (
+    "#", "MODEL", "GPU", "RECIPE", "TTFT-P99", "TOK/S/USER", "TOK/S", "TOK/S/GPU", "$/M-OUT",
+    "SOURCE",
+)  # fmt: skip
+RANK_COLUMN: dict[RankBy, str] = {
+    "cost": "$/M-OUT",
+    "throughput": "TOK/S/GPU",
+    "speed": "TOK/S/USER",
+}
 
 
 def aliases(repo: Repo) -> tuple[dict[str, str], dict[str, str]]:
@@ -56,20 +76,22 @@ def ranking(
         by=by,
         prices=prices or {},
         model_aliases=model_aliases,
-        bands=error_bands(repo.results, by),
+        bands=error_bands(repo, repo.results, by),
     )
 
 
 SIMULATED_NOTE = (
-    "simulated: predicted by denv's performance model, not measured; ±N% = its median "
-    "error on that figure where calibrated (docs/simulator.md); * = extrapolated: no "
-    "calibration point of that hardware, engine or model"
+    "simulated: predicted by denv's performance model, not measured; -A…+B% = its 80% "
+    "interval on the rank figure (the measured one falls inside 8 times in 10; denv sim "
+    "predict gives the same; docs/simulator.md); * = extrapolated: outside the calibrated "
+    "models and engine, or too few points of that hardware"
 )
 
 
 def row_cells(row: Row) -> list[str]:
     """A ranking row's cells after its number, as `denv bench` writes them: model, GPU,
-    recipe, TTFT p99, tok/s, tok/s/GPU, $/M output, source (with a simulated one's band)."""
+    recipe, TTFT p99, tok/s per user, tok/s, tok/s/GPU, $/M output, source (with a simulated
+    one's band): every figure a ranking can be ordered by (RANK_COLUMN)."""
     # No denv recipe: the engine that ran it, e.g. "(sglang 0.5.8 via dynamo)"
     recipe = row.recipe or "(" + row.engine.replace(" (", " via ").rstrip(")") + ")"
     return [
@@ -77,6 +99,7 @@ def row_cells(row: Row) -> list[str]:
         row.hardware,
         recipe,
         f"{row.ttft_p99_s:.2f}s" if row.ttft_p99_s is not None else "…",
+        _figure(row.tok_s_per_user, 1),
         _figure(row.output_tok_s, 0),
         _figure(row.output_tok_s_per_gpu, 1),
         f"${row.usd_per_m_output:.3f}" if row.usd_per_m_output is not None else "…",
@@ -88,28 +111,65 @@ def _figure(value: float | None, digits: int) -> str:
     return "…" if value is None else f"{value:,.{digits}f}"
 
 
-def error_bands(results: list[Result], rank_by: RankBy) -> dict[str, ErrorBand]:
-    """Each simulated result's error band on the rank figure, from the calibration's error
-    table (docs/simulator.md, "Errors")."""
-    from reconciler.engines.sim.error_bands import band, read_error_table
+def error_bands(repo: Repo, results: list[Result], rank_by: RankBy) -> dict[str, ErrorBand]:
+    """Each simulated result's 80% interval on the rank figure (tok/s/GPU, or TPOT p50 for
+    speed), from the simulator's interval table (docs/simulator.md, "Errors")."""
+    metric: Metric = "tpot_p50_ms" if rank_by == "speed" else "output_tok_s_per_gpu"
+    bands = _bands(repo, [r for r in results if r.source.kind == "simulated"], (metric,))
+    return {rid: found[metric] for rid, found in bands.items() if metric in found}
 
-    simulated = [r for r in results if r.source.kind == "simulated"]
-    if not simulated:
+
+def uncertainty(repo: Callable[[], Repo], result: Result) -> Uncertainty:
+    """How far the result's figures may be off (bench/compare.py): a simulated one's 80%
+    interval on every figure it covers, a measured or published one's run-to-run noise."""
+    if result.source.kind != "simulated":
+        return result_uncertainty(result)
+    found = _bands(repo(), [result], FIGURES).get(result.id, {})
+    return result_uncertainty(result, found)
+
+
+def _bands(
+    repo: Repo, results: list[Result], metrics: tuple[Metric, ...]
+) -> dict[str, dict[str, ErrorBand]]:
+    """The interval `denv sim predict` gives each result's recipe, hardware, layout and
+    load (error_intervals.for_prediction, the one source), in percent of the figure."""
+    from reconciler.engines.sim.calibration import generation
+    from reconciler.engines.sim.error_intervals import for_prediction, read_interval_table
+
+    if not results:
         return {}
-    table = read_error_table()
-    metric: Literal["tok_s_per_gpu", "tpot_p50"] = (
-        "tpot_p50" if rank_by == "speed" else "tok_s_per_gpu"
-    )
-    out = {}
-    for r in simulated:
+    table = read_interval_table()
+    out: dict[str, dict[str, ErrorBand]] = {}
+    for r in results:
+        model, hardware = repo.models.get(r.model), repo.resolve_hardware(r.hardware)
+        if model is None or hardware is None:
+            continue
         mode: Literal["aggregated", "disaggregated"] = (
             "disaggregated"
             if r.topology is not None and not isinstance(r.topology, AggregatedTopology)
             else "aggregated"
         )
-        found = band(table, r.hardware, r.engine.name, r.model, mode, metric)
-        if found is not None:
-            out[r.id] = found
+        expected = for_prediction(
+            table,
+            dict.fromkeys(FIGURES, 1.0),  # a unit figure: its interval is the ratio
+            hardware.id,
+            generation(hardware.id, hardware.vendor),
+            model,
+            r.engine.name,
+            mode,
+            r.load.concurrency,
+        )
+        notes = [n for n in (expected.fallback, *expected.widened) if n]
+        basis = "; ".join([f"{expected.cell} ({expected.points} points)", *notes])
+        for metric in metrics:
+            ratio = getattr(expected, metric)
+            out.setdefault(r.id, {})[metric] = ErrorBand(
+                lo_pct=round((ratio.lo - 1) * 100, 1),
+                hi_pct=round((ratio.hi - 1) * 100, 1),
+                metric=METRIC_TEXT[metric],
+                basis=basis,
+                extrapolated=bool(notes),
+            )
     return out
 
 

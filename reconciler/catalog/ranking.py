@@ -38,17 +38,25 @@ _MET = Judgement(verdict=Verdict.MET)
 
 
 class ErrorBand(Spec):
-    """How far a simulated figure may be from a measured one: the simulator's median absolute
-    percentage error on its calibration points (docs/simulator.md, "Errors")."""
+    """Where the measured figure falls 8 times in 10 around a simulated one, in percent of
+    it: the simulator's 80% interval from its held-out errors (docs/simulator.md, "Errors"),
+    the one `denv sim predict` shows for the same recipe, hardware, layout and load."""
 
-    pct: float  # e.g. 8.0 for ±8 %
+    lo_pct: float  # e.g. -12.0: the measured figure may be 12% lower
+    hi_pct: float  # e.g. 9.0: or 9% higher
     metric: str  # the figure it applies to: tok/s/GPU, TTFT p50, TPOT p50
     basis: str  # which calibration points, and what they do not cover
-    extrapolated: bool  # no calibration point of this hardware, engine or model
+    extrapolated: bool  # outside the calibrated family (widened), or a fallback cell
+
+    @property
+    def pct(self) -> float:
+        """The wider side, in percent."""
+        return max(-self.lo_pct, self.hi_pct)
 
     @property
     def text(self) -> str:
-        return f"±{round(self.pct)}%" + ("*" if self.extrapolated else "")
+        """e.g. '-12…+9%', '*' when extrapolated."""
+        return f"{self.lo_pct:+.0f}…{self.hi_pct:+.0f}%" + ("*" if self.extrapolated else "")
 
 
 class Row(Spec):

@@ -15,12 +15,17 @@ import os
 import sys
 import traceback
 from collections.abc import Mapping, Sequence
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
+import typer.main
+from typer.core import TyperOption
 from typer.exceptions import Abort, TyperException
 
 from reconciler.cli import streams
+
+if TYPE_CHECKING:
+    from typer._click.core import Command
 from reconciler.errors import DenvError
 
 # `denv NAME` -> (module of reconciler.cli, attribute, is it a group). Only the module the
@@ -110,6 +115,18 @@ def build_app(names: list[str] | None = None) -> typer.Typer:
     return app
 
 
+def flags_without_values(command: Command) -> Command:
+    """`command` and every subcommand, their on/off options (--json, --help, --all) shown in
+    help as taking no value: typer writes `<bool>` beside them, as if `--json true` were
+    how to give one."""
+    for param in command.get_params(typer.Context(command)):  # --help is made (once) here
+        if isinstance(param, TyperOption) and param.is_flag:
+            param.metavar = ""
+    for sub in getattr(command, "commands", {}).values():
+        flags_without_values(sub)
+    return command
+
+
 def _not_loaded() -> None:
     raise AssertionError("a command was run without its module: main() loads what it runs")
 
@@ -151,8 +168,10 @@ def main() -> None:
     try:
         # standalone_mode=False: click hands exit codes back instead of exiting itself
         given = command_given(sys.argv)
-        app = build_app([given] if given else None)
-        code = app(standalone_mode=False)
+        command = flags_without_values(
+            typer.main.get_command(build_app([given] if given else None))
+        )
+        code = command(standalone_mode=False)
     except DenvError as exc:
         if debug:
             traceback.print_exc()

@@ -16,7 +16,7 @@ from rich.text import Text
 from reconciler.bench import ranked
 from reconciler.catalog.cost import parse_price_overrides
 from reconciler.catalog.latency import parse_latency_target
-from reconciler.catalog.ranking import Ranking, Row
+from reconciler.catalog.ranking import RankBy, Ranking, Row
 from reconciler.catalog.roofline import Roofline, roofline_lines
 from reconciler.cli import bench_run
 from reconciler.cli.common import JsonOption, RepoOption, console, load, print_json, show
@@ -24,13 +24,13 @@ from reconciler.errors import NotFound
 from reconciler.spec.loader import RANKING_FILES
 from reconciler.spec.repo import Repo
 from reconciler.spec.result import Result
+from reconciler.spec.words import counted
 
 app = typer.Typer(
     help="Rank benchmark results; show one; compare two; run one.", invoke_without_command=True
 )
 app.command("run")(bench_run.run)
 
-Workload = Literal["chat", "agent", "rag", "coding", "reasoning", "batch"]
 PriceOption = Annotated[
     list[str] | None,
     typer.Option("--price", help="Your own price, HW=USD per GPU-hour (repeatable)."),
@@ -47,7 +47,8 @@ def _state_file() -> Path:
 def bench(
     ctx: typer.Context,
     workload: Annotated[
-        Workload | None, typer.Option(help="Traffic the results must match.")
+        str | None,
+        typer.Option(help="Traffic the results must match: a profile of catalog/workloads.yaml."),
     ] = None,
     latency: Annotated[
         str | None,
@@ -103,14 +104,15 @@ def bench(
     _print_ranking(ranking, rank_by, limit, criteria or "all results")
 
 
-COLUMNS = ("#", "MODEL", "GPU", "RECIPE", "TTFT-P99", "TOK/S", "TOK/S/GPU", "$/M-OUT", "SOURCE")
-
-
 def _print_rows(title: str, rows: tuple[Row, ...], start: int, limit: int, part: str) -> None:
     """One part of the ranking; missed rows carry their reason."""
     reasons = part == "missed"
     table = Table(
-        *COLUMNS, *(("REASON",) if reasons else ()), box=None, title=title, title_justify="left"
+        *ranked.COLUMNS,
+        *(("REASON",) if reasons else ()),
+        box=None,
+        title=title,
+        title_justify="left",
     )
     for number, row in enumerate(rows[:limit], start=start):
         table.add_row(*_cells(number, row), *((row.reason or "",) if reasons else ()))
@@ -119,8 +121,9 @@ def _print_rows(title: str, rows: tuple[Row, ...], start: int, limit: int, part:
         console.print(f"… {len(rows) - limit} more {part} (--limit, --json)")
 
 
-def _print_ranking(ranking: Ranking, rank_by: str, limit: int, criteria: str) -> None:
-    _print_rows(f"{criteria} — ranked by {rank_by}", ranking.ranked, 1, limit, "ranked")
+def _print_ranking(ranking: Ranking, rank_by: RankBy, limit: int, criteria: str) -> None:
+    title = f"{criteria} — ranked by {rank_by} ({ranked.RANK_COLUMN[rank_by]})"
+    _print_rows(title, ranking.ranked, 1, limit, "ranked")
     if not ranking.ranked:
         console.print("no result meets the target")
     if ranking.missed:
@@ -155,18 +158,17 @@ def _remember(repo: Repo, ranking: Ranking, prices: dict[str, float]) -> None:
 
 @app.command("get")
 def get(
-    which: Annotated[str, typer.Argument(help="Row number of the last ranking, or a result id.")],
+    which: Annotated[
+        str, typer.Argument(help="Row number of the last ranking, a result id, or a file.")
+    ],
     price: PriceOption = None,
     repo: RepoOption = Path("."),
     as_json: JsonOption = False,
 ) -> None:
     """One result in full: speed, throughput, cost, recipe and source."""
     loaded = load(repo)
-    result_id, prices = _lookup(which)
+    result, prices = find_result(which, lambda: loaded)
     prices.update(parse_price_overrides(price or []))
-    result = next((r for r in loaded.results if r.id == result_id), None)
-    if result is None:
-        raise NotFound(f"no result '{result_id}' in {loaded.label}")
     details = ranked.describe(loaded, result, prices)
     if as_json:
         print_json(details)
@@ -174,9 +176,8 @@ def get(
     _print_details(details)
 
 
-def _lookup(which: str) -> tuple[str, dict[str, float]]:
-    if not which.isdigit():
-        return which, {}
+def _row(which: str) -> tuple[str, dict[str, float]]:
+    """The result id of row `which` of the last ranking, and the prices it was ranked at."""
     try:
         state = json.loads(_state_file().read_text())
     except (OSError, ValueError) as exc:
@@ -208,7 +209,7 @@ def _print_details(d: dict[str, Any]) -> None:
         f"  E2E   {_ms(speed['e2e_ms'])}",
         f"  per user  {show(speed['tok_s_per_user'], 1)} tok/s",
         Text("throughput", style="bold"),
-        f"  output {show(tput['output_tok_s'], 0)} tok/s on {show(tput['gpus'])} GPUs = "
+        f"  output {show(tput['output_tok_s'], 0)} tok/s on {counted(tput['gpus'], 'GPU')} = "
         f"{show(tput['output_tok_s_per_gpu'], 1)} tok/s/GPU (total "
         f"{show(tput['total_tok_s_per_gpu'], 1)} tok/s/GPU)",
         Text("cost", style="bold"),
@@ -240,18 +241,23 @@ def _print_details(d: dict[str, Any]) -> None:
 
 @app.command("compare")
 def compare_results(
-    first: Annotated[str, typer.Argument(help="Result A: a result file, or a result id.")],
-    second: Annotated[str, typer.Argument(help="Result B: a result file, or a result id.")],
+    first: Annotated[
+        str, typer.Argument(help="Result A: a row number of the last ranking, an id or a file.")
+    ],
+    second: Annotated[
+        str, typer.Argument(help="Result B: a row number of the last ranking, an id or a file.")
+    ],
     price: PriceOption = None,
     repo: RepoOption = Path("."),
     as_json: JsonOption = False,
 ) -> None:
-    """Two results side by side: what each ran, every figure, and B − A."""
+    """Two results side by side: what each ran, every figure, and B − A; a change within the
+    results' uncertainty is no clear difference."""
     # imported here, as in _find_result: `denv bench` (the ranking) starts fast
     from reconciler.bench.compare import compare
     from reconciler.cli.bench_view import print_comparison
 
-    prices = parse_price_overrides(price or [])
+    overrides = parse_price_overrides(price or [])
     loaded: list[Repo] = []  # the repository, read only when an id needs it
 
     def the_repo() -> Repo:
@@ -260,23 +266,34 @@ def compare_results(
         return loaded[0]
 
     a, b = (
-        ranked.priced(_find_result(which, the_repo), prices, the_repo) for which in (first, second)
+        ranked.priced(result, {**prices, **overrides}, the_repo)
+        for result, prices in (find_result(which, the_repo) for which in (first, second))
     )
-    comparison = compare(a, b)
+    comparison = compare(a, b, ranked.uncertainty(the_repo, a), ranked.uncertainty(the_repo, b))
     if as_json:
         print_json(comparison)
         return
     print_comparison(comparison)
 
 
-def _find_result(which: str, the_repo: Callable[[], Repo]) -> Result:
+def find_result(
+    which: str, the_repo: Callable[[], Repo], files: bool = True
+) -> tuple[Result, dict[str, float]]:
+    """The one way `bench get`, `bench compare` and `deploy` name a result: a row number of
+    the last ranking (with the prices it was ranked at), a result id, or (`files`) a result
+    file."""
     from reconciler.bench.results import read_result
 
-    path = Path(which)
-    if path.suffix == ".json" or path.is_file():
-        return read_result(path)
+    prices: dict[str, float] = {}
+    if which.isdigit():
+        which, prices = _row(which)
+    elif files and (Path(which).suffix == ".json" or Path(which).is_file()):
+        return read_result(Path(which)), prices
     loaded = the_repo()
     found = next((r for r in loaded.results if r.id == which), None)
     if found is None:
-        raise NotFound(f"no result '{which}' in {loaded.label} (give a result id or a .json file)")
-    return found
+        also = ", a result id or a .json file" if files else " or a result id"
+        raise NotFound(
+            f"no result '{which}' in {loaded.label} (give a row number of the last ranking{also})"
+        )
+    return found, prices

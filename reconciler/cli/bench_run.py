@@ -11,6 +11,7 @@ import typer
 
 from reconciler.cli.common import JsonOption, RepoOption, console, load, print_json, seconds
 from reconciler.errors import NotFound
+from reconciler.spec.words import counted
 
 if TYPE_CHECKING:
     from reconciler.bench.bench_run import BenchOutcome, BenchRun
@@ -169,10 +170,7 @@ def _print_outcome(outcome: BenchOutcome, job: BenchRun) -> None:
     trial = outcome.trial
     kind = "simulated" if trial.simulated else "measured"
     sent = f"workload {job.workload}" if job.workload else "traffic file"
-    title = (
-        f"{job.recipe.id} on {job.fleet.name} ({trial.gpus} GPU{'s' * (trial.gpus != 1)}, "
-        f"{kind}), {sent}"
-    )
+    title = f"{job.recipe.id} on {job.fleet.name} ({counted(trial.gpus, 'GPU')}, {kind}), {sent}"
     print_levels(outcome.levels, title)
     price = job.price
     console.print(

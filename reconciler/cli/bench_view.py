@@ -13,6 +13,7 @@ from reconciler.bench.compare import (
     change_text,
     figure_label,
     figure_text,
+    unclear_note,
 )
 from reconciler.bench.metrics import LevelMetrics
 from reconciler.bench.pareto import load_label
@@ -34,14 +35,18 @@ LEVEL_COLUMNS = (
 )
 
 
+WARMUP_NOTE = "REQ: requests measured; (+N warm-up): sent first, left out of every figure"
+
+
 def print_levels(levels: Sequence[LevelMetrics], title: str) -> None:
-    """One row a level; latencies in ms, goodput in requests/s."""
+    """One row a level; latencies in ms, goodput in requests/s; REQ says what was sent beyond
+    the requests measured (a run of --requests 48 at 16 clients measures 32)."""
     table = Table(*LEVEL_COLUMNS, box=None, title=title, title_justify="left")
     for level in levels:
         m = level.metrics
         table.add_row(
             load_label(level.load),
-            show(m.requests),
+            show(m.requests) + (f" (+{level.warmup} warm-up)" if level.warmup else ""),
             show(m.errors) + (f" {_kinds(m.errors_by_kind)}" if m.errors else ""),
             show(m.ttft_ms.p50, 1),
             show(m.ttft_ms.p99, 1),
@@ -54,6 +59,8 @@ def print_levels(levels: Sequence[LevelMetrics], title: str) -> None:
             "yes" if level.saturation.saturated else "no",
         )
     console.print(table)
+    if any(level.warmup for level in levels):
+        console.print(WARMUP_NOTE, markup=False, highlight=False)
     for level in levels:
         if level.saturation.saturated:
             console.print(f"{load_label(level.load)}: {level.saturation.reason}", markup=False)
@@ -81,3 +88,5 @@ def print_comparison(c: Comparison) -> None:
             BETTER_MARK.get(f.better or "", ""),
         )
     console.print(figures)
+    if note := unclear_note(c):
+        console.print(note, markup=False, highlight=False, soft_wrap=True)

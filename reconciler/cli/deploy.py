@@ -22,7 +22,7 @@ from reconciler.catalog.deployable import (
     refusal,
     release_text,
 )
-from reconciler.cli.bench import _lookup
+from reconciler.cli.bench import find_result
 from reconciler.cli.common import JsonOption, RepoOption, console, load, print_json
 from reconciler.cli.plan import cache_dir
 from reconciler.cli.progress import ProgressSink
@@ -62,10 +62,7 @@ class WithFiles:
 
 
 def _result(repo: Repo, which: str) -> Result:
-    result_id, _ = _lookup(which)
-    found = next((r for r in repo.results if r.id == result_id), None)
-    if found is None:
-        raise NotFound(f"no result '{result_id}' in {repo.label}")
+    found, _ = find_result(which, lambda: repo, files=False)
     return found
 
 

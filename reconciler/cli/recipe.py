@@ -22,6 +22,7 @@ from reconciler.spec.fit import fit as fit_topology
 from reconciler.spec.fleet import Fleet
 from reconciler.spec.recipe import Recipe, total_gpus
 from reconciler.spec.repo import Repo
+from reconciler.spec.words import counted
 
 app = typer.Typer(help="Engine recipes.", no_args_is_help=True)
 
@@ -48,7 +49,7 @@ def show(recipe_id: RecipeArg, repo: RepoOption = Path("."), as_json: JsonOption
     console.print(
         Text.assemble(
             (recipe_id, "bold"),
-            f" — {path} — {total_gpus(recipe.topology)} GPUs, "
+            f" — {path} — {counted(total_gpus(recipe.topology), 'GPU')}, "
             f"{recipe.engine.name} {recipe.engine.version}",
         )
     )
@@ -89,7 +90,7 @@ def fit(
             console.print(f"  - {reason}", markup=False)
     else:
         console.print(
-            f"{recipe_id} fits {fleet}: {total_gpus(recipe.topology)} GPUs, each "
+            f"{recipe_id} fits {fleet}: {counted(total_gpus(recipe.topology), 'GPU')}, each "
             f"replica within one {domain_size(loaded, fleet)}-GPU domain"
         )
     if reasons:
@@ -217,8 +218,8 @@ def render(
         Text.assemble(
             (recipe_id, "bold"),
             f" — {origin}fleet {target.name} ({hardware.id}"
-            f"{', simulated' if target.simulated else ''}) — {runs}, {len(units)} units, "
-            f"{deployment.gpus} GPU{'s' * (deployment.gpus != 1)}",
+            f"{', simulated' if target.simulated else ''}) — {runs}, "
+            f"{counted(len(units), 'unit')}, {counted(deployment.gpus, 'GPU')}",
         )
     )
     for unit in units:

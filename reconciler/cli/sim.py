@@ -14,6 +14,7 @@ from pydantic import ValidationError
 from rich.table import Table
 from rich.text import Text
 
+from reconciler.catalog.workloads import profile_for
 from reconciler.cli.common import JsonOption, RepoOption, console, load, print_json
 from reconciler.cli.recipe import find_recipe
 from reconciler.engines.sim import traffic
@@ -218,6 +219,12 @@ def predict(
     loaded = load(repo)
     recipe = find_recipe(loaded, recipe_id)
     hardware = _hardware(loaded, hardware_id or recipe.hardware[0])
+    chosen = (
+        f"{hardware.id}: --hardware {hardware_id}"
+        if hardware_id
+        else f"{hardware.id}: the recipe's first of {', '.join(recipe.hardware)} "
+        "(--hardware to choose another)"
+    )
     model = loaded.models[recipe.model]
     if traffic_file is None and rate is None and concurrency is None:
         concurrency = DEFAULT_CONCURRENCY
@@ -230,9 +237,15 @@ def predict(
     result = run_prediction(recipe, hardware, model, load_requests, concurrency, rate=rate)
     error = _expected_error(result, recipe, hardware, model)
     if as_json:
-        print_json({**result.model_dump(mode="json"), "expected_error": error.model_dump()})
+        print_json(
+            {
+                **result.model_dump(mode="json"),
+                "hardware_chosen": chosen,
+                "expected_error": error.model_dump(),
+            }
+        )
     else:
-        _render(result, error, workload, traffic_file, isl, osl)
+        _render(result, error, chosen, workload or traffic_file or f"{isl} in / {osl} out")
 
 
 def _expected_error(
@@ -275,10 +288,8 @@ def _requests(
     count: int,
 ) -> list[traffic.Request]:
     if workload is not None:
-        if workload not in repo.workloads:
-            known = ", ".join(sorted(repo.workloads))
-            raise NotFound(f"unknown workload '{workload}' (known: {known})")
-        return traffic.workload(repo.workloads[workload], count)
+        profile = profile_for(workload, list(repo.workloads.values()))
+        return traffic.workload(profile, count)
     if traffic_file is not None:
         text = read_text(traffic_file, "traffic file", MAX_JSONL_BYTES)
         return traffic.traced(traffic.parse_traffic(text, str(traffic_file)))[:count]
@@ -289,12 +300,9 @@ def _requests(
 def _render(
     p: Prediction,
     error: ExpectedError,
-    workload: str | None,
-    traffic_file: Path | None,
-    isl: int | None,
-    osl: int | None,
+    chosen: str,
+    shape: str | Path,
 ) -> None:
-    shape = workload or (str(traffic_file) if traffic_file else f"{isl} in / {osl} out")
     load_text = (
         f"{p.concurrency} clients"
         if p.concurrency
@@ -305,6 +313,7 @@ def _render(
             ("SIMULATED", "bold"), f" — {p.recipe} on {p.gpus} × {p.hardware}, {shape}, {load_text}"
         )
     )
+    console.print(f"hardware {chosen}", markup=False, highlight=False)
     table = Table()
     table.add_column("metric")
     table.add_column("p50", justify="right")
@@ -333,7 +342,10 @@ def _render(
         markup=False,
     )
     kind = error.basis.partition(", ")[0]
-    basis = f"80% intervals from the {kind} of {error.cell} ({error.points} points)"
+    basis = (
+        "80% intervals (the measured figure falls inside 8 times in 10; denv bench shows the "
+        f"same, in percent) from the {kind} of {error.cell} ({error.points} points)"
+    )
     notes = [basis, *([error.fallback.capitalize()] if error.fallback else [])]
     notes += [f"widened: {'; '.join(error.widened)}"] if error.widened else []
     console.print(". ".join(notes) + ".", markup=False)

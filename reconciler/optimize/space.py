@@ -41,6 +41,7 @@ from reconciler.spec.recipe import (
     total_gpus,
 )
 from reconciler.spec.repo import Repo
+from reconciler.spec.words import counted
 
 _TOPOLOGY: TypeAdapter[AggregatedTopology | DisaggregatedTopology] = TypeAdapter(Topology)
 
@@ -388,7 +389,7 @@ class SearchSpace:
             return Infeasible(f"topology: {_first_error(exc)}")
         gpus = total_gpus(topology)
         if gpus > self.budget_gpus:
-            return Infeasible(f"needs {gpus} GPUs; the budget is {self.budget_gpus}")
+            return Infeasible(f"needs {counted(gpus, 'GPU')}; the budget is {self.budget_gpus}")
         unfit = fit(topology, self.fleet, self.domain)
         if unfit:
             return Infeasible(unfit[0])

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from reconciler.spec.fleet import Fleet
 from reconciler.spec.recipe import AggregatedTopology, DisaggregatedTopology
+from reconciler.spec.words import counted
 
 
 def domains(fleet: Fleet, domain_size: int) -> list[list[tuple[str, tuple[int, ...]]]]:
@@ -42,7 +43,8 @@ def oversized_domains(fleet: Fleet, domain_size: int) -> list[str]:
         if host.domain is not None:
             totals[host.domain] = totals.get(host.domain, 0) + host.gpus
     return [
-        f"domain {name} has {gpus} GPUs across its hosts; the fleet's domain size is {domain_size}"
+        f"domain {name} has {counted(gpus, 'GPU')} across its hosts; the fleet's domain size "
+        f"is {domain_size}"
         for name, gpus in sorted(totals.items())
         if gpus > domain_size
     ]
@@ -59,7 +61,7 @@ def fit(
         name = "a replica" if role == "aggregated" else f"the {role} pool"
         if pool.gpus > largest:
             reasons.append(
-                f"{name} needs {pool.gpus} GPUs in one domain; the largest domain "
+                f"{name} needs {counted(pool.gpus, 'GPU')} in one domain; the largest domain "
                 f"of {fleet.name} has {largest}"
             )
     if reasons:
@@ -68,7 +70,7 @@ def fit(
     needed = sum(pool.replicas * pool.gpus for _, pool in topology.pools())
     if needed > serving:
         return [
-            f"needs {needed} GPUs; {fleet.name} has {serving} for serving "
+            f"needs {counted(needed, 'GPU')}; {fleet.name} has {serving} for serving "
             f"({fleet.gpus} minus {fleet.trial_gpus} trial GPUs)"
         ]
     # First fit, largest replicas first: replicas never straddle domains.

@@ -14,6 +14,7 @@ from pydantic import (
 )
 
 from reconciler.spec.base import Slug, Spec, field_error
+from reconciler.spec.words import counted
 
 # Names reserved for documentation and tests (RFC 2606, RFC 6761): they never resolve, so an
 # example fleet that names them can never reach anyone's machines.
@@ -165,7 +166,8 @@ class Fleet(Spec):
             raise field_error("hosts", f"host names must be unique: {', '.join(duplicates)}")
         if self.trial_gpus > self.gpus:
             raise field_error(
-                "trial_gpus", f"trial_gpus ({self.trial_gpus}) exceeds the fleet's {self.gpus} GPUs"
+                "trial_gpus",
+                f"trial_gpus ({self.trial_gpus}) exceeds the fleet's {counted(self.gpus, 'GPU')}",
             )
         return self
 

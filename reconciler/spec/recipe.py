@@ -12,6 +12,7 @@ from pydantic_core import PydanticCustomError
 
 from reconciler.spec.base import Citation, RecipeId, Slug, Spec
 from reconciler.spec.engines import engine_names
+from reconciler.spec.words import counted
 
 
 def _engine_enum(schema: dict[str, Any]) -> None:
@@ -59,7 +60,7 @@ class Parallel(Spec):
         if self.dp_attention and self.tp % self.dp:
             raise ValueError(f"with dp_attention, dp ({self.dp}) must divide tp ({self.tp})")
         if self.ep > self.gpus:
-            raise ValueError(f"ep ({self.ep}) exceeds the replica's {self.gpus} GPUs")
+            raise ValueError(f"ep ({self.ep}) exceeds the replica's {counted(self.gpus, 'GPU')}")
         return self
 
 
@@ -226,7 +227,7 @@ def describe_topology(topology: AggregatedTopology | DisaggregatedTopology) -> s
     """One line for people, e.g. 'prefill 2 × 4 GPUs (tp 4) + decode 1 × 8 GPUs (tp 8)'."""
     pools = [
         ("" if role == "aggregated" else f"{role} ")
-        + f"{pool.replicas} × {pool.gpus} GPUs ({describe_parallel(pool.parallel)})"
+        + f"{pool.replicas} × {counted(pool.gpus, 'GPU')} ({describe_parallel(pool.parallel)})"
         for role, pool in topology.pools()
     ]
     return " + ".join(pools)

@@ -15,6 +15,7 @@ from reconciler.bench.compare import (
     compare,
     figure_label,
     figure_text,
+    unclear_note,
 )
 from reconciler.catalog.latency import parse_latency_target
 from reconciler.catalog.ranking import Ranking, Row
@@ -28,10 +29,11 @@ from reconciler.ui.state import UiState
 
 FILTERS = ("workload", "latency", "model", "hardware", "rank")
 DEFAULT_RANK = "cost"
-COLUMNS = ("#", "model", "GPU", "recipe", "TTFT p99", "tok/s", "tok/s/GPU", "$/M out", "source")
-NUMERIC = {"TTFT p99", "tok/s", "tok/s/GPU", "$/M out"}
+COLUMNS = ("#", "model", "GPU", "recipe", "TTFT p99", "tok/s/user", "tok/s", "tok/s/GPU", "$/M out",
+           "source")  # fmt: skip
+NUMERIC = {"TTFT p99", "tok/s/user", "tok/s", "tok/s/GPU", "$/M out"}
 RANK_WORDS = {"cost": "cost ($/M output)", "throughput": "throughput (tok/s/GPU)",
-              "speed": "speed (tok/s per user)"}  # fmt: skip
+              "speed": "speed (tok/s/user)"}  # fmt: skip
 
 
 def filters(params: Mapping[str, str]) -> dict[str, str]:
@@ -216,8 +218,10 @@ def comparison(state: UiState, params: Mapping[str, str]) -> Page:
                 return Page("compare.html", "Compare", context, live=False, status=404)
             chosen[which] = ranked.priced(found, {}, lambda: repo)
     if a_id and b_id:
-        c = compare(chosen[a_id], chosen[b_id])
+        a, b = chosen[a_id], chosen[b_id]
+        c = compare(a, b, ranked.uncertainty(lambda: repo, a), ranked.uncertainty(lambda: repo, b))
         context["c"] = c
+        context["unclear"] = unclear_note(c)
         context["figures"] = [
             {
                 "label": figure_label(f),

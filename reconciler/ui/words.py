@@ -7,6 +7,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from reconciler.spec.words import counted
+
 
 def short(revision: str | None) -> str:
     return revision[:12] if revision else "—"
@@ -52,4 +54,5 @@ FILTERS: dict[str, Callable[..., Any]] = {
     "stamp": stamp,
     "number": number,
     "percent": percent,
+    "counted": counted,
 }

@@ -273,7 +273,9 @@ def test_row_json_names() -> None:
 
 # Simulated rows: llama on h200 for agent and rag (both 8k in / 1k out), and a simulated row
 # of recipe ds/sglang@1 on h200 for agent that a published result of the same recipe covers.
-BAND = ErrorBand(pct=8.0, metric="tok/s/GPU", basis="h200, 17 points", extrapolated=False)
+BAND = ErrorBand(
+    lo_pct=-8.0, hi_pct=6.5, metric="tok/s/GPU", basis="h200, 17 points", extrapolated=False
+)
 SIMULATED = (
     result("sim-llama-agent", model="llama-3.1-8b", recipe="llama/vllm@1", workload="agent",
            kind="simulated", isl=8000, osl=1000, output_tok_s=20000, ttft_p99_ms=400),
@@ -319,7 +321,7 @@ def test_simulated_rows_keep_their_label_and_band() -> None:
     sim, pub = ranking.ranked
     assert (sim.source, sim.band, sim.url) == ("simulated", BAND, None)
     assert (pub.source, pub.band) == ("published", None)
-    assert sim.model_dump(mode="json")["band"]["pct"] == 8.0 and BAND.text == "±8%"
+    assert sim.model_dump(mode="json")["band"]["lo_pct"] == -8.0 and BAND.text == "-8…+6%"
 
 
 def test_published_row_wins_where_both_exist_on_an_alias() -> None:

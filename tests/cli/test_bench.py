@@ -86,12 +86,12 @@ def test_simulated_rows_carry_label_and_band(denv) -> None:  # type: ignore[no-u
     assert simulated and all(row["url"] is None for row in simulated)
     for row in simulated:
         band = row["band"]
-        assert isinstance(band, dict) and band["pct"] > 0 and band["metric"] == "tok/s/GPU"
-        assert band["basis"]
+        assert isinstance(band, dict) and band["metric"] == "tok/s/GPU"
+        assert band["lo_pct"] < 0 < band["hi_pct"] and band["basis"]
     assert all(row["band"] is None for row in rows if row["source"] == "published")
     text = denv("bench", "--workload", "chat", "--latency", "p99<1.5s", "--limit", "200")
     assert text.returncode == 0, text.stderr
-    assert re.search(r"simulated ±\d+%", text.stdout)
+    assert re.search(r"simulated -\d+…\+\d+%", text.stdout) and "80% interval" in text.stdout
     assert "not measured" in text.stdout
 
 
@@ -182,6 +182,25 @@ def test_bad_input_is_a_message_exit_1(denv, args: list[str], message: str) -> N
     assert message in run.stderr and "Traceback" not in run.stderr
 
 
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["bench"],
+        ["bench", "run", "--recipe", "llama-3.1-8b/vllm@1", "--target", "local"],
+        ["sim", "predict", "--recipe", "llama-3.1-8b/vllm@1"],
+        ["traffic", "generate", "--out", "unused.jsonl"],
+    ],
+)
+def test_every_command_refuses_an_unknown_workload_alike(denv, args: list[str]) -> None:  # type: ignore[no-untyped-def]
+    """One check (catalog/workloads.py: profile_for): the same message, exit 1, no usage text."""
+    run = denv(*args, "--workload", "agnet")
+    assert run.returncode == 1, (run.stdout, run.stderr)
+    assert run.stderr.strip() == (
+        "unknown workload 'agnet' (known: chat, agent, rag, coding, reasoning, batch)"
+    )
+    assert not (ROOT / "unused.jsonl").exists()
+
+
 def test_fleet_list_declared_figures(denv) -> None:  # type: ignore[no-untyped-def]
     run = denv("fleet", "list", "--probe", "none", "--json")
     fleets = {f["fleet"]: f for f in json.loads(run.stdout)["fleets"]}
@@ -263,3 +282,117 @@ def test_ranking_reads_only_the_catalog_and_results(denv, denv_repo: Path) -> No
     assert checked.returncode == 1
     assert "fleets/local.yaml" in checked.stdout + checked.stderr
     assert str(recipe.relative_to(denv_repo)) in checked.stdout + checked.stderr
+
+
+def test_compare_takes_the_row_numbers_that_get_takes(denv) -> None:  # type: ignore[no-untyped-def]
+    """One way to name a result (cli/bench.py: _find_result) for `get` and `compare`."""
+    assert denv("bench", "--workload", "chat", "--json").returncode == 0
+    ids = [json.loads(denv("bench", "get", n, "--json").stdout)["result"] for n in ("1", "2")]
+    run = denv("bench", "compare", "1", "2", "--json")
+    assert run.returncode == 0, run.stderr
+    comparison = json.loads(run.stdout)
+    assert [comparison["a"], comparison["b"]] == ids
+
+
+def _published(tmp_path: Path, name: str, tok_s: float) -> Path:
+    line = (ROOT / "results/published/inferencex.jsonl").read_text().splitlines()[0]
+    result = json.loads(line)
+    result["id"] = name
+    result["metrics"] = {"output_tok_s": tok_s, "output_tok_s_per_gpu": tok_s / 8}
+    result["gpus"], result["usd_per_m_output"] = 8, None
+    path = tmp_path / f"{name}.json"
+    path.write_text(json.dumps(result))
+    return path
+
+
+def test_compare_names_no_better_side_within_the_noise(denv, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    a = _published(tmp_path, "a", 10_000.0)
+    close, far = _published(tmp_path, "close", 10_000.4), _published(tmp_path, "far", 11_000.0)
+    figures = {
+        f["name"]: f
+        for f in json.loads(denv("bench", "compare", str(a), str(close), "--json").stdout)[
+            "figures"
+        ]
+    }
+    assert figures["output tok/s"]["better"] == "unclear"
+    assert figures["output tok/s"]["noise_pct"] == 2.0
+    text = denv("bench", "compare", str(a), str(close)).stdout
+    assert "no clear difference" in text and "±2% run-to-run noise" in text
+    clear = json.loads(denv("bench", "compare", str(a), str(far), "--json").stdout)
+    assert {f["name"]: f["better"] for f in clear["figures"]}["output tok/s"] == "b"
+
+
+def test_compare_of_simulated_results_uses_their_error_band(denv) -> None:  # type: ignore[no-untyped-def]
+    rows = json.loads(denv("bench", "--workload", "agent", "--hardware", "h200", "--json").stdout)
+    sims = [r for r in rows["ranked"] if r["source"] == "simulated"][:2]
+    run = denv("bench", "compare", sims[0]["result"], sims[1]["result"], "--json")
+    comparison = json.loads(run.stdout)
+    tok = {f["name"]: f for f in comparison["figures"]}["output tok/s/GPU"]
+    assert tok["noise_pct"] > 2.0 and "simulated" in comparison["a_uncertainty"]
+    assert (tok["better"] == "unclear") == (abs(tok["delta_pct"]) <= tok["noise_pct"])
+
+
+@pytest.mark.parametrize(
+    ("rank", "column", "descending"),
+    [("cost", "$/M-OUT", False), ("throughput", "TOK/S/GPU", True), ("speed", "TOK/S/USER", True)],
+)
+def test_the_table_shows_the_figure_it_ranks_by(
+    denv, rank: str, column: str, descending: bool
+) -> None:  # type: ignore[no-untyped-def]
+    run = denv("bench", "--workload", "chat", "--rank", rank, "--limit", "8")
+    assert run.returncode == 0, run.stderr
+    lines = run.stdout.splitlines()
+    assert lines[0].strip().endswith(f"ranked by {rank} ({column})")
+    header = re.split(r"\s{2,}", lines[1].strip())
+    rows = [re.split(r"\s{2,}", line.strip()) for line in lines[2:10]]
+    values = [float(row[header.index(column)].strip("$").replace(",", "")) for row in rows]
+    assert len(values) == 8 and values == sorted(values, reverse=descending)
+
+
+def test_one_gpu_is_one_gpu_not_one_gpus(denv) -> None:  # type: ignore[no-untyped-def]
+    """One pluralising rule (spec/words.py: counted) for every count of GPUs shown."""
+    fit = denv("recipe", "fit", "llama-3.1-8b/vllm@1", "--fleet", "local").stdout
+    assert "fits local: 1 GPU, each replica" in fit
+    denv("bench", "--workload", "agent", "--model", "llama-3.1-8b", "--hardware", "h200", "--json")
+    got = denv("bench", "get", "1").stdout
+    assert "tok/s on 1 GPU = " in got and "topology 1 × 1 GPU (" in got
+    assert "1 GPUs" not in fit + got
+
+
+@pytest.mark.parametrize("command", [["bench", "get"], ["sim", "predict"], ["status"], ["ui"]])
+def test_help_shows_flags_as_taking_no_value(denv, command: list[str]) -> None:  # type: ignore[no-untyped-def]
+    """One rule for every command (cli/__init__.py: flags_without_values): `--json`, not
+    `--json <bool>`."""
+    run = denv(*command, "--help")
+    assert run.returncode == 0, run.stderr
+    assert "--json" in run.stdout and "<bool>" not in run.stdout
+
+
+def test_bench_and_sim_predict_give_the_same_interval_for_the_same_pair(denv) -> None:  # type: ignore[no-untyped-def]
+    """One source (engines/sim/error_intervals.py for_prediction), one confidence level (80%):
+    the ranking's band is sim predict's interval in percent of the figure."""
+    ranking = denv(
+        "bench", "--workload", "agent", "--model", "llama-3.1-8b", "--hardware", "h100", "--json"
+    )
+    row = next(
+        r
+        for r in json.loads(ranking.stdout)["ranked"]
+        if r["recipe"] == "llama-3.1-8b/vllm@1" and r["source"] == "simulated"
+    )
+    run = denv(
+        "sim", "predict", "--recipe", "llama-3.1-8b/vllm@1", "--hardware", "h100",
+        "--workload", "agent", "--concurrency", str(row["concurrency"]), "--json",
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    predicted = json.loads(run.stdout)
+    figure = predicted["output_tok_s_per_gpu"]
+    interval = predicted["expected_error"]["output_tok_s_per_gpu"]
+    assert row["band"]["lo_pct"] == pytest.approx((interval["lo"] / figure - 1) * 100, abs=0.1)
+    assert row["band"]["hi_pct"] == pytest.approx((interval["hi"] / figure - 1) * 100, abs=0.1)
+
+
+def test_sim_predict_says_which_hardware_it_chose_and_why(denv) -> None:  # type: ignore[no-untyped-def]
+    run = denv("sim", "predict", "--recipe", "llama-3.1-8b/vllm@1", "--isl", "64", "--osl", "8")
+    assert run.returncode == 0, run.stderr
+    assert "hardware h100: the recipe's first of h100, h200, b200 (--hardware" in run.stdout
+    assert "80% intervals (the measured figure falls inside 8 times in 10" in run.stdout

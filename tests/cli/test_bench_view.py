@@ -46,4 +46,5 @@ def test_levels_table(capsys: pytest.CaptureFixture[str]) -> None:
     assert "TTFT-P99" in out and "SATURATED" in out
     assert "c8" in out and "40/s" in out
     assert "3 (http_503 3)" in out
+    assert "88 (+8 warm-up)" in out and "left out of every figure" in out
     assert "40/s: queueing grows: …" in out

@@ -58,7 +58,7 @@ def test_foreign_processes_and_trial_gpus_are_not_free() -> None:
         8,
     )
     assert again.errors == [
-        "z needs 1 GPUs in one domain; the most free in one domain of f "
+        "z needs 1 GPU in one domain; the most free in one domain of f "
         "is 0 (others are in use, busy with foreign processes, or kept "
         "as the fleet's 4 trial GPUs)"
     ]

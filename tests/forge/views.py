@@ -51,7 +51,7 @@ PLAN = PlanView(
         ),
         PlanGroup(
             title="chat-8b / prod / local — not planned — GPUs 2 → 2",
-            error="replica 2 needs 1 GPUs in one domain; the most free in one domain of local is 0",
+            error="replica 2 needs 1 GPU in one domain; the most free in one domain of local is 0",
         ),
     ],
     notes=["chat-8b / eu: not deployed yet: no pin in releases/chat-8b/promotions.yaml"],

@@ -149,7 +149,7 @@ def test_a_deployment_that_cannot_be_placed_fails_the_check(git_repo: Path) -> N
     assert answer["check"]["conclusion"] == "failure"
     assert answer["check"]["title"] == "cannot be placed"
     assert answer["unplaceable"] == [
-        "second / canary on local: replica 6 needs 1 GPUs in one domain; the most free in one "
+        "second / canary on local: replica 6 needs 1 GPU in one domain; the most free in one "
         "domain of local is 0 (others are in use, busy with foreign processes, or kept as the "
         "fleet's 8 trial GPUs)"
     ], answer["unplaceable"]

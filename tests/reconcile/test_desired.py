@@ -139,7 +139,7 @@ def test_one_deployment_that_does_not_fit_leaves_the_others_planned(git_repo: Gi
     assert [d.release for d in fresh.deployments] == ["big"]
     (error,) = fresh.errors
     assert (error.release, error.stage, error.fleet) == ("chat-8b", "canary", "local")
-    assert error.message.startswith("replica 1 needs 1 GPUs in one domain")
+    assert error.message.startswith("replica 1 needs 1 GPU in one domain")
 
     kept = desired_of(git_repo, {"local": observation(running)})  # chat-8b runs: it stays
     assert [d.release for d in kept.deployments] == ["chat-8b"]

@@ -161,7 +161,7 @@ def test_a_deployment_that_no_longer_fits_is_left_running_and_reported(
     result = plan_of(git_repo, before)
     before_gpus, after_gpus, error = group(result)
     assert (before_gpus, after_gpus) == (2, 2)
-    assert error is not None and error.startswith("replica 2 needs 1 GPUs in one domain")
+    assert error is not None and error.startswith("replica 2 needs 1 GPU in one domain")
     assert all(a.release == "big" for a in result.actions)  # nothing of chat-8b is touched
     replaces = [a for a in result.actions if a.kind == ActionKind.REPLACE]
     assert len(replaces) == 6 and not any(a.surge for a in replaces)  # no free GPU: in place

@@ -14,7 +14,7 @@ from reconciler.reconcile.revisions import Pending
 from tests.reconcile.golden import check_text
 
 OLD, NEW = "1" * 40, "2" * 40
-NO_ROOM = "replica 2 needs 1 GPUs in one domain; the most free in one domain of local is 0"
+NO_ROOM = "replica 2 needs 1 GPU in one domain; the most free in one domain of local is 0"
 INVALID = "revision 222222222222 has invalid files:\nreleases/beta/denv.yaml:3:1: bad"
 
 

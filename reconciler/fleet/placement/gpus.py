@@ -27,6 +27,7 @@ from reconciler.fleet.model.rules import FleetRules
 from reconciler.fleet.placement.slots import FleetHosts, with_ports
 from reconciler.spec.fit import domains
 from reconciler.spec.fleet import Fleet
+from reconciler.spec.words import counted
 
 
 @dataclass(frozen=True)
@@ -145,7 +146,7 @@ def place_on_trial_gpus(
     )
     if deployment.gpus > free:
         raise PlacementError(
-            f"{deployment.recipe.id} needs {deployment.gpus} GPUs; {free} of the "
+            f"{deployment.recipe.id} needs {counted(deployment.gpus, 'GPU')}; {free} of the "
             f"{fleet.trial_gpus} trial GPUs of {fleet.name} are free"
         )
     try:  # nothing is kept back among the trial GPUs themselves
@@ -353,12 +354,12 @@ class GpuBook:
         fleet = self.fleet
         if demand.gpus > self._largest:
             return (
-                f"{demand.label} needs {demand.gpus} GPUs in one domain; the largest domain "
-                f"of {fleet.name} has {self._largest}"
+                f"{demand.label} needs {counted(demand.gpus, 'GPU')} in one domain; the largest "
+                f"domain of {fleet.name} has {self._largest}"
             )
         most_free = max(self._domain_free, default=0)
         return (
-            f"{demand.label} needs {demand.gpus} GPUs in one domain; the most free in one "
-            f"domain of {fleet.name} is {most_free} (others are in use, busy with foreign "
+            f"{demand.label} needs {counted(demand.gpus, 'GPU')} in one domain; the most free in "
+            f"one domain of {fleet.name} is {most_free} (others are in use, busy with foreign "
             f"processes, or kept as the fleet's {fleet.trial_gpus} trial GPUs)"
         )

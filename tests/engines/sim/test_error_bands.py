@@ -1,5 +1,5 @@
-"""The simulator's error table: docs/simulator.md shows what calibration_errors.json holds,
-and a simulated row's band follows its hardware, engine, model and layout."""
+"""The simulator's error table: docs/simulator.md shows what calibration_errors.json holds
+(a simulated row's interval: tests/cli/test_bench.py, error_intervals.py's tests)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,6 @@ from reconciler.engines.sim.error_bands import (
     IN_SAMPLE_FILE,
     ErrorGroup,
     ErrorTable,
-    band,
     markdown_table,
     read_error_table,
 )
@@ -65,44 +64,3 @@ def test_docs_show_the_bands_bench_uses(mode: str) -> None:
         assert _doc_table(heading) == markdown_table(groups)
     else:
         assert table == read_error_table(IN_SAMPLE_FILE)
-
-
-@pytest.mark.parametrize(
-    ("hardware", "engine", "model", "mode", "pct", "extrapolated", "basis"),
-    [
-        pytest.param("h200", "sglang", "deepseek-r1", "aggregated", 3.2, False,
-                     "h200, 17 aggregated sglang deepseek-r1 points", id="calibrated"),
-        pytest.param("h100", "sglang", "deepseek-r1", "aggregated", 8.4, True,
-                     "174 aggregated sglang deepseek-r1 points; none on h100", id="other-gpu"),
-        pytest.param("h200", "vllm", "llama-3.1-8b", "aggregated", 3.2, True,
-                     "h200, 17 aggregated sglang deepseek-r1 points; vllm not calibrated; "
-                     "llama-3.1-8b not calibrated", id="other-engine-and-model"),
-        pytest.param("h200", "sglang", "deepseek-r1", "disaggregated", 19.0, True,
-                     "137 disaggregated sglang deepseek-r1 points; none on h200", id="pd"),
-    ],
-)  # fmt: skip
-def test_band_for_hardware_engine_and_layout(
-    hardware: str,
-    engine: str,
-    model: str,
-    mode: str,
-    pct: float,
-    extrapolated: bool,
-    basis: str,
-) -> None:
-    found = band(TABLE, hardware, engine, model, mode, "tok_s_per_gpu")  # type: ignore[arg-type]
-    assert found is not None
-    assert (found.pct, found.extrapolated, found.basis) == (pct, extrapolated, basis)
-    assert found.text == f"±{round(pct)}%" + ("*" if extrapolated else "")
-
-
-def test_band_of_the_speed_figure_is_tpot() -> None:
-    found = band(TABLE, "h200", "sglang", "deepseek-r1", "aggregated", "tpot_p50")
-    assert found is not None and (found.pct, found.metric) == (5.4, "TPOT p50")
-
-
-def test_band_of_a_cross_validated_table_says_held_out() -> None:
-    held = TABLE.model_copy(update={"held_out": True})
-    found = band(held, "h200", "sglang", "deepseek-r1", "aggregated", "tok_s_per_gpu")
-    assert found is not None
-    assert found.basis == "h200, 17 held-out aggregated sglang deepseek-r1 points"
