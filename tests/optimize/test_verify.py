@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from reconciler.optimize.verify import gain_interval, gain_refusal, promising, t975
+from reconciler.optimize.verify import gain_interval, gain_verdict, most_runs, promising, t975
 
 
 def test_t_quantiles_shrink_towards_normal() -> None:
@@ -35,17 +35,22 @@ def test_one_run_each_has_no_interval() -> None:
 
 
 @pytest.mark.parametrize(
-    ("current", "candidate", "refused"),
+    ("current", "candidate", "decision", "refused"),
     [
-        ([100.0, 101.0, 99.0], [120.0, 121.0, 119.0], None),
-        ([100.0, 101.0, 99.0], [102.0, 103.0, 101.0], "is not above +3.0%"),
-        ([100.0, 130.0, 70.0], [110.0, 140.0, 80.0], "within noise"),
+        ([100.0, 101.0, 99.0], [120.0, 121.0, 119.0], "verified", None),
+        ([100.0, 101.0, 99.0], [102.0, 103.0, 101.0], "rejected", "is not above +3.0%"),
+        ([100.0, 130.0, 70.0], [110.0, 140.0, 80.0], "inconclusive", "within noise"),
     ],
     ids=["clear-win", "below-min-gain", "noisy"],
 )
-def test_refusal(current: list[float], candidate: list[float], refused: str | None) -> None:
-    why = gain_refusal(gain_interval(current, candidate, True), 0.03)
+def test_verdict(
+    current: list[float], candidate: list[float], decision: str, refused: str | None
+) -> None:
+    """A gain within noise is undecided (inconclusive), never a rejection."""
+    said, why = gain_verdict(gain_interval(current, candidate, True), 0.03)
+    assert said == decision
     assert (why is None) if refused is None else (why is not None and refused in why)
+    assert most_runs(3) == 6
 
 
 def test_promising_after_one_run() -> None:

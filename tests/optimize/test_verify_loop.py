@@ -195,3 +195,107 @@ def test_starting_a_finished_study_again(denv_repo: Path, edit: Edit) -> None:
     assert wider.study != first.study and wider.study.endswith(".levers-kv_dtype+max_batch")
     assert wider.levers == ["kv_dtype", "max_batch"] and wider.trials == 2
     assert len(wider_loop.deployed) >= 1 + 1  # a study of its own, trialed from the start
+
+
+class BusyLoop(ScriptedLoop):
+    """The scripted trial GPUs on a busy machine: the runs numbered in `behind` are ones in
+    which the load generator fell behind (a low figure, a TTFT far outside the target);
+    `noisy`: the candidate's figures swing ±150 around 200 from run to run."""
+
+    behind: frozenset[int] = frozenset()
+    noisy = False
+
+    def measure(self, endpoint: TrialEndpoint, label: str, ladder: Ladder) -> Run:
+        run = super().measure(endpoint, label, ladder)
+        if self.noisy and self.recipe(endpoint).settings.max_batch != 4:
+            swing = 150.0 if self.runs % 4 == 2 else -150.0  # 350, 50, 350, …
+            run = run.model_copy(update={"goal": 200.0 + swing})
+        if self.runs in self.behind:
+            miss = "the load generator sent 30.6 of the 34.6 requests/s its schedule asked"
+            metrics = Metrics(ttft_ms=Percentiles(p99=1811.0), requests=32)
+            update = {"goal": 10.0, "metrics": metrics, "miss": miss, "client_behind": True}
+            run = run.model_copy(update=update)
+        return run
+
+
+def busy_start(
+    denv_repo: Path, edit: Edit, store: StateStore
+) -> Any:  # a start(loop class, **options) -> (loop, final state)
+    edit("releases/chat-8b/denv.yaml", "settings: { max_batch: 128 }", "settings: { max_batch: 4 }")
+    trace = denv_repo / "shape.jsonl"
+    trace.write_text(
+        "\n".join(
+            json.dumps({"timestamp": 50 * i, "input_length": 600, "output_length": 16,
+                        "hash_ids": [1, 100 + i]})
+            for i in range(48)
+        ) + "\n"
+    )  # fmt: skip
+    repo = open_repo(denv_repo)
+
+    def start(kind: type[BusyLoop], **changes: object) -> tuple[BusyLoop, StudyState]:
+        given: dict[str, Any] = {
+            "target": "chat-8b/canary", "goal": "throughput", "budget_gpus": 4, "traffic": trace,
+            "levers": ["max_batch"], "seed": 1, "max_trials": 1, **changes,
+        }  # fmt: skip
+        setup, state = resolve(denv_repo, repo, StartOptions(**given), store, AT)
+        effects = Effects(store=store, drivers=Drivers(), clock=lambda: AT)
+        loop = kind(setup, effects, state)
+        final = loop.run().model_copy(update={"state": "finished"})
+        store.save(final)
+        return loop, final
+
+    return start
+
+
+def test_a_run_whose_load_generator_fell_behind_is_measured_again_never_averaged(
+    denv_repo: Path, edit: Edit
+) -> None:
+    """Runs 3 and 4 (the first verification repeat of each side) measured the client: they are
+    kept and said, measured again, and left out of the gain and of every figure shown."""
+
+    class Behind(BusyLoop):
+        behind = frozenset({3, 4})
+
+    store = StateStore(denv_repo / "state")
+    _, final = busy_start(denv_repo, edit, store)(Behind)
+    (winner,) = final.candidates
+    assert winner.status is Status.VERIFIED, winner.reason
+    assert [r.client_behind for r in final.current.runs] == [False, True, False, False, False]
+    assert [r.client_behind for r in winner.runs] == [False, True, False, False]
+    assert winner.gain is not None and winner.gain.runs == 3
+    assert winner.gain.current_mean == pytest.approx(100.0, abs=1.0)  # never the 10.0
+    assert final.current.mean("ttft_p99") == 300.0 and winner.mean("ttft_p99") == 300.0
+
+
+def test_an_inconclusive_verification_says_so_and_its_retry_verifies_it(
+    denv_repo: Path, edit: Edit
+) -> None:
+    """A gain within noise takes more runs, up to twice `repeats`; still undecided, the
+    candidate is inconclusive (not rejected) with the command that verifies it again — which
+    works on the same study even though `--max-trials 1` is spent."""
+
+    class Noisy(BusyLoop):
+        noisy = True
+
+    store = StateStore(denv_repo / "state")
+    start = busy_start(denv_repo, edit, store)
+    _, first = start(Noisy)
+    (row,) = first.candidates
+    assert row.status is Status.INCONCLUSIVE and "within noise" in (row.reason or "")
+    assert (row.reason or "").endswith("after 6 runs each")  # repeats 3, at most 6
+    assert len(row.runs) == 6 and row.gain is not None and row.gain.low <= 0 < row.gain.gain
+    assert row.retry == (
+        f"denv optimize start chat-8b/canary --budget-gpus 4 --traffic {denv_repo}/shape.jsonl "
+        f"--levers max_batch --seed 1 --verify {row.id}"
+    )
+    retry = f"{row.id} is inconclusive: `{row.retry}` verifies it again"
+    with pytest.raises(UsageError, match="--max-trials 1 allows no more") as refused:
+        start(Noisy)  # a plain rerun trials nothing more, and says what does ...
+    assert retry in str(refused.value)
+    with pytest.raises(UsageError, match="only an inconclusive candidate"):
+        start(Noisy, verify="c-000000")
+    again, second = start(BusyLoop, verify=row.id)  # ... its retry verifies it, no trial spent
+    (verified,) = second.candidates
+    assert verified.status is Status.VERIFIED and verified.retry is None
+    assert second.trials == first.trials == 1
+    assert len(verified.runs) == 3 and len(again.deployed) == 2
