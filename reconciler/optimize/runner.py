@@ -306,8 +306,12 @@ class Loop:
 
     def reverify(self, candidate: str) -> StudyState:
         """`--verify CANDIDATE`: verify an inconclusive candidate again, beside a fresh
-        deployment of the current release, without a trial (the study is not asked)."""
+        deployment of the current release, without a trial (the study is not asked); one
+        verified already is left as it is."""
         row = self.state.row(candidate)
+        if row is not None and row.status is Status.VERIFIED:
+            self.fx.say(f"{row.id} is {status_text(row)} already: nothing to verify")
+            return self.state
         if row is None or not retriable(row):  # start.check_retry refused it already
             raise UsageError(f"--verify {candidate}: not an inconclusive candidate")
         edit = ReleaseEdit(row.recipe or self.current_recipe.id, row.overrides, row.topology)

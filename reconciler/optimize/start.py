@@ -173,13 +173,16 @@ def finished_study_note(
 
 
 def check_retry(previous: StudyState | None, candidate: str, name: str) -> None:
-    """UsageError unless the study `name` has `candidate` inconclusive (`--verify`)."""
+    """UsageError unless the study `name` has `candidate` inconclusive, or verified already
+    (`--verify`: a retry run twice, or after another verified it, is no error)."""
     if previous is None:
         raise UsageError(
             f"--verify {candidate}: no study {name} to continue: give the options of the "
             "`denv optimize start` that trialed it (the retry command it printed has them)"
         )
     row = previous.row(candidate)
+    if row is not None and row.status is Status.VERIFIED:
+        return  # verified already: the retry does nothing (Loop.reverify says so)
     if row is None or not retriable(row):
         shown = ", ".join(r.id for r in previous.candidates if retriable(r)) or "none"
         state = f"it is {row.status.value}" if row is not None else "no such candidate"

@@ -18,14 +18,14 @@ from reconciler.fleet.drivers.registry import Drivers
 from reconciler.optimize.candidates import Row, Run, Status, StudyState
 from reconciler.optimize.capacity import Ladder
 from reconciler.optimize.runner import Effects, Loop, Setup
-from reconciler.optimize.start import StartOptions, resolve
+from reconciler.optimize.start import StartOptions, resolve, retry_command
 from reconciler.optimize.state import StateStore
 from reconciler.spec.loader import open_repo
 from reconciler.spec.recipe import Recipe
 from reconciler.spec.result import Metrics, Percentiles
 from reconciler.trials.deployment import TrialEndpoint
 from reconciler.trials.plan import ProbeInfo
-from tests.conftest import Edit
+from tests.conftest import ROOT, Edit
 
 AT = dt.datetime(2026, 12, 1, tzinfo=dt.UTC)
 
@@ -299,3 +299,17 @@ def test_an_inconclusive_verification_says_so_and_its_retry_verifies_it(
     assert verified.status is Status.VERIFIED and verified.retry is None
     assert second.trials == first.trials == 1
     assert len(verified.runs) == 3 and len(again.deployed) == 2
+    twice, third = start(BusyLoop, verify=row.id)  # the same retry again: nothing to do
+    assert twice.deployed == [] and third.candidates == second.candidates
+
+
+def test_the_retry_command_is_the_one_the_optimizer_guide_prints() -> None:
+    """The guide's walk runs the retry exactly as `start` prints it for the walk's options."""
+    options = StartOptions(
+        target="chat-8b/canary", goal="throughput", budget_gpus=4, levers=["speculative"],
+        max_trials=1, requests=48, seed=1, parity_suite="parity-short.jsonl",
+    )  # fmt: skip
+    printed = retry_command(options, "c-462245")
+    guide = (ROOT / "docs" / "optimize.md").read_text().splitlines()
+    assert printed in guide  # the guide's sh step
+    assert f"    verify c-462245 again: {printed}" in guide  # the output it shows
