@@ -222,6 +222,9 @@ def test_only_verified_candidates_that_passed_parity_ship() -> None:
     assert "failed parity" in (refusal(failed) or "")
     trialing = row("c-t", Status.TRIALING, 1.0, 1.0)
     assert "only verified" in (refusal(trialing) or "")
+    noisy = row("c-n", Status.INCONCLUSIVE, 1.0, 1.0, reason="within noise", retry="denv x")
+    said = refusal(noisy) or ""
+    assert said.endswith("only verified candidates ship: `denv x` verifies it again")
     ok = row("c-ok", Status.VERIFIED, 1.0, 1.0, parity_passed=True)
     assert refusal(ok) is None
 
