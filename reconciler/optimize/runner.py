@@ -318,9 +318,10 @@ class Loop:
         recipe = self.setup.space.recipe_of_edit(edit)
         self.fx.say(f"verifying {row.id} {row.change} again, beside the current release")
         with self.deploy(self.current_recipe) as reference:
-            self.baseline(reference)
+            baseline = self.baseline(reference)
             with self.deploy(recipe) as endpoint:
-                start = next((r.speed for r in evidence(row.runs) if r.speed), None)
+                # near its own capacity; a candidate with no run that is evidence: the baseline's
+                start = next((r.speed for r in evidence(row.runs) if r.speed), baseline.speed)
                 cleared: dict[str, Any] = {"runs": [], "gain": None, "retry": None, "reason": None}
                 fresh = row.model_copy(update={**cleared, "status": Status.TRIALING})
                 self.save(fresh)

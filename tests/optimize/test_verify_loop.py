@@ -313,3 +313,23 @@ def test_the_retry_command_is_the_one_the_optimizer_guide_prints() -> None:
     guide = (ROOT / "docs" / "optimize.md").read_text().splitlines()
     assert printed in guide  # the guide's sh step
     assert f"    verify c-462245 again: {printed}" in guide  # the output it shows
+
+
+def test_a_candidate_whose_first_run_is_no_evidence_is_inconclusive(
+    denv_repo: Path, edit: Edit
+) -> None:
+    """The candidate's first run, and both of its retries, measured the client: neither
+    screened out nor rejected, but inconclusive, and its retry verifies it."""
+
+    class Behind(BusyLoop):
+        behind = frozenset({2, 3, 4})
+
+    store = StateStore(denv_repo / "state")
+    start = busy_start(denv_repo, edit, store)
+    _, first = start(Behind)
+    (row,) = first.candidates
+    assert row.status is Status.INCONCLUSIVE and len(row.runs) == 1
+    assert (row.reason or "").startswith("no evidence: the load generator sent 30.6")
+    assert row.retry is not None and row.retry.endswith(f"--verify {row.id}")
+    _, second = start(BusyLoop, verify=row.id)
+    assert second.candidates[0].status is Status.VERIFIED
