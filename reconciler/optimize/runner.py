@@ -55,15 +55,8 @@ from reconciler.optimize.space import Candidate, ReleaseEdit, SearchSpace
 from reconciler.optimize.state import StateStore
 from reconciler.optimize.study import Study
 from reconciler.optimize.trials import capacity, deployed
-from reconciler.optimize.verify import (
-    Gain,
-    answer_levers,
-    gain_interval,
-    gain_verdict,
-    most_runs,
-    percent,
-    promising,
-)
+from reconciler.optimize.verdict import judge
+from reconciler.optimize.verify import answer_levers, most_runs, percent, promising
 from reconciler.optimize.workload import Workload
 from reconciler.parity.runner import run_parity
 from reconciler.parity.suite import Suite
@@ -405,7 +398,9 @@ class Loop:
         while True:
             self.fill(sides, ends, ladders, wanted, most + CLIENT_RETRIES)
             row = row.model_copy(update={"runs": sides[row.id]})
-            decision, why, gain = self.judge(row, sides["current"])
+            decision, why, gain = judge(
+                row.runs, sides["current"], self.setup.rules, higher_is_better=self.up
+            )
             if decision != "inconclusive" or wanted >= most:
                 break
             wanted += 1
@@ -444,35 +439,6 @@ class Loop:
                 run = self.measure(ends[side], label, ladders[side])
                 self.fx.say(f"  {label}: {describe(run)}")
                 sides[side].append(run)
-
-    def judge(self, row: Row, current: list[Run]) -> tuple[str, str | None, Gain | None]:
-        """The verdict on the runs of both sides that are evidence, and why; the gain when
-        there is one."""
-        runs, theirs_runs = evidence(row.runs), evidence(current)
-        mine = [r.goal for r in runs if r.goal is not None]
-        theirs = [r.goal for r in theirs_runs if r.goal is not None]
-        need = min(self.setup.rules.repeats, 2)
-        if len(mine) < need or len(theirs) < need:
-            everything = len(row.runs) + len(current)
-            behind = everything - len(runs) - len(theirs_runs)
-            if behind:
-                return (
-                    "inconclusive",
-                    (
-                        f"the load generator fell behind in {behind} of {everything} runs: "
-                        "too few runs are evidence"
-                    ),
-                    None,
-                )
-            if not mine or not theirs:
-                return "rejected", "a verification run measured nothing", None
-        gain = gain_interval(theirs, mine, self.up)
-        misses = [r.miss for r in runs if r.miss]
-        if misses:
-            missed = f"misses the target in {len(misses)} of {len(runs)} runs: {misses[0]}"
-            return "rejected", missed, gain
-        decision, why = gain_verdict(gain, self.setup.rules.min_gain)
-        return decision, why, gain
 
     def parity_counts(self, reference: TrialEndpoint, candidate: TrialEndpoint) -> tuple[int, int]:
         """(prompts that agree, prompts) of the parity suite; ParityError when it cannot run."""

@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import pytest
 
+from reconciler.optimize.candidates import Run
+from reconciler.optimize.verdict import judge
 from reconciler.optimize.verify import gain_interval, gain_verdict, most_runs, promising, t975
+from reconciler.spec.policy import OptimizerRules
+from reconciler.spec.result import Metrics
 
 
 def test_t_quantiles_shrink_towards_normal() -> None:
@@ -63,3 +67,23 @@ def test_promising_after_one_run() -> None:
 def test_no_runs_is_an_error() -> None:
     with pytest.raises(ValueError, match="at least one run"):
         gain_interval([], [1.0], True)
+
+
+def test_the_verdict_counts_only_runs_that_are_evidence() -> None:
+    """A run in which the load generator fell behind never enters the gain: with it left out
+    the gain is clear; with too few runs left it is inconclusive, never rejected."""
+
+    def run(goal: float, behind: bool = False) -> Run:
+        miss = "the load generator sent 30.6 of the 34.6 requests/s" if behind else None
+        return Run(metrics=Metrics(), goal=goal, miss=miss, client_behind=behind)
+
+    rules = OptimizerRules()  # repeats 3, min_gain 3%
+    current = [run(100.0), run(10.0, behind=True), run(101.0), run(99.0)]
+    mine = [run(120.0), run(121.0), run(5.0, behind=True), run(119.0)]
+    decision, why, gain = judge(mine, current, rules, higher_is_better=True)
+    assert (decision, why) == ("verified", None)
+    assert gain is not None and gain.current_mean == pytest.approx(100.0) and gain.runs == 3
+    few = [run(120.0), run(5.0, behind=True), run(6.0, behind=True)]
+    decision, why, gain = judge(few, current, rules, higher_is_better=True)
+    assert decision == "inconclusive" and gain is None
+    assert why == "the load generator fell behind in 3 of 7 runs: too few runs are evidence"
