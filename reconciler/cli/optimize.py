@@ -97,6 +97,8 @@ def start(
     verify winners (repeats and parity against the current release), and list them."""
     if goal not in GOALS:
         raise UsageError(f"--goal {goal}: use throughput, latency or cost")
+    if verify is not None and watch is not None:
+        raise UsageError("--verify verifies one candidate once: give it without --watch")
     release, stage = split_target(target)
     root = find_root(repo)
     store = store_of(root)
