@@ -239,6 +239,17 @@ class Loop:
         scored = self.setup.study.screened.get(candidate.id)
         return scored.value if scored is not None else None
 
+    def model_disagrees(self, candidate: Candidate, run: Run, baseline: float) -> bool:
+        """Whether a first run that met the target but is not better than the current
+        release contradicts the simulator's model, which predicts a gain above `min_gain`:
+        on a busy machine one run is noise enough, so the verification's repeats decide."""
+        mine, current = self.predicted(candidate), self.predicted(self.current)
+        if run.miss is not None or run.goal is None or mine is None or not current:
+            return False
+        min_gain = self.setup.rules.min_gain
+        measured_better = promising(baseline, run.goal, self.up, min_gain)
+        return not measured_better and promising(current, mine, self.up, min_gain)
+
     def known_failure(self, answers: str) -> Row | None:
         return next(
             (r for r in self.state.candidates if r.parity_passed is False and r.answers == answers),
@@ -341,7 +352,11 @@ class Loop:
             if run.client_behind:  # no evidence either way: neither screened nor told
                 study.tell(trial, None, f"no evidence: {run.miss}")
                 return self._inconclusive(row, f"no evidence: {run.miss}")
-            why = self.screen(run, self.state.current.mean("goal") or baseline.goal or 0.0)
+            figure = self.state.current.mean("goal") or baseline.goal or 0.0
+            why = self.screen(run, figure)
+            if why is not None and self.model_disagrees(candidate, run, figure):
+                self.fx.say(f"  {row.id}: {why}, but the model predicts a gain: verifying it")
+                why = None  # one run against the model's prediction: the repeats decide
             if why is not None:
                 study.tell(trial, outcome)
                 return self._rejected(row, why)
@@ -399,7 +414,11 @@ class Loop:
             self.fill(sides, ends, ladders, wanted, most + CLIENT_RETRIES)
             row = row.model_copy(update={"runs": sides[row.id]})
             decision, why, gain = judge(
-                row.runs, sides["current"], self.setup.rules, higher_is_better=self.up
+                row.runs,
+                sides["current"],
+                self.setup.rules,
+                higher_is_better=self.up,
+                searches=searches_capacity(self.setup.work.goal),
             )
             if decision != "inconclusive" or wanted >= most:
                 break

@@ -87,3 +87,20 @@ def test_the_verdict_counts_only_runs_that_are_evidence() -> None:
     decision, why, gain = judge(few, current, rules, higher_is_better=True)
     assert decision == "inconclusive" and gain is None
     assert why == "the load generator fell behind in 3 of 7 runs: too few runs are evidence"
+
+
+def test_a_capacity_repeat_that_held_nowhere_counts_with_its_figure() -> None:
+    """On a busy machine a repeat's few runs near its capacity may all miss: for a capacity
+    goal it counts with its (lower) figure, as the current release's does; at the traffic's
+    own rate (latency goal) a miss rejects."""
+
+    def run(goal: float, miss: str | None = None) -> Run:
+        return Run(metrics=Metrics(), goal=goal, miss=miss)
+
+    current = [run(10.1), run(11.7), run(10.6), run(9.3)]
+    mine = [run(15.5), run(16.0), run(14.0, miss="answers (23/s) fell behind arrivals"),
+            run(15.8)]  # fmt: skip
+    decision, _, gain = judge(mine, current, OptimizerRules(), higher_is_better=True)
+    assert decision == "verified" and gain is not None and gain.low > 0
+    decision, why, _ = judge(mine, current, OptimizerRules(), True, searches=False)
+    assert decision == "rejected" and (why or "").startswith("misses the target in 1 of 4 runs")
