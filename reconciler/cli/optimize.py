@@ -14,7 +14,7 @@ from rich.table import Table
 
 from reconciler.cli.common import JsonOption, RepoOption, console, load, print_json, seconds
 from reconciler.errors import DenvError, UsageError
-from reconciler.optimize.candidates import StudyState, headers, table
+from reconciler.optimize.candidates import Status, StudyState, headers, table
 from reconciler.optimize.goal import GOAL_METRIC, GOALS, Goal
 from reconciler.optimize.state import StateStore, split_target, state_home, study_status
 from reconciler.spec.sources import find_root
@@ -78,6 +78,13 @@ def start(
         str | None,
         typer.Option(help="Keep running: look this often for drift or catalog changes (1h)."),
     ] = None,
+    verify: Annotated[
+        str | None,
+        typer.Option(
+            help="Verify this inconclusive candidate again, without a trial (the command an "
+            "inconclusive verification prints)."
+        ),
+    ] = None,
     repo: RepoOption = Path("."),
     as_json: JsonOption = False,
 ) -> None:
@@ -89,6 +96,8 @@ def start(
 
     if goal not in GOALS:
         raise UsageError(f"--goal {goal}: use throughput, latency or cost")
+    if verify is not None and watch is not None:
+        raise UsageError("--verify verifies one candidate once: give it without --watch")
     release, stage = split_target(target)
     root = find_root(repo)
     store = store_of(root)
@@ -106,6 +115,7 @@ def start(
         ready_timeout=seconds("--ready-timeout", ready_timeout),
         seed=seed,
         parity_suite=parity_suite,
+        verify=verify,
     )
     every = seconds("--watch", watch) if watch else None
     # SIGTERM (`denv optimize stop`) ends the run as Ctrl-C does: trials tear down
@@ -150,6 +160,9 @@ def _print_table(state: StudyState) -> None:
     console.print(f"goal: {GOAL_METRIC[state.goal]}", markup=False, highlight=False)
     if state.note:
         console.print(f"{state.state}: {state.note}", markup=False, highlight=False)
+    for each in state.candidates:
+        if each.status is Status.INCONCLUSIVE and each.retry:
+            console.print(f"verify {each.id} again: {each.retry}", markup=False, highlight=False)
 
 
 @app.command("candidates")
@@ -252,7 +265,8 @@ def status(repo: RepoOption = Path("."), as_json: JsonOption = False) -> None:
             row.goal,
             row.state,
             str(row.trials),
-            ", ".join(row.verified) or "none",
+            (", ".join(row.verified) or "none")
+            + "".join(f" ({c} inconclusive)" for c in row.inconclusive),
             ", ".join(f"#{n}" for n in row.pull_requests) or "none",
             f"{row.started:%Y-%m-%d %H:%M}",
         )

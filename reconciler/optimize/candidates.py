@@ -29,6 +29,7 @@ SAME = 0.01  # figures within 1% of the current one show '='
 class Status(StrEnum):
     TRIALING = "trialing"
     VERIFIED = "verified"
+    INCONCLUSIVE = "inconclusive"  # verification could not decide: noise; retriable
     REJECTED = "rejected"
 
 
@@ -54,6 +55,15 @@ class Run(Spec):
     rate: float | None = None  # requests/s sent: the capacity, when it held
     tried: list[Probe] = []  # the search's runs, in the order they ran
     served: Served | None = None  # goodput and output tok/s at its rate (goal.py)
+    # the load generator fell behind its own schedule in this run: it measured the client,
+    # not the deployment, so it is no evidence (evidence() leaves it out of every mean)
+    client_behind: bool = False
+
+
+def evidence(runs: list[Run]) -> list[Run]:
+    """The runs that are evidence about a deployment: every run but those in which the load
+    generator fell behind its schedule. The one rule for every mean, gain and judgement."""
+    return [run for run in runs if not run.client_behind]
 
 
 class Row(Spec):
@@ -67,7 +77,8 @@ class Row(Spec):
     answers: str | None = None  # verify.answer_levers of its recipe
     trial: int | None = None  # the optuna trial's number
     status: Status = Status.TRIALING
-    reason: str | None = None  # why rejected
+    reason: str | None = None  # why rejected, or why verification was inconclusive
+    retry: str | None = None  # inconclusive: the command that verifies it again
     predicted: float | None = None  # the pre-screen's goal figure (simulator's model)
     runs: list[Run] = []
     gain: Gain | None = None
@@ -77,10 +88,18 @@ class Row(Spec):
     at: dt.datetime
 
     def mean(self, pick: str) -> float | None:
-        """Mean over runs of `goal`, `rate`, `tok_s_gpu` or `ttft_p99` (runs lacking it left
-        out)."""
-        values = [v for v in (_figure(run, pick) for run in self.runs) if v is not None]
+        """Mean over the runs that are evidence (`evidence`) of `goal`, `rate`, `tok_s_gpu` or
+        `ttft_p99` (runs lacking it left out)."""
+        values = [v for v in (_figure(run, pick) for run in evidence(self.runs)) if v is not None]
         return sum(values) / len(values) if values else None
+
+
+def retriable(row: Row) -> bool:
+    """Whether `--verify` may verify the row again: inconclusive (or, from a study of an
+    earlier version, rejected as within noise)."""
+    return row.status is Status.INCONCLUSIVE or (
+        row.status is Status.REJECTED and "within noise" in (row.reason or "")
+    )
 
 
 def _figure(run: Run, pick: str) -> float | None:
@@ -188,8 +207,8 @@ def compared(gain: Gain, digits: int) -> str:
 
 
 def status_text(row: Row) -> str:
-    if row.status is Status.REJECTED:
-        return f"rejected ({row.reason})" if row.reason else "rejected"
+    if row.status in (Status.REJECTED, Status.INCONCLUSIVE):
+        return f"{row.status.value} ({row.reason})" if row.reason else row.status.value
     if row.status is Status.VERIFIED and row.pr is not None:
         return f"verified (PR #{row.pr})"
     return row.status.value
@@ -229,7 +248,7 @@ def table(state: StudyState) -> list[tuple[str, ...]]:
 
 
 def ranked(state: StudyState) -> list[Row]:
-    order = {Status.VERIFIED: 0, Status.TRIALING: 1, Status.REJECTED: 2}
+    order = {Status.VERIFIED: 0, Status.TRIALING: 1, Status.INCONCLUSIVE: 2, Status.REJECTED: 3}
     sign = -1.0 if higher_is_better(state.goal) else 1.0
 
     def key(row: Row) -> tuple[int, float, str]:

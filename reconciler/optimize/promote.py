@@ -41,7 +41,10 @@ def refusal(row: Row) -> str | None:
         return f"candidate {row.id} failed parity against the current release{why}: it never ships"
     if row.status is not Status.VERIFIED or row.parity_passed is not True:
         why = f": {row.reason}" if row.reason else ""
-        return f"candidate {row.id} is {row.status.value}{why}; only verified candidates ship"
+        retry = f": `{row.retry}` verifies it again" if row.retry else ""
+        return (
+            f"candidate {row.id} is {row.status.value}{why}; only verified candidates ship{retry}"
+        )
     return None
 
 

@@ -13,8 +13,13 @@
 4. One that passes is verified while its trial is still up: both are measured
    `rules.repeats` times, interleaved (a repeat searches again near the side's capacity:
    `Ladder.near`), the gain's interval decides (verify.py), then the
-   parity suite runs against the current release. A parity failure rejects it however fast,
-   and rejects without a trial every later candidate with the same answer levers.
+   parity suite runs against the current release. A run in which the load generator fell
+   behind its schedule is no evidence (candidates.evidence): it is measured again, never
+   averaged in. A gain within noise takes one more run of each side at a time, up to
+   `verify.most_runs`; still undecided, the candidate is `inconclusive` (not rejected), with
+   the command that verifies it again (`--verify`, `Loop.reverify`: no trial spent). A
+   parity failure rejects it however fast, and rejects without a trial every later
+   candidate with the same answer levers.
 5. The study is told each outcome; a parity failure, its own or a shared one, is a rejection
    (`Study.reject`: infeasible for TPE, the reason kept). With `auto`, each verified winner
    better than the last one promoted becomes (or updates) the pull request.
@@ -31,22 +36,31 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from reconciler.errors import DenvError, ParityError
+from reconciler.errors import DenvError, ParityError, UsageError
 from reconciler.fleet.drivers.registry import Drivers
-from reconciler.optimize.candidates import Row, Run, Status, StudyState, status_text
+from reconciler.optimize.candidates import (
+    Row,
+    Run,
+    Status,
+    StudyState,
+    evidence,
+    retriable,
+    status_text,
+)
 from reconciler.optimize.capacity import AT_RECORDED_RATE, Ladder, rounded
 from reconciler.optimize.goal import higher_is_better, searches_capacity
 from reconciler.optimize.heartbeat import beating
 from reconciler.optimize.outcome import Outcome
-from reconciler.optimize.space import Candidate, SearchSpace
+from reconciler.optimize.space import Candidate, ReleaseEdit, SearchSpace
 from reconciler.optimize.state import StateStore
 from reconciler.optimize.study import Study
 from reconciler.optimize.trials import capacity, deployed
+from reconciler.optimize.verdict import judge
 from reconciler.optimize.verify import (
     Gain,
     answer_levers,
     gain_interval,
-    gain_refusal,
+    most_runs,
     percent,
     promising,
 )
@@ -63,6 +77,9 @@ Say = Callable[[str], None]
 Progress = Callable[[str, int, int], None]  # (what, done, total): trials, a run's requests
 Ended = Callable[[str, str], None]  # (what, how): a run that ended before its total, at once
 Promote = Callable[[StudyState, Row], int]  # opens or updates the PR; its number
+
+# A run in which the load generator fell behind is measured again this many times at most.
+CLIENT_RETRIES = 2
 
 
 class StudyStopped(DenvError):
@@ -85,6 +102,8 @@ class Setup:
     max_trials: int
     auto: bool = False
     ready_timeout: float = 300.0
+    verify: str | None = None  # `--verify CANDIDATE`: verify that one again, no trial
+    retry: Callable[[str], str] = lambda candidate: f"--verify {candidate}"  # its command
 
 
 @dataclass
@@ -166,6 +185,17 @@ class Loop:
             ended=ended,
         )
 
+    def evidence_run(self, endpoint: TrialEndpoint, label: str, ladder: Ladder) -> Run:
+        """A run that is evidence: one in which the load generator fell behind is said and
+        measured again, CLIENT_RETRIES times at most (the last one is returned either way)."""
+        run = self.measure(endpoint, label, ladder)
+        for _ in range(CLIENT_RETRIES):
+            if not run.client_behind:
+                break
+            self.fx.say(f"  {label}: {describe(run)}; measuring again")
+            run = self.measure(endpoint, label, ladder)
+        return run
+
     def outcome(self, run: Run, gpus: int) -> Outcome:
         return Outcome(
             metrics=run.metrics,
@@ -179,9 +209,14 @@ class Loop:
     def baseline(self, reference: TrialEndpoint) -> Run:
         """The current release's capacity run, measured now when the state has none."""
         runs = self.state.current.runs
-        if runs and runs[0].goal is not None:
+        if runs and runs[0].goal is not None and not runs[0].client_behind:
             return runs[0]
-        run = self.measure(reference, "current", self.ladder())
+        run = self.evidence_run(reference, "current", self.ladder())
+        if run.client_behind:
+            raise DenvError(
+                f"the current release's baseline is no evidence: {run.miss}. The machine is "
+                "too busy to measure it; run the same command again when it is quieter"
+            )
         if run.goal is None:
             raise DenvError(f"the current release measured nothing on the traffic: {run.miss}")
         self.save(current=self.state.current.model_copy(update={"runs": [run]}))
@@ -198,6 +233,8 @@ class Loop:
             best = self.best_verified()
             if best is not None and best.pr is None:
                 self.promote(best)
+        if self.setup.verify is not None:
+            return self.reverify(self.setup.verify)
         if self.setup.study.trials_used() >= self.setup.max_trials:
             return self.state
         self.fx.say(f"deploying the current release ({self.current_recipe.id}) on trial GPUs")
@@ -221,6 +258,17 @@ class Loop:
         """The pre-screen's goal figure for the candidate (simulator's model), if any."""
         scored = self.setup.study.screened.get(candidate.id)
         return scored.value if scored is not None else None
+
+    def model_disagrees(self, candidate: Candidate, run: Run, baseline: float) -> bool:
+        """Whether a first run that met the target but is not better than the current
+        release contradicts the simulator's model, which predicts a gain above `min_gain`:
+        on a busy machine one run is noise enough, so the verification's repeats decide."""
+        mine, current = self.predicted(candidate), self.predicted(self.current)
+        if run.miss is not None or run.goal is None or mine is None or not current:
+            return False
+        min_gain = self.setup.rules.min_gain
+        measured_better = promising(baseline, run.goal, self.up, min_gain)
+        return not measured_better and promising(current, mine, self.up, min_gain)
 
     def known_failure(self, answers: str) -> Row | None:
         return next(
@@ -268,10 +316,42 @@ class Loop:
         except DenvError as exc:
             study.tell(trial, None, f"trial failed: {exc}")
             row = self._rejected(row, f"trial failed: {exc}")
+        self.ended(row)
+
+    def ended(self, row: Row) -> None:
+        """A candidate's verdict: saved, said (with the retry of an inconclusive one) and,
+        verified with `auto`, promoted."""
         self.save(row)
         self.fx.say(f"  {row.id}: {status_text(row)}")
+        if row.retry is not None:
+            self.fx.say(f"  verify {row.id} again: {row.retry}")
         if row.status is Status.VERIFIED and self.setup.auto:
             self.promote(row)
+
+    def reverify(self, candidate: str) -> StudyState:
+        """`--verify CANDIDATE`: verify an inconclusive candidate again, beside a fresh
+        deployment of the current release, without a trial (the study is not asked); one
+        verified already is left as it is."""
+        row = self.state.row(candidate)
+        if row is not None and row.status is Status.VERIFIED:
+            self.fx.say(f"{row.id} is {status_text(row)} already: nothing to verify")
+            return self.state
+        if row is None or not retriable(row):  # start.check_retry refused it already
+            raise UsageError(f"--verify {candidate}: not an inconclusive candidate")
+        edit = ReleaseEdit(row.recipe or self.current_recipe.id, row.overrides, row.topology)
+        recipe = self.setup.space.recipe_of_edit(edit)
+        self.fx.say(f"verifying {row.id} {row.change} again, beside the current release")
+        with self.deploy(self.current_recipe) as reference:
+            baseline = self.baseline(reference)
+            with self.deploy(recipe) as endpoint:
+                # near its own capacity; a candidate with no run that is evidence: the baseline's
+                start = next((r.speed for r in evidence(row.runs) if r.speed), baseline.speed)
+                cleared: dict[str, Any] = {"runs": [], "gain": None, "retry": None, "reason": None}
+                fresh = row.model_copy(update={**cleared, "status": Status.TRIALING})
+                self.save(fresh)
+                done = self.verify(fresh, endpoint, reference, start)
+        self.ended(done)
+        return self.state
 
     def on_trial_gpus(
         self,
@@ -285,12 +365,20 @@ class Loop:
         """Deploy, search its capacity from the baseline's, screen, verify; tell the study."""
         study = self.setup.study
         with self.deploy(recipe) as endpoint:
-            run = self.measure(endpoint, f"{row.id} run 1", self.ladder(baseline.speed))
+            run = self.evidence_run(endpoint, f"{row.id} run 1", self.ladder(baseline.speed))
             self.fx.say(f"  {row.id}: {describe(run)}")
             outcome = self.outcome(run, candidate.gpus)
+            row = row.model_copy(update={"runs": [run]})
+            if run.client_behind:  # no evidence either way: neither screened nor told
+                study.tell(trial, None, f"no evidence: {run.miss}")
+                return self._inconclusive(row, f"no evidence: {run.miss}")
             first = self.first_look(run, baseline)
-            row = row.model_copy(update={"runs": [run], "gain": first})
+            row = row.model_copy(update={"gain": first})
             why = self.screen(run, first)
+            figure = self.state.current.mean("goal") or baseline.goal or 0.0
+            if why is not None and self.model_disagrees(candidate, run, figure):
+                self.fx.say(f"  {row.id}: {why}, but the model predicts a gain: verifying it")
+                why = None  # one run against the model's prediction: the repeats decide
             if why is not None:
                 study.tell(trial, outcome)
                 return self._rejected(row, why)
@@ -334,43 +422,74 @@ class Loop:
             return f"not better than verified {best.id}: {gain}"
         return None
 
-    def verify(self, row: Row, endpoint: TrialEndpoint, reference: TrialEndpoint) -> Row:
-        """Repeats of both, interleaved; then parity against the current release."""
-        repeats = self.setup.rules.repeats
+    def verify(
+        self,
+        row: Row,
+        endpoint: TrialEndpoint,
+        reference: TrialEndpoint,
+        start: float | None = None,
+    ) -> Row:
+        """Repeats of both, interleaved, until each side has `repeats` runs that are evidence;
+        one more of each while the gain is within noise (up to `most_runs`); then parity
+        against the current release. `start`: where the candidate's repeats search (default:
+        its first run's capacity)."""
+        repeats, most = self.setup.rules.repeats, most_runs(self.setup.rules.repeats)
         self.fx.say(f"  {row.id} looks better: verifying ({repeats} runs each, then parity)")
-        current_runs: list[Run] = []
-        runs = list(row.runs)
-        # each repeat searches again near the side's own capacity
-        near_current = self.ladder(self.state.current.runs[0].speed, near=True)
-        near_mine = self.ladder(runs[0].speed, near=True)
-        while len(current_runs) < repeats or len(runs) < repeats:
-            self.check_stop()
-            if len(current_runs) < repeats:
-                label = f"current run {len(current_runs) + 1}"
-                current_runs.append(self.measure(reference, label, near_current))
-            if len(runs) < repeats:
-                runs.append(self.measure(endpoint, f"{row.id} run {len(runs) + 1}", near_mine))
+        sides: dict[str, list[Run]] = {"current": [], row.id: list(row.runs)}
+        ends = {"current": reference, row.id: endpoint}
+        ladders = {
+            "current": self.ladder(self.state.current.runs[0].speed, near=True),
+            row.id: self.ladder(start or (row.runs[0].speed if row.runs else None), near=True),
+        }
+        wanted = repeats
+        while True:
+            self.fill(sides, ends, ladders, wanted, most + CLIENT_RETRIES)
+            row = row.model_copy(update={"runs": sides[row.id]})
+            decision, why, gain = judge(
+                row.runs,
+                sides["current"],
+                self.setup.rules,
+                higher_is_better=self.up,
+                searches=searches_capacity(self.setup.work.goal),
+            )
+            if decision != "inconclusive" or wanted >= most:
+                break
+            wanted += 1
+            self.fx.say(f"  {row.id}: {why}: one more run each ({wanted} of at most {most})")
         self.save(
             current=self.state.current.model_copy(
-                update={"runs": [*self.state.current.runs, *current_runs]}
+                update={"runs": [*self.state.current.runs, *sides["current"]]}
             )
         )
-        row = row.model_copy(update={"runs": runs})
-        mine = [r.goal for r in runs if r.goal is not None]
-        theirs = [r.goal for r in current_runs if r.goal is not None]
-        if not mine or not theirs:
-            return self._rejected(row, "a verification run measured nothing")
-        gain = gain_interval(theirs, mine, self.up)
         row = row.model_copy(update={"gain": gain})
-        misses = [r.miss for r in runs if r.miss]
-        if misses:
-            return self._rejected(
-                row, f"misses the target in {len(misses)} of {len(runs)} runs: {misses[0]}"
-            )
-        why = gain_refusal(gain, self.setup.rules.min_gain)
-        if why is not None:
-            return self._rejected(row, why)
+        if decision == "inconclusive":
+            return self._inconclusive(row, f"{why}, after {wanted} runs each")
+        if decision == "rejected":
+            return self._rejected(row, why or "rejected")
         return self.parity(row, reference, endpoint)
+
+    def fill(
+        self,
+        sides: dict[str, list[Run]],
+        ends: dict[str, TrialEndpoint],
+        ladders: dict[str, Ladder],
+        wanted: int,
+        most: int,
+    ) -> None:
+        """Measure each side, interleaved, until it has `wanted` runs that are evidence (or
+        `most` runs in all): a run in which the load generator fell behind is said, kept and
+        measured again."""
+        while True:
+            short = [k for k, runs in sides.items() if len(evidence(runs)) < wanted
+                     and len(runs) < most]  # fmt: skip
+            if not short:
+                return
+            for side in short:
+                self.check_stop()
+                label = f"{side} run {len(sides[side]) + 1}"
+                run = self.measure(ends[side], label, ladders[side])
+                self.fx.say(f"  {label}: {describe(run)}")
+                sides[side].append(run)
 
     def parity_counts(self, reference: TrialEndpoint, candidate: TrialEndpoint) -> tuple[int, int]:
         """(prompts that agree, prompts) of the parity suite; ParityError when it cannot run."""
@@ -397,6 +516,11 @@ class Loop:
             }
         )
 
+    def _inconclusive(self, row: Row, why: str) -> Row:
+        """Undecided (noise, or runs that were no evidence): retriable, never rejected."""
+        update = {"status": Status.INCONCLUSIVE, "reason": why, "retry": self.setup.retry(row.id)}
+        return row.model_copy(update=update)
+
     def _rejected(self, row: Row, why: str, parity: bool | None = None) -> Row:
         update: dict[str, Any] = {"status": Status.REJECTED, "reason": why}
         if parity is not None:
@@ -419,6 +543,8 @@ def describe(run: Run) -> str:
     """`12.3 req/s/GPU … at 24 req/s (3 runs)` for the messages."""
     tried = f" ({len(run.tried)} run{'' if len(run.tried) == 1 else 's'})" if run.tried else ""
     rate = f" at {rounded(run.rate)} req/s" if run.rate is not None else ""
+    if run.client_behind:
+        return f"no evidence{rate}{tried}: {run.miss}"
     if run.miss is not None:
         return f"misses the target{rate}{tried}: {run.miss}"
     figure = f"{run.goal:,.4g}" if run.goal is not None else "…"

@@ -300,7 +300,10 @@ class SearchSpace:
 
     def recipe_of(self, candidate: Candidate) -> Recipe:
         """The resolved recipe a candidate runs."""
-        edit = self.release_edit(candidate)
+        return self.recipe_of_edit(self.release_edit(candidate))
+
+    def recipe_of_edit(self, edit: ReleaseEdit) -> Recipe:
+        """The resolved recipe a release edit (a candidate's, as its row keeps it) runs."""
         topology = _TOPOLOGY.validate_python(edit.topology) if edit.topology else None
         return apply_overrides(self.recipes_by_id(edit.recipe), edit.overrides, topology)
 

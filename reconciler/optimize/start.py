@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import shlex
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,7 +25,7 @@ from pathlib import Path
 from reconciler.bench.traffic import TraceLine, read_trace, trace_digest
 from reconciler.bench.traffic_stats import trace_stats
 from reconciler.errors import DenvError, NotFound, UsageError
-from reconciler.optimize.candidates import Row, Status, StudyState
+from reconciler.optimize.candidates import Row, Status, StudyState, retriable
 from reconciler.optimize.goal import Goal
 from reconciler.optimize.prescreen import prescreen
 from reconciler.optimize.runner import Setup
@@ -60,6 +61,32 @@ class StartOptions:
     ready_timeout: float = 300.0
     seed: int | None = None  # the sampler's, for a study that repeats exactly
     parity_suite: str | None = None  # a suite name or file; default: the gates' suite
+    verify: str | None = None  # verify this inconclusive candidate again (no trial)
+
+
+def retry_command(options: StartOptions, candidate: str) -> str:
+    """The `denv optimize start` that continues the same study (the same target, goal, levers,
+    traffic, run length and storage) and verifies `candidate` again."""
+    words = ["denv", "optimize", "start", options.target, "--budget-gpus", str(options.budget_gpus)]
+    if options.goal != "throughput":
+        words += ["--goal", options.goal]
+    if options.traffic is not None:
+        words += ["--traffic", str(options.traffic)]
+    if options.requests != StartOptions.requests:
+        words += ["--requests", str(options.requests)]
+    if options.run_s != StartOptions.run_s:
+        words += ["--run-seconds", f"{options.run_s:g}s"]
+    if options.levers:
+        words += ["--levers", ",".join(options.levers)]
+    if options.storage is not None:
+        words += ["--storage", shown_storage(options.storage)]
+    if options.seed is not None:
+        words += ["--seed", str(options.seed)]
+    if options.parity_suite is not None:
+        words += ["--parity-suite", options.parity_suite]
+    if options.auto:
+        words.append("--auto")
+    return shlex.join([*words, "--verify", candidate])
 
 
 def find_stage(repo: Repo, release: str, stage: str) -> Stage:
@@ -121,15 +148,41 @@ def finished_study_note(
     is no --auto to act on (the command would do nothing it was asked to)."""
     if used < max_trials:
         return None
+    retries = "".join(
+        f"; {r.id} is inconclusive: `{r.retry}` verifies it again"
+        for r in previous.candidates
+        if r.status is Status.INCONCLUSIVE and r.retry
+    )
     if explicit is not None and not auto:
         raise UsageError(
             f"{previous.key}: study {previous.study} has used {used} trials already; "
             f"--max-trials {explicit} allows no more: give more than {used} to continue it"
+            + retries
         )
     return (
         f"study {previous.study} is finished ({used} of {max_trials} trials): nothing to trial; "
-        f"--max-trials above {used} continues it, other --levers start a new study"
+        f"--max-trials above {used} continues it, other --levers start a new study{retries}"
     )
+
+
+def check_retry(previous: StudyState | None, candidate: str, name: str) -> None:
+    """UsageError unless the study `name` has `candidate` inconclusive, or verified already
+    (`--verify`: a retry run twice, or after another verified it, is no error)."""
+    if previous is None:
+        raise UsageError(
+            f"--verify {candidate}: no study {name} to continue: give the options of the "
+            "`denv optimize start` that trialed it (the retry command it printed has them)"
+        )
+    row = previous.row(candidate)
+    if row is not None and row.status is Status.VERIFIED:
+        return  # verified already: the retry does nothing (Loop.reverify says so)
+    if row is None or not retriable(row):
+        shown = ", ".join(r.id for r in previous.candidates if retriable(r)) or "none"
+        state = f"it is {row.status.value}" if row is not None else "no such candidate"
+        raise UsageError(
+            f"--verify {candidate}: only an inconclusive candidate is verified again "
+            f"({state}; inconclusive in study {name}: {shown})"
+        )
 
 
 def screen_candidates(space: SearchSpace) -> list[Candidate]:
@@ -235,11 +288,21 @@ def resolve(
         max_trials=max_trials,
         auto=options.auto,
         ready_timeout=options.ready_timeout,
+        verify=options.verify,
+        retry=lambda candidate: retry_command(options, candidate),
     )
     previous = store.load(release, stage_name)
+    if options.verify is not None:
+        check_retry(previous if previous is not None and previous.study == name else None,
+                    options.verify, name)  # fmt: skip
     if previous is not None and previous.study != name:
         say(f"a new study {name} (the last one, {previous.study}, measured other inputs)")
-    if previous is not None and previous.study == name and previous.state == "finished":
+    if (
+        previous is not None
+        and previous.study == name
+        and previous.state == "finished"
+        and options.verify is None
+    ):
         used = study.trials_used()
         note = finished_study_note(previous, used, max_trials, options.max_trials, options.auto)
         if note is not None:

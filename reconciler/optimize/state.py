@@ -187,6 +187,7 @@ class StudyStatus(Spec):
     trials: int
     candidates: int
     verified: list[str]
+    inconclusive: list[str] = []  # verification undecided: `--verify` retries them
     pull_requests: list[int]
     started: dt.datetime
     storage: str
@@ -194,7 +195,8 @@ class StudyStatus(Spec):
 
 def study_status(store: StateStore, state: StudyState) -> StudyStatus:
     """`denv optimize status`'s row: the study's state in words (a runner that ended without
-    saying so is `interrupted`), its trials, verified candidates and pull requests."""
+    saying so is `interrupted`), its trials, verified (and inconclusive) candidates and pull
+    requests."""
     pid = store.runner_pid(state.release, state.stage)
     shown = f"running (pid {pid})" if pid else state.state
     if pid is None and state.state == "running":
@@ -207,6 +209,7 @@ def study_status(store: StateStore, state: StudyState) -> StudyStatus:
         trials=state.trials,
         candidates=len(state.candidates),
         verified=[r.id for r in state.candidates if r.status == "verified"],
+        inconclusive=[r.id for r in state.candidates if r.status == "inconclusive"],
         pull_requests=sorted(r.pr for r in state.candidates if r.pr is not None),
         started=state.started,
         storage=state.storage,

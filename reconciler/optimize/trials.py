@@ -86,7 +86,10 @@ def run_of(
         good = min(round(metrics.goodput_rps * level.window_s), answered)
     pace = level.saturation
     miss = run_miss(work.target, metrics, pace.arrival_rps, pace.answer_rps)
-    if pace.arrival_rps and pace.scheduled_rps and pace.arrival_rps < BEHIND * pace.scheduled_rps:
+    client = bool(
+        pace.arrival_rps and pace.scheduled_rps and pace.arrival_rps < BEHIND * pace.scheduled_rps
+    )
+    if client:
         # the load generator fell behind its schedule: this run measured the client. Its own
         # requests' schedule, not the traffic's mean rate: a short run replays a stretch of
         # the traffic that may be sparser than the whole
@@ -104,6 +107,7 @@ def run_of(
         speed=speed,
         rate=work.rate(speed),
         served=at,
+        client_behind=client,
     )
 
 

@@ -9,7 +9,10 @@ widens the interval a little. With one run each there is no interval: it is the 
 
 A candidate is verified when its gain exceeds `rules.min_gain`, the interval's low end is
 above zero (better beyond noise), and every run of it met the latency target. Only then does
-parity run; a parity failure rejects it whatever the gain.
+parity run; a parity failure rejects it whatever the gain. A gain at or below `min_gain` is
+a rejection. A gain above it whose interval reaches zero is undecided — noise, not evidence
+against the candidate: the verdict is `inconclusive`, and more runs of both sides (up to
+`most_runs`) narrow the interval until it decides.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Sequence
+from typing import Literal
 
 from reconciler.spec.base import Spec
 from reconciler.spec.recipe import Recipe
@@ -83,16 +87,27 @@ def percent(fraction: float) -> str:
     return f"{fraction * 100:+.1f}%"
 
 
-def gain_refusal(gain: Gain, min_gain: float) -> str | None:
-    """Why the gain does not verify the candidate, or None when it does."""
+Decision = Literal["verified", "inconclusive", "rejected"]
+
+
+def gain_verdict(gain: Gain, min_gain: float) -> tuple[Decision, str | None]:
+    """What the gain says of the candidate, and why when it does not verify it: rejected when
+    the gain is not above `min_gain`; inconclusive when it is but its interval reaches zero
+    (within noise: more runs may decide); else verified."""
     if gain.gain <= min_gain:
-        return f"gain {percent(gain.gain)} is not above {percent(min_gain)}"
+        return "rejected", f"gain {percent(gain.gain)} is not above {percent(min_gain)}"
     if gain.low <= 0:
-        return (
+        return "inconclusive", (
             f"gain {percent(gain.gain)} is within noise "
             f"(95% interval {percent(gain.low)} to {percent(gain.high)})"
         )
-    return None
+    return "verified", None
+
+
+def most_runs(repeats: int) -> int:
+    """The most runs of each side one verification takes while the gain is inconclusive:
+    twice `rules.repeats` (the repeats, then one more of each side at a time)."""
+    return 2 * repeats
 
 
 def promising(current: float, candidate: float, higher_is_better: bool, min_gain: float) -> bool:

@@ -6,6 +6,11 @@ output into the guides."""
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+from collections.abc import Iterator
+
 import pytest
 
 from scripts.walk_guides import GUIDES, ROOT, Block, Command, Outcome, parse, rewrite, walk_guide
@@ -136,6 +141,38 @@ def test_walk_the_guide(guide: str) -> None:
     assert not fixed, f"now pass: remove them from KNOWN_BROKEN: {fixed}"
     if failed:
         pytest.xfail("; ".join(f"{text}: {KNOWN_BROKEN[text]}" for text in failed))
+
+
+@pytest.fixture
+def busy_machine() -> Iterator[None]:
+    """Every core kept busy by scripts/cpu_hog.sh for the test (its hogs and the command they
+    wait on share one process group, stopped together at the end)."""
+    hog = subprocess.Popen(
+        [str(ROOT / "scripts" / "cpu_hog.sh"), "sleep", "7200"],
+        start_new_session=True,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert hog.stderr is not None
+        assert "busy core" in hog.stderr.readline()  # the hogs run from here on
+        yield
+    finally:
+        os.killpg(hog.pid, signal.SIGKILL)
+        hog.wait()
+
+
+@pytest.mark.serial
+@pytest.mark.slow
+def test_the_optimizer_guide_on_a_busy_machine(busy_machine: None) -> None:
+    """docs/optimize.md walked with a CPU hog on every core: the candidate may come out
+    inconclusive, never rejected for noise, and the guide's retry (`--verify`) then verifies
+    it: the walk ends with the guide's pull request, every step as the guide states it."""
+    outcomes = walk_guide("docs/optimize.md", report=print_outcome)
+    failed = [o for o in outcomes if o.problems]
+    assert not failed, "\n".join(describe(o) for o in failed)
+    promoted = [o for o in outcomes if o.command.text.startswith("denv optimize promote")]
+    assert promoted and "Pull request #1" in promoted[0].stdout
 
 
 def print_outcome(outcome: Outcome) -> None:

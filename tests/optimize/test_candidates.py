@@ -107,6 +107,34 @@ def test_table_shows_changes_against_current_and_ranks_verified_first() -> None:
     assert rows[3][2] == "10.05 (=)"
 
 
+def test_a_run_whose_load_generator_fell_behind_is_never_averaged_in() -> None:
+    """The figures shown are the mean of the runs that are evidence: a run in which the load
+    generator sent fewer requests than its schedule asked is kept (reported) but left out,
+    so the row's TTFT-P99 is that of the runs judged to meet the target."""
+    behind = run(6.0, 1811.0).model_copy(
+        update={"client_behind": True, "miss": "the load generator sent 30.6 of the 34.6 …"}
+    )
+    current = row("current", Status.VERIFIED, 10.0, 400.0)
+    current = current.model_copy(update={"runs": [*current.runs, behind, run(12.0, 500.0)]})
+    assert len(current.runs) == 3
+    assert current.mean("goal") == pytest.approx(11.0)
+    assert current.mean("ttft_p99") == pytest.approx(450.0)
+    assert table(state().model_copy(update={"current": current}))[0][2:5] == (
+        "11.00", "22.0 req/s", "450 ms"
+    )  # fmt: skip
+
+
+def test_an_inconclusive_candidate_says_so_and_ranks_before_the_rejected() -> None:
+    rows = table(
+        state(
+            row("c-slow", Status.REJECTED, 10.05, 390.0, reason="gain +0.5% is not above +3.0%"),
+            row("c-noisy", Status.INCONCLUSIVE, 13.0, 420.0, reason="gain +29.3% is within noise"),
+        )
+    )
+    assert [r[0] for r in rows[1:]] == ["c-noisy", "c-slow"]
+    assert rows[1][6] == "inconclusive (gain +29.3% is within noise)"
+
+
 def test_rows_still_trialing_are_rejected_when_the_run_ended() -> None:
     ended = state(
         row("c-1", Status.VERIFIED, 1.0, 1.0), row("c-2", Status.TRIALING, 1.0, 1.0)
@@ -194,6 +222,9 @@ def test_only_verified_candidates_that_passed_parity_ship() -> None:
     assert "failed parity" in (refusal(failed) or "")
     trialing = row("c-t", Status.TRIALING, 1.0, 1.0)
     assert "only verified" in (refusal(trialing) or "")
+    noisy = row("c-n", Status.INCONCLUSIVE, 1.0, 1.0, reason="within noise", retry="denv x")
+    said = refusal(noisy) or ""
+    assert said.endswith("only verified candidates ship: `denv x` verifies it again")
     ok = row("c-ok", Status.VERIFIED, 1.0, 1.0, parity_passed=True)
     assert refusal(ok) is None
 
