@@ -7,10 +7,10 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.syntax import Syntax
 from rich.text import Text
 
 from reconciler.catalog.deployments import Deployment, deployments
+from reconciler.cli import terminal
 from reconciler.cli.common import JsonOption, RepoOption, console, load, print_json
 from reconciler.engines.launch import engine_name
 from reconciler.engines.units import EngineContext, Unit
@@ -52,7 +52,7 @@ def show(recipe_id: RecipeArg, repo: RepoOption = Path("."), as_json: JsonOption
             f"{recipe.engine.name} {recipe.engine.version}",
         )
     )
-    console.print(Syntax(loaded.docs[path].text, "yaml", background_color="default"))
+    terminal.print_file(console, loaded.docs[path].text, "yaml")
 
 
 @app.command("fit")
