@@ -79,7 +79,7 @@ class SlurmDriver(AgentDriver):
             return sys.executable
         return self.fleet.python
 
-    def default_home(self) -> str:
+    def user_home(self) -> str:
         if self.fleet.ssh is not None:
             user = self.fleet.ssh.user
             return "/root/.denv" if user == "root" else f"/home/{user}/.denv"
