@@ -163,3 +163,5 @@ def test_a_slurm_fleet_shows_each_job_sbatch_line(denv_repo: Path, edit: Edit) -
         "scavenge",
     ]
     assert "--time" not in engine["sbatch"] and "sbatch" not in router
+    text = denv("recipe", "render", "llama-3.1-8b/vllm@1", "--fleet", "hpc", repo=denv_repo).stdout
+    assert "--gres=gpu:1  # time limit: the partition's default" in text
