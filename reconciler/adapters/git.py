@@ -185,6 +185,14 @@ class GitRepo:
         workdir = self._repo.workdir
         return Path(workdir) if workdir else None
 
+    def uncommitted(self) -> list[str]:
+        """Paths where the work tree or index differs from HEAD (changed, staged, deleted or
+        untracked; ignored files left out), sorted; [] for a bare repository."""
+        if self._repo.is_bare:
+            return []
+        found = self._repo.status(untracked_files="all", ignored=False)
+        return sorted(path for path, flags in found.items() if flags != pygit2.GIT_STATUS_CURRENT)
+
     def revparse(self, rev: str) -> Snapshot:
         """The commit `rev` names (an id, branch, tag or `HEAD~1`); GitFailure saying why not."""
         try:

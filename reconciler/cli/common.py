@@ -10,6 +10,8 @@ from typing import Annotated, Any
 
 import typer
 from pydantic import BaseModel
+from rich.table import Table
+from rich.text import Text
 
 from reconciler.cli import terminal
 from reconciler.collector import collector_paused
@@ -34,6 +36,17 @@ JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of 
 # stdout's console: tables, and lines with text from hosts, engines and files
 # (reconciler/cli/terminal.py: markup off, escapes and control characters never shown)
 console = terminal.console()
+
+
+def print_table(table: Table) -> None:
+    """A table on stdout; one with no rows is its title and `none` (a header with nothing
+    under it reads as output cut short)."""
+    if table.row_count:
+        console.print(table)
+        return
+    if table.title:
+        console.print(Text(str(table.title)))
+    console.print(Text(" none"))
 
 
 def cache_root() -> Path:

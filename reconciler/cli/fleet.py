@@ -10,7 +10,7 @@ import typer
 from rich.table import Table
 
 from reconciler.cli import fleet_trials
-from reconciler.cli.common import JsonOption, RepoOption, console, load, print_json
+from reconciler.cli.common import JsonOption, RepoOption, console, load, print_json, print_table
 from reconciler.cli.fleet_slurm import print_slurm
 from reconciler.errors import DenvError, NotFound
 from reconciler.fleet.drivers.registry import Drivers
@@ -186,8 +186,8 @@ def _print_probe(seen: FleetObservation, only: set[str] | None = None) -> None:
                 "…" if unit.exit_code is None else str(unit.exit_code),
             )
     if only is None:
-        console.print(gpus)
-    console.print(units)
+        print_table(gpus)
+    print_table(units)
     for _, error in sorted(seen.errors.items()):
         console.print(error, markup=False, soft_wrap=True)
 

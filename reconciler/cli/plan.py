@@ -14,6 +14,7 @@ from reconciler.cli import terminal
 from reconciler.cli.common import JsonOption, cache_root, console, print_json
 from reconciler.fleet.drivers.registry import Drivers
 from reconciler.forge.render import render_plan
+from reconciler.reconcile.plan import Plan
 from reconciler.reconcile.render import plan_view, render_text
 from reconciler.reconcile.snapshot import snapshot
 from reconciler.reconcile.source import GitSource
@@ -67,6 +68,8 @@ def plan(
             result = snapshot(source, drivers, rev, lambda m: shown.update(m)).plan
     finally:
         drivers.close()
+    if rev is None:
+        result = _with_worktree(source, result, progress)
     if as_json:
         print_json(result)
     elif markdown:
@@ -77,5 +80,30 @@ def plan(
             console.print(Text(line, style=style), soft_wrap=True)
     else:
         typer.echo(render_text(result), nl=False)
-    if result.unreachable:
+    if result.unreachable or result.uncommitted_errors:
         raise typer.Exit(1)
+
+
+SHOWN_PATHS = 10  # uncommitted paths named in the warning; the rest counted
+
+
+def _with_worktree(source: GitSource, result: Plan, progress: terminal.ShownConsole) -> Plan:
+    """The plan, with the paths where the work tree differs from the commit planned and the
+    errors of those files, both said on stderr: a plan of HEAD leaves an edit out."""
+    differs = source.uncommitted()
+    if not differs:
+        return result
+    errors = tuple(str(problem) for problem in source.worktree_problems())
+    named = ", ".join(differs[:SHOWN_PATHS])
+    more = f" and {len(differs) - SHOWN_PATHS} more" if len(differs) > SHOWN_PATHS else ""
+    warning = (
+        f"warning: the work tree differs from HEAD ({result.head[:12]}): {named}{more}. "
+        "This plan is of the commit: commit the changes to plan them."
+    )
+    progress.print(Text(warning, style="bold yellow"), soft_wrap=True)
+    if errors:
+        heading = "error: the uncommitted files do not validate (a commit of them is refused):"
+        progress.print(Text(heading, style="bold red"), soft_wrap=True)
+        for line in errors:
+            progress.print(Text(f"  {line}"), soft_wrap=True)
+    return result.model_copy(update={"uncommitted": tuple(differs), "uncommitted_errors": errors})

@@ -17,7 +17,7 @@ from prometheus_client import start_http_server
 from rich.table import Table
 
 from reconciler.cli import terminal
-from reconciler.cli.common import JsonOption, console, print_json, seconds
+from reconciler.cli.common import JsonOption, console, print_json, print_table, seconds
 from reconciler.cli.plan import LocationOption, cache_dir
 from reconciler.cli.progress import ProgressSink
 from reconciler.fleet.drivers.registry import Drivers
@@ -162,6 +162,6 @@ def status(repo: LocationOption = ".", as_json: JsonOption = False) -> None:
             row["endpoint"] or "—",
             drift_text(row),
         )
-    console.print(table)
+    print_table(table)
     for line in status_lines(seen):
         console.print(line, markup=False)

@@ -23,6 +23,7 @@ from rich.console import Console, ConsoleOptions, JustifyMethod, OverflowMethod,
 from rich.segment import Segment
 from rich.status import Status
 from rich.style import Style
+from rich.syntax import Syntax
 from rich.text import Text
 
 from reconciler.shown import shown
@@ -82,3 +83,12 @@ def console(*, stderr: bool = False, width: int | None = None) -> ShownConsole:
     if width is None and not stderr and not sys.stdout.isatty():
         width = 160
     return ShownConsole(stderr=stderr, width=width)
+
+
+def print_file(out: ShownConsole, text: str, lexer: str) -> None:
+    """A file's text: highlighted and folded at the terminal's width on a terminal (a long
+    line wraps, never cropped), byte for byte otherwise (a pipe keeps every URL whole)."""
+    if out.is_terminal:
+        out.print(Syntax(text, lexer, background_color="default", word_wrap=True))
+    else:
+        out.file.write(shown(text) if text.endswith("\n") else shown(text) + "\n")

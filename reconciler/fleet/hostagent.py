@@ -26,6 +26,7 @@ import functools
 import hashlib
 import io
 import json
+import shlex
 import threading
 import zipfile
 from pathlib import Path
@@ -89,9 +90,11 @@ class AgentClient:
         python: str = "python3",
         resident: bool = False,
         deadline: float = DEADLINE,
+        home: str | None = None,
     ) -> None:
         self.transport = transport
         self.python = python
+        self.home = home  # the agent's DENV_HOME on the host; None: its own default
         self.resident = resident
         self.deadline = deadline  # a call's default timeout: seconds beyond its own wait
         self._session: AgentSession | None = None
@@ -118,6 +121,13 @@ class AgentClient:
         except ValidationError as exc:
             raise BadAnswer(self.transport.host, f"its answer to {verb}", why(exc)) from None
 
+    def _script(self, body: str) -> str:
+        """A shell script for the host: with the fleet's agent home, DENV_HOME is set first
+        (quoted), so the agent, its units and their jobs keep everything there."""
+        if self.home is None:
+            return body
+        return f"DENV_HOME={shlex.quote(self.home)}; export DENV_HOME; {body}"
+
     def _wrapper(self, source: bytes, digest: str, missing: str) -> str:
         """The shell line that runs the cached agent, or does `missing` when it is not there
         or its content is not the one this denv ships (checked by `sha256sum`, before the
@@ -132,7 +142,7 @@ class AgentClient:
         argv = [
             "sh",
             "-c",
-            self._wrapper(source, digest, f"exit {_MISSING}"),
+            self._script(self._wrapper(source, digest, f"exit {_MISSING}")),
             self.python,
             verb,
             *args,
@@ -188,7 +198,9 @@ class AgentClient:
                 self._drop(session)  # dead, or of an agent this denv no longer ships
             for attempt in range(2):
                 serve = self._wrapper(source, digest, "echo '{\"missing\": true}'; exit 0")
-                stream = self.transport.open_stream(["sh", "-c", serve, self.python, "serve"])
+                stream = self.transport.open_stream(
+                    ["sh", "-c", self._script(serve), self.python, "serve"]
+                )
                 session = AgentSession(stream, self.transport.host, digest)
                 try:
                     said = session.hello(max(timeout, START_TIMEOUT))
@@ -228,7 +240,7 @@ class AgentClient:
             f'd={_HOME}; mkdir -p "$d" && cat > "$d/.tmp-{digest}-$$" && '
             f'mv "$d/.tmp-{digest}-$$" "$d/{digest}.pyz"'
         )
-        done = self.transport.run(["sh", "-c", put], stdin=source, timeout=timeout)
+        done = self.transport.run(["sh", "-c", self._script(put)], stdin=source, timeout=timeout)
         if done.exit_code != 0:
             raise AgentFailed(
                 f"{self.transport.host}: cannot install the agent: {done.stderr.strip()[-300:]}"

@@ -99,6 +99,10 @@ class Plan(Spec):
     fleets: tuple[FleetUsage, ...] = ()
     pending: tuple[Pending, ...] = ()
     errors: tuple[DeploymentError, ...] = ()
+    # A local work tree's paths that differ from the commit planned (`denv plan` of HEAD), and
+    # the errors of those files as they stand: the plan leaves them out.
+    uncommitted: tuple[str, ...] = ()
+    uncommitted_errors: tuple[str, ...] = ()
 
     @computed_field  # type: ignore[prop-decorator]
     @property

@@ -119,6 +119,22 @@ class GitSource:
                 return found.id
         raise DenvError(f"{self.label}: no commit '{names[-1]}'")
 
+    def uncommitted(self) -> list[str]:
+        """Paths where a local work tree differs from the HEAD it follows (what a plan of HEAD
+        leaves out); [] for a remote, a named branch or a bare repository."""
+        if self.remote or self.branch is not None:
+            return []
+        return GitRepo.open(self.git_dir).uncommitted()
+
+    def worktree_problems(self) -> list[Problem]:
+        """The errors of a local work tree's files, validated as a commit's would be."""
+        workdir = GitRepo.open(self.git_dir).workdir
+        if self.remote or workdir is None:
+            return []
+        loaded = open_repo(workdir)
+        loaded.problems.extend(check_engines(loaded))
+        return loaded.errors
+
     def repo_at(self, commit: str) -> Repo:
         """The repository's files at `commit`, validated; InvalidRevision when they are not."""
         if commit in self._loaded:

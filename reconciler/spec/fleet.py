@@ -69,6 +69,18 @@ def _weights_root(value: str) -> str:
     return value.rstrip("/")
 
 
+def _agent_home(value: str) -> str:
+    parts = value.rstrip("/").split("/")
+    if not value.startswith("/") or any(part in (".", "..") for part in parts[1:]):
+        raise ValueError(f"'{value}': an agent home is an absolute folder, without '.' or '..'")
+    return value.rstrip("/") or "/"
+
+
+# A folder on the hosts, as the shell sees it: letters, digits and ._/+- only (no '$', '~' or
+# spaces: it reaches the hosts' shell quoted, and means the same there as here).
+AgentHome = Annotated[str, Field(pattern=r"^/[A-Za-z0-9._/+-]*$"), AfterValidator(_agent_home)]
+
+
 # An absolute folder or a bucket (with an optional prefix), kept without a trailing slash.
 WeightsRoot = Annotated[str, AfterValidator(_weights_root)]
 
@@ -131,6 +143,10 @@ class Fleet(Spec):
     # The interpreter on the hosts that runs the agent (and, on a simulated fleet, denv's
     # simulator and the router: it must have denv installed there).
     python: str = Field(default="python3", pattern=r"^[A-Za-z0-9._/+-]+$")
+    # Where the agent keeps its state on the hosts (its code, units, runtimes and the weights
+    # cache: tens to hundreds of GB), an absolute folder such as a scratch filesystem's; the
+    # agent's own default where none: $DENV_HOME, else ~/.denv of the fleet's user.
+    agent_home: AgentHome | None = None
     weights: WeightsSettings = WeightsSettings()
     # Actions of one apply wave (starts, stops, deployments rolling) on this fleet at once.
     parallel_actions: PositiveInt = 16
@@ -159,6 +175,11 @@ class Fleet(Spec):
                 "hosts",
                 "transport slurm needs the login node as a host with gpus: 0 "
                 "(where jobs are submitted and routers run)",
+            )
+        if self.agent_home is not None and self.transport == "local":
+            raise field_error(
+                "agent_home",
+                "agent_home is for ssh and slurm fleets; a local fleet's agent uses $DENV_HOME",
             )
         names = [host.name for host in self.hosts]
         duplicates = sorted({n for n in names if names.count(n) > 1})

@@ -135,3 +135,34 @@ def test_an_unknown_revision_is_a_clear_error(git_repo: GitRepo, tmp_path: Path)
     run = denv("--repo", str(git_repo.path), "--rev", "nope", home=home, cache=git_repo.cache)
     assert run.returncode == 1
     assert "no commit 'nope'" in run.stderr and "Traceback" not in run.stderr
+
+
+def test_a_work_tree_that_differs_from_head_is_named_and_a_broken_edit_exits_1(
+    git_repo: GitRepo, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    home = tmp_path_factory.mktemp("home")  # outside the repository: its files are untracked
+    clean = denv("--repo", str(git_repo.path), home=home, cache=git_repo.cache)
+    assert clean.returncode == 0 and "work tree" not in clean.stderr
+
+    git_repo.replace(RELEASE, "max_batch: 128", "max_batch: 256")  # valid, not committed
+    (git_repo.path / "notes.txt").write_text("untracked\n")
+    valid = denv("--repo", str(git_repo.path), "--json", home=home, cache=git_repo.cache)
+    assert valid.returncode == 0, valid.stderr
+    head = str(git_repo.git.head.target)
+    assert f"warning: the work tree differs from HEAD ({head[:12]}): notes.txt, {RELEASE}" in (
+        valid.stderr
+    )
+    answer = json.loads(valid.stdout)
+    assert answer["head"] == head and answer["uncommitted"] == ["notes.txt", RELEASE]
+    assert answer["uncommitted_errors"] == []
+
+    git_repo.replace(RELEASE, "max_batch: 256", "max_batch: lots")  # broken
+    broken = denv("--repo", str(git_repo.path), "--json", home=home, cache=git_repo.cache)
+    assert broken.returncode == 1 and "Traceback" not in broken.stderr
+    errors = json.loads(broken.stdout)["uncommitted_errors"]
+    assert errors and all(line.startswith(f"{RELEASE}:") for line in errors)
+    assert "the uncommitted files do not validate" in broken.stderr
+    assert errors[0] in broken.stderr
+
+    at_rev = denv("--repo", str(git_repo.path), "--rev", "HEAD", home=home, cache=git_repo.cache)
+    assert at_rev.returncode == 0 and "work tree" not in at_rev.stderr  # a revision asked for

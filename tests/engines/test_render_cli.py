@@ -118,3 +118,50 @@ def test_unsupported_setting_is_refused(denv_repo: Path, edit: Edit) -> None:
         "settings.quantization w8a8_fp8 is not supported on vllm 0.33.0: vLLM has no w8a8_fp8 "
         "method; FP8 checkpoints load with quantization fp8"
     )
+
+
+HPC = """fleet:
+  name: hpc
+  provider: test
+  hardware: h200
+  simulated: true
+  transport: slurm
+  slurm: {partition: gpu, time_limit: "2-00:00:00", trial_partition: scavenge, qos: serve}
+  hosts:
+    - {name: login1, address: 10.0.0.1, gpus: 0}
+    - {name: node1, address: 10.0.0.2, gpus: 8}
+"""
+
+
+def test_a_slurm_fleet_shows_each_job_sbatch_line(denv_repo: Path, edit: Edit) -> None:
+    (denv_repo / "fleets/hpc.yaml").write_text(HPC)
+    edit("releases/chat-8b/denv.yaml", "canary\n    fleets: [local]", "canary\n    fleets: [hpc]")
+    serving = denv(
+        "recipe", "render", "llama-3.1-8b/vllm@1", "--release", "chat-8b", repo=denv_repo
+    )
+    assert serving.returncode == 0, serving.stderr
+    lines = serving.stdout.splitlines()
+    job = (
+        "  sbatch --job-name aggregated-0 --partition gpu --nodes 1 --nodelist node1 "
+        "--ntasks-per-node 1 --qos serve --time 2-00:00:00 --gres=gpu:1"
+    )
+    assert job in lines
+    assert lines[lines.index(job) - 1].startswith("aggregated-0  sim  node1")
+    assert sum(line.startswith("  sbatch ") for line in lines) == 2  # a job per replica
+    router = next(i for i, line in enumerate(lines) if line.startswith("router "))
+    assert "sbatch" not in lines[router + 1]  # the login node's router runs as a process
+
+    trial = denv(
+        "recipe", "render", "llama-3.1-8b/vllm@1", "--fleet", "hpc", "--json", repo=denv_repo
+    )
+    engine, router = json.loads(trial.stdout)["units"]
+    assert engine["sbatch"][:5] == [
+        "sbatch",
+        "--job-name",
+        "aggregated-0",
+        "--partition",
+        "scavenge",
+    ]
+    assert "--time" not in engine["sbatch"] and "sbatch" not in router
+    text = denv("recipe", "render", "llama-3.1-8b/vllm@1", "--fleet", "hpc", repo=denv_repo).stdout
+    assert "--gres=gpu:1  # time limit: the partition's default" in text

@@ -323,3 +323,21 @@ def test_a_unit_starts_with_its_own_environment_not_the_bots(denv_home: Path) ->
     leaked = set(SECRETS) & set(seen)
     assert not leaked
     assert not [n for n in seen if any(w in n for w in ("TOKEN", "KEY", "SECRET", "PASSWORD"))]
+
+
+@pytest.mark.parametrize("resident", [False, True], ids=["once", "resident"])
+def test_a_fleet_agent_home_holds_the_agent_and_its_units(
+    denv_home: Path, tmp_path: Path, resident: bool
+) -> None:
+    scratch = tmp_path / "scratch" / "denv"  # the fleet file's agent_home
+    env = {**os.environ, "DENV_HOME": str(denv_home)}  # the user's own default, left alone
+    client = AgentClient(LocalTransport(env=env), resident=resident, home=str(scratch))
+    try:
+        client.launch(http_unit("web", free_port()))
+        assert [u.id for u in client.units()] == ["web"]
+        assert list((scratch / "agent").glob("*.pyz")) and (scratch / "units").is_dir()
+        assert not denv_home.exists()
+    finally:
+        for unit in client.units():
+            client.stop(unit.id, grace=1)
+        client.close()

@@ -62,6 +62,13 @@ def test_fleet_list_shows_live_figures_of_the_local_fleet(tmp_path: Path) -> Non
         agent.stop("busy", grace=1)
 
 
+def test_probe_of_a_fleet_without_units_says_none(tmp_path: Path) -> None:
+    run = denv("fleet", "probe", "local", home=tmp_path / "home")
+    assert run.returncode == 0, run.stderr
+    lines = run.stdout.splitlines()
+    assert lines[lines.index("local: units") + 1 :] == [" none"]  # not a header over nothing
+
+
 def _lab_repo(tmp_path: Path, lab: SshLab, addresses: list[str]) -> Path:
     repo = tmp_path / "repo"
     for folder in ("catalog", "recipes", "policies"):

@@ -56,3 +56,36 @@ def test_one_job_runs_each_nodes_own_process(slurm_lab: SlurmLab, tmp_path: Path
         assert not [r for r in driver.units("n2") if r.alive or r.pending]
     finally:
         driver.close()
+
+
+def test_a_fleet_agent_home_holds_the_jobs_files_and_reaches_their_tasks(
+    slurm_lab: SlurmLab, tmp_path: Path
+) -> None:
+    scratch = tmp_path / "scratch" / "denv"  # agent_home: not the login user's ~/.denv
+    hosts = [{"name": "login", "address": slurm_lab.controller_address, "gpus": 0}]
+    hosts += [{"name": n.name, "address": n.address, "gpus": 4} for n in slurm_lab.nodes]
+    fleet = Fleet.model_validate(
+        {"name": "hpc", "provider": "test", "hardware": "h200", "python": sys.executable,
+         "transport": "slurm", "slurm": {"partition": "serve"}, "hosts": hosts,
+         "agent_home": str(scratch)}
+    )  # fmt: skip
+    driver = SlurmDriver(fleet, env={**slurm_lab.env, "DENV_HOME": str(tmp_path / "home")})
+    unit = {
+        "id": "r.s.hpc.aggregated-0",
+        "digest": "d1",
+        "argv": ["sh", "-c", "echo home $DENV_HOME; exec sleep 300"],
+        "env": {},
+        "gpus": [0],
+        "labels": {"release": "r", "stage": "s", "fleet": "hpc"},
+    }
+    try:
+        driver.launch("n1", unit)
+        log = scratch / "logs" / f"{unit['id']}.log"
+        wait_for(lambda: f"home {scratch}" in driver.logs("n1", unit["id"])["lines"], timeout=60,
+                 what="the task's line")  # fmt: skip
+        assert log.is_file() and list((scratch / "slurm").glob("*.json"))
+        assert not (tmp_path / "home").exists()
+        assert driver.default_home() == str(scratch)
+        driver.stop("n1", unit["id"], grace=1)
+    finally:
+        driver.close()

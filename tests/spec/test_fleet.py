@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from reconciler.fleet.drivers.registry import rules_of
 from reconciler.spec.fleet import reserved_name
 from reconciler.spec.loader import open_repo
 from tests.conftest import ROOT
@@ -113,6 +114,28 @@ fleet:
             "fleet.hosts: host names must be unique: n1",
             id="node-twice",
         ),
+        pytest.param(
+            "transport: slurm",
+            "transport: slurm\n  agent_home: scratch/denv",
+            "agent_home:",
+            "fleet.agent_home: String should match pattern '^/[A-Za-z0-9._/+-]*$'",
+            id="agent-home-relative",
+        ),
+        pytest.param(
+            "transport: slurm",
+            "transport: slurm\n  agent_home: $SCRATCH/denv",
+            "agent_home:",
+            "fleet.agent_home: String should match pattern '^/[A-Za-z0-9._/+-]*$'",
+            id="agent-home-variable",
+        ),
+        pytest.param(
+            "transport: slurm",
+            "transport: slurm\n  agent_home: /scratch/../home/denv",
+            "agent_home:",
+            "fleet.agent_home: '/scratch/../home/denv': an agent home is an "
+            "absolute folder, without '.' or '..'",
+            id="agent-home-dotdot",
+        ),
     ],
 )
 def test_a_bad_slurm_fleet_is_refused_at_its_field(
@@ -137,3 +160,25 @@ def test_the_slurm_fleet_of_the_docs_validates(denv_repo: Path) -> None:
     fleet = repo.fleets["hpc"]
     assert fleet.transport == "slurm" and [h.name for h in fleet.hosts if h.gpus == 0]
     assert all(reserved_name(h.address or h.name) for h in fleet.hosts)
+
+
+def test_an_agent_home_on_scratch_is_where_the_drivers_say_the_agent_keeps_its_state(
+    denv_repo: Path,
+) -> None:
+    text = SLURM_FLEET.replace("transport: slurm", "transport: slurm\n  agent_home: /scratch/denv/")
+    (denv_repo / "fleets/hpc.yaml").write_text(text)
+    repo = open_repo(denv_repo)
+    assert repo.errors == []
+    assert repo.fleets["hpc"].agent_home == "/scratch/denv"
+    assert rules_of(repo.fleets["hpc"]).default_home() == "/scratch/denv"
+    plain = SLURM_FLEET
+    (denv_repo / "fleets/hpc.yaml").write_text(plain)
+    assert rules_of(open_repo(denv_repo).fleets["hpc"]).default_home() != "/scratch/denv"
+
+
+def test_a_local_fleet_refuses_an_agent_home(denv_repo: Path) -> None:
+    path = denv_repo / "fleets/local.yaml"
+    text = path.read_text()
+    path.write_text(text.replace("  hosts:", "  agent_home: /scratch/denv\n  hosts:", 1))
+    problems = [str(p) for p in open_repo(denv_repo).errors]
+    assert len(problems) == 1 and "agent_home is for ssh and slurm fleets" in problems[0]

@@ -98,6 +98,11 @@ class AgentDriver:
         return host.address if host.address is not None else host.name
 
     def default_home(self) -> str:
+        """Where the agent keeps its state on the hosts: the fleet's `agent_home`, else the
+        kind's default (`user_home`)."""
+        return self.fleet.agent_home or self.user_home()
+
+    def user_home(self) -> str:
         raise NotImplementedError
 
     # --- agents --------------------------------------------------------------------------
@@ -110,7 +115,12 @@ class AgentDriver:
                 spec = next((h for h in self.fleet.hosts if h.name == host), None)
                 if spec is None:
                     raise DenvError(f"fleet {self.fleet.name} has no host {host}")
-                client = AgentClient(self.dial(spec), python=self.python, resident=self.resident)
+                client = AgentClient(
+                    self.dial(spec),
+                    python=self.python,
+                    resident=self.resident,
+                    home=self.fleet.agent_home,
+                )
                 self._open[host] = client
             client.deadline = self.deadline  # the fleet file as read now
             return client

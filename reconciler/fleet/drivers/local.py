@@ -23,7 +23,7 @@ class LocalDriver(AgentDriver):
     def address(self, host: Host) -> str:
         return host.address if host.address is not None else "127.0.0.1"
 
-    def default_home(self) -> str:
+    def user_home(self) -> str:
         """Where the agent keeps its state here: DENV_HOME, else ~/.denv (as the agent does)."""
         env = self.env if self.env is not None else os.environ
         return env.get("DENV_HOME") or f"{env.get('HOME', os.path.expanduser('~'))}/.denv"

@@ -36,6 +36,7 @@ from reconciler.fleet.model.observed import (
     HostObservation,
     UnitRecord,
 )
+from reconciler.fleet.model.slurmjob import job_request
 from reconciler.fleet.transport import LocalTransport, Transport
 from reconciler.spec.catalog import Hardware
 from reconciler.spec.fleet import Fleet, Host, SlurmSettings
@@ -78,7 +79,7 @@ class SlurmDriver(AgentDriver):
             return sys.executable
         return self.fleet.python
 
-    def default_home(self) -> str:
+    def user_home(self) -> str:
         if self.fleet.ssh is not None:
             user = self.fleet.ssh.user
             return "/root/.denv" if user == "root" else f"/home/{user}/.denv"
@@ -166,16 +167,8 @@ class SlurmDriver(AgentDriver):
             return super().launch(host, unit)
         settings = self.settings
         trial = "release" not in unit.get("labels", {})  # bench runs and optimizer trials
-        request = {
-            "unit": dict(unit),
-            "nodes": list(unit.get("hosts") or [host]),
-            "partition": (settings.trial_partition if trial else None) or settings.partition,
-            "qos": (settings.trial_qos if trial else None) or settings.qos,
-            "account": settings.account,
-            "time": settings.trial_time_limit if trial else settings.time_limit,
-            "gpu_request": settings.gpu_request,
-            "python": self.python,
-        }
+        nodes = list(unit.get("hosts") or [host])
+        request = {**job_request(settings, nodes, trial), "unit": dict(unit), "python": self.python}
         answer = self.agent(self.login).call("slurm-submit", answer=UnitRecord, payload=request)
         self._cluster = None
         return answer

@@ -15,7 +15,7 @@ class SshDriver(AgentDriver):
         assert self.fleet.ssh is not None  # the fleet model requires it for ssh
         return SshTransport(host, self.fleet.ssh, warn=self.warn, fleet=self.fleet.name)
 
-    def default_home(self) -> str:
+    def user_home(self) -> str:
         """The SSH user's default home: /root/.denv for root, else /home/<user>/.denv."""
         user = self.fleet.ssh.user if self.fleet.ssh is not None else "root"
         return "/root/.denv" if user == "root" else f"/home/{user}/.denv"
