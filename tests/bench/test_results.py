@@ -144,7 +144,8 @@ def test_a_sweep_on_the_simulator_writes_results_that_bench_ranks(
     assert comparison["a"] == paths[0].stem and comparison["b"] == paths[1].stem
     tok = figures["output tok/s"]
     assert tok["delta"] == pytest.approx(tok["b"] - tok["a"], abs=1e-6)
-    assert tok["better"] == ("b" if tok["b"] > tok["a"] else "a")
+    within = tok["noise_pct"] is not None and abs(tok["delta_pct"]) <= tok["noise_pct"]
+    assert tok["better"] == ("unclear" if within else "b" if tok["b"] > tok["a"] else "a")
     settings = {s["name"]: (s["a"], s["b"]) for s in comparison["settings"]}
     assert settings["load"] == ("concurrency 1", "concurrency 4")
     text = denv(denv_repo, "bench", "compare", str(paths[0]), str(paths[1]))

@@ -268,12 +268,12 @@ def _why(
     largest = max(sizes, default=0)
     if demand.gpus > largest:
         return (
-            f"{demand.label} needs {demand.gpus} GPUs in one domain; the largest domain "
-            f"of {fleet.name} has {largest}"
+            f"{demand.label} needs {gpus(demand.gpus)} in one domain; the largest domain of "
+            f"{fleet.name} has {largest}"
         )
     most_free = max((sum(len(free) for _, free in _free(d, used)) for d in domains), default=0)
     return (
-        f"{demand.label} needs {demand.gpus} GPUs in one domain; the most free in one "
+        f"{demand.label} needs {gpus(demand.gpus)} in one domain; the most free in one "
         f"domain of {fleet.name} is {most_free} (others are in use, busy with foreign "
         f"processes, or kept as the fleet's {fleet.trial_gpus} trial GPUs)"
     )
@@ -375,3 +375,7 @@ class FleetPlacer:
     @property
     def gpus(self) -> int:
         return sum(len(state.gpus) for state in self.states.values())
+
+
+def gpus(count: int) -> str:
+    return f"{count} GPU{'' if count == 1 else 's'}"
