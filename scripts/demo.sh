@@ -7,18 +7,8 @@ set -euo pipefail
 BIN=${BIN:-.venv/bin}
 DENV="$PWD/$BIN/denv"
 PY="$PWD/$BIN/python"
-WORK=$(mktemp -d -t denv-demo.XXXXXX)
-export DENV_HOME="$WORK/home" DENV_CACHE="$WORK/cache"
-unset DENV_REPO
-
-UI=""
-teardown() {
-  # Whatever happened above, no simulator, router or UI outlives the demo.
-  [ -n "$UI" ] && kill -TERM "$UI" 2>/dev/null && wait "$UI" 2>/dev/null || true
-  "$PY" scripts/stop_units.py "$DENV_HOME" || true
-  rm -rf "$WORK"
-}
-trap teardown EXIT
+source scripts/demo_ui.sh
+demo_workspace
 
 step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
 
@@ -29,7 +19,6 @@ git -C "$WORK/denv" config user.name "denv demo"
 git -C "$WORK/denv" config user.email "demo@denv.invalid"
 REPO="$WORK/denv"  # the UI names it by its folder: denv
 # The read-only web UI over the clone, up until the demo ends: open its address to watch.
-source scripts/demo_ui.sh
 start_ui "$REPO" "$WORK/ui.log"
 echo "(the UI stays up while the demo runs; it shows each step as it happens)"
 

@@ -1,4 +1,20 @@
-# Sourced by scripts/demo.sh and scripts/screenshots.sh: `start_ui REPO LOG` starts the
+# Sourced by scripts/demo.sh and scripts/screenshots.sh (after they set DENV and PY).
+# `demo_workspace`: a throwaway folder WORK for the agent's state and the bot's cache; on exit,
+# whatever happened, no simulator, router or UI outlives the script and WORK is removed.
+demo_workspace() {
+  WORK=$(mktemp -d -t denv-demo.XXXXXX)
+  export DENV_HOME="$WORK/home" DENV_CACHE="$WORK/cache"
+  unset DENV_REPO
+  UI=""
+  trap demo_teardown EXIT
+}
+demo_teardown() {
+  [ -n "$UI" ] && kill -TERM "$UI" 2>/dev/null && wait "$UI" 2>/dev/null || true
+  "$PY" scripts/stop_units.py "$DENV_HOME" || true
+  rm -rf "$WORK"
+}
+
+# `start_ui REPO LOG` starts the
 # read-only web UI over REPO in the background (port: $DENV_UI_PORT, default any free one),
 # sets UI to its process and exports DENV_UI_URL, its address, once it serves.
 start_ui() {

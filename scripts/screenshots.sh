@@ -8,20 +8,11 @@ set -euo pipefail
 BIN=${BIN:-.venv/bin}
 DENV="$PWD/$BIN/denv"
 PY="$PWD/$BIN/python"
-WORK=$(mktemp -d -t denv-demo.XXXXXX)
-export DENV_HOME="$WORK/home" DENV_CACHE="$WORK/cache" DENV_SCREENSHOTS="${DENV_SCREENSHOTS:-docs/img}"
-unset DENV_REPO
-
-UI=""
-teardown() {
-  [ -n "$UI" ] && kill -TERM "$UI" 2>/dev/null && wait "$UI" 2>/dev/null || true
-  "$PY" scripts/stop_units.py "$DENV_HOME" || true
-  rm -rf "$WORK"
-}
-trap teardown EXIT
+export DENV_SCREENSHOTS="${DENV_SCREENSHOTS:-docs/img}"
+source scripts/demo_ui.sh
+demo_workspace
 
 git clone -q . "$WORK/denv"
 git -C "$WORK/denv" checkout -q -B main
-source scripts/demo_ui.sh
 start_ui "$WORK/denv" "$WORK/ui.log"
 BIN="$BIN" REPO="$WORK/denv" bash scripts/demo_stages.sh

@@ -33,6 +33,17 @@ from tests.conftest import ROOT, Edit
 AT = dt.datetime(2026, 12, 1, tzinfo=dt.UTC)
 
 
+def shape_trace(root: Path) -> Path:
+    """48 requests 50 ms apart, 600 tokens in and 16 out, sharing one prefix block."""
+    trace = root / "shape.jsonl"
+    rows = (
+        {"timestamp": 50 * i, "input_length": 600, "output_length": 16, "hash_ids": [1, 100 + i]}
+        for i in range(48)
+    )
+    trace.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    return trace
+
+
 class ScriptedLoop(Loop):
     """Trial GPUs that answer from a script: max_batch 4 holds the target up to 100 requests/s
     on its one GPU, anything larger 200 (fp8 KV 220, and 3 of 20 parity prompts differ)."""
@@ -73,14 +84,7 @@ class ScriptedLoop(Loop):
 def test_the_loop_verifies_a_winner_and_keeps_fp8_out(denv_repo: Path, edit: Edit) -> None:
     edit("releases/chat-8b/denv.yaml", "settings: { max_batch: 128 }", "settings: { max_batch: 4 }")
     edit("policies/optimizer.yaml", "max_trials: 40", "max_trials: 6")
-    trace = denv_repo / "shape.jsonl"
-    trace.write_text(
-        "\n".join(
-            json.dumps({"timestamp": 50 * i, "input_length": 600, "output_length": 16,
-                        "hash_ids": [1, 100 + i]})
-            for i in range(48)
-        ) + "\n"
-    )  # fmt: skip
+    trace = shape_trace(denv_repo)
     repo = open_repo(denv_repo)
     store = StateStore(denv_repo / "state")
     options = StartOptions(
@@ -159,14 +163,7 @@ def test_starting_a_finished_study_again(denv_repo: Path, edit: Edit) -> None:
     study, named so."""
     edit("releases/chat-8b/denv.yaml", "settings: { max_batch: 128 }", "settings: { max_batch: 4 }")
     edit("policies/optimizer.yaml", "max_trials: 40", "max_trials: 2")
-    trace = denv_repo / "shape.jsonl"
-    trace.write_text(
-        "\n".join(
-            json.dumps({"timestamp": 50 * i, "input_length": 600, "output_length": 16,
-                        "hash_ids": [1, 100 + i]})
-            for i in range(48)
-        ) + "\n"
-    )  # fmt: skip
+    trace = shape_trace(denv_repo)
     repo = open_repo(denv_repo)
     store = StateStore(denv_repo / "state")
     promoted: list[str] = []
@@ -231,14 +228,7 @@ def test_a_candidate_screened_out_shows_the_gain_its_reason_names(
     comparison, kept on the row (the table showed the run's own change, rounded apart)."""
     edit("releases/chat-8b/denv.yaml", "settings: { max_batch: 128 }", "settings: { max_batch: 4 }")
     edit("policies/optimizer.yaml", "max_trials: 40", "max_trials: 2")
-    trace = denv_repo / "shape.jsonl"
-    trace.write_text(
-        "".join(
-            json.dumps({"timestamp": 50 * i, "input_length": 600, "output_length": 16,
-                        "hash_ids": [1, 100 + i]}) + "\n"
-            for i in range(48)
-        )
-    )  # fmt: skip
+    trace = shape_trace(denv_repo)
     store = StateStore(denv_repo / "state")
     options = StartOptions(
         target="chat-8b/canary", goal="throughput", budget_gpus=4, traffic=trace,
@@ -285,14 +275,7 @@ def busy_start(
     denv_repo: Path, edit: Edit, store: StateStore
 ) -> Any:  # a start(loop class, **options) -> (loop, final state)
     edit("releases/chat-8b/denv.yaml", "settings: { max_batch: 128 }", "settings: { max_batch: 4 }")
-    trace = denv_repo / "shape.jsonl"
-    trace.write_text(
-        "\n".join(
-            json.dumps({"timestamp": 50 * i, "input_length": 600, "output_length": 16,
-                        "hash_ids": [1, 100 + i]})
-            for i in range(48)
-        ) + "\n"
-    )  # fmt: skip
+    trace = shape_trace(denv_repo)
     repo = open_repo(denv_repo)
 
     def start(kind: type[BusyLoop], **changes: object) -> tuple[BusyLoop, StudyState]:
