@@ -19,8 +19,9 @@ from reconciler.errors import DenvError
 from reconciler.fleet.drivers.registry import Drivers
 from reconciler.forge.config import open_forge
 from reconciler.optimize.candidates import Row, StudyState
+from reconciler.optimize.measuring import Effects, Promote, StudyStopped
 from reconciler.optimize.promote import promote_row
-from reconciler.optimize.runner import Effects, Loop, Promote, StudyStopped
+from reconciler.optimize.runner import Loop
 from reconciler.optimize.start import StartOptions, resolve, traffic_lines
 from reconciler.optimize.state import StateStore
 from reconciler.optimize.watch import catalog_marks, remeasure_reasons

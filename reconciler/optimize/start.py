@@ -27,8 +27,8 @@ from reconciler.bench.traffic_stats import trace_stats
 from reconciler.errors import DenvError, NotFound, UsageError
 from reconciler.optimize.candidates import Row, Status, StudyState, retriable
 from reconciler.optimize.goal import Goal
+from reconciler.optimize.measuring import Setup
 from reconciler.optimize.prescreen import prescreen
-from reconciler.optimize.runner import Setup
 from reconciler.optimize.space import Candidate, SearchSpace
 from reconciler.optimize.state import StateStore, default_storage, shown_storage, split_target
 from reconciler.optimize.study import Study

@@ -91,7 +91,17 @@ def test_the_optimizers_read_only_commands_import_no_run_library(
     modules = imported("optimize", *argv, env=env)
     assert "reconciler.cli.optimize" in modules
     assert loaded(modules, tuple(a for a in ADAPTERS if a != "pygit2")) == []
-    assert loaded(modules, ("reconciler.optimize.runner", "reconciler.fleet.drivers")) == []
+    assert (
+        loaded(
+            modules,
+            (
+                "reconciler.optimize.runner",
+                "reconciler.optimize.measuring",
+                "reconciler.fleet.drivers",
+            ),
+        )
+        == []
+    )
 
 
 def test_ranking_imports_no_engine_and_builds_no_unread_model(tmp_path: Path) -> None:

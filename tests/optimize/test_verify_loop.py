@@ -18,7 +18,8 @@ from reconciler.errors import UsageError
 from reconciler.fleet.drivers.registry import Drivers
 from reconciler.optimize.candidates import Row, Run, Status, StudyState, table
 from reconciler.optimize.capacity import Ladder
-from reconciler.optimize.runner import Effects, Loop, Setup
+from reconciler.optimize.measuring import Effects, Setup
+from reconciler.optimize.runner import Loop
 from reconciler.optimize.space import Candidate
 from reconciler.optimize.start import StartOptions, resolve, retry_command
 from reconciler.optimize.state import StateStore
