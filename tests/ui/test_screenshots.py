@@ -13,10 +13,10 @@ from playwright.sync_api import Browser
 
 from reconciler.ui.pages import ROUTES
 from reconciler.ui.server import UiServer
-from reconciler.ui.state import Gather, Refresher, UiState
 from scripts.ui_screenshots import SHOTS, Shot, take, temp_paths
 from tests.conftest import ROOT
 from tests.reconcile.conftest import GitRepo, git_repo
+from tests.ui.looked import look
 
 __all__ = ["git_repo"]
 
@@ -57,12 +57,7 @@ def test_temporary_folders_are_found_in_a_pages_text(text: str, found: list[str]
 def served(git_repo: GitRepo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     """`denv ui` over a repository in a pytest tmp folder, after one look."""
     monkeypatch.setenv("DENV_HOME", str(tmp_path / "home"))
-    state = UiState(refresh=60)
-    gather = Gather(str(git_repo.path), git_repo.cache)
-    try:
-        Refresher(state, gather).once()
-    finally:
-        gather.close()
+    state = look(git_repo.path, git_repo.cache)
     server = UiServer(state, ROUTES, "127.0.0.1:0", None)
     try:
         yield server.start()

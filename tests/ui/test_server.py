@@ -22,6 +22,7 @@ from reconciler.ui.pages import ROUTES
 from reconciler.ui.server import UiServer
 from reconciler.ui.state import Gather, Refresher, UiState
 from tests.reconcile.conftest import GitRepo, git_repo
+from tests.ui.looked import look
 
 __all__ = ["git_repo"]  # the fixture
 
@@ -32,14 +33,7 @@ DENV = [sys.executable, "-m", "reconciler"]
 def looked(git_repo: GitRepo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> UiState:
     """One look at the repository: chat-8b on the local fleet, which runs nothing yet."""
     monkeypatch.setenv("DENV_HOME", str(tmp_path / "home"))
-    state = UiState(refresh=60)
-    gather = Gather(str(git_repo.path), git_repo.cache)
-    try:
-        Refresher(state, gather).once()
-    finally:
-        gather.close()
-    assert state.error is None
-    return state
+    return look(git_repo.path, git_repo.cache)
 
 
 def serve(state: UiState, token: str | None = None) -> Iterator[str]:
