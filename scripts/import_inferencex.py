@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Import the InferenceX (SemiAnalysis) published results into denv files.
 
-    .venv/bin/python scripts/import_inferencex.py [--reference ../shared/reference]
+    .venv/bin/python scripts/import_inferencex.py --reference FOLDER
 
 Reads `published-results.csv` and `published-recipes.csv` (built from public InferenceX
 repositories; `published-results.md` in the same folder says what every column means) and
@@ -967,7 +967,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--reference",
         type=Path,
-        default=REPO.parent / "shared" / "reference",
+        required=True,  # the tables are built from InferenceX's repositories, outside this one
         help="folder with published-results.csv and published-recipes.csv",
     )
     parser.add_argument("--repo", type=Path, default=REPO, help="denv repository to write into")
