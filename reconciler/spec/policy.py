@@ -43,7 +43,9 @@ class Alarm(Spec):
     @model_validator(mode="before")
     @classmethod
     def _units(cls, data: Any) -> Any:
-        if isinstance(data, dict) and "max" in data and data.get("metric") in alarm_metric_names():
+        if isinstance(data, dict) and "max" in data:
+            if data.get("metric") not in alarm_metric_names():  # its unit is unknown: the
+                return {**data, "max": 0.0}  # metric's own error is the one to report
             unit, limit = alarm_metric(data["metric"]).unit, data["max"]
             if unit == "seconds":
                 data = {**data, "max": parse_duration(limit)}
