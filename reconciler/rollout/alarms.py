@@ -61,7 +61,7 @@ class Reading:
         if self.value is None:
             return f"{what}: not judged, {self.note} ({span}){tail}"
         sign = ">" if self.firing else "≤"
-        value, limit = shown(a.metric, self.value), shown(a.metric, a.max)
+        value, limit = value_text(a.metric, self.value), value_text(a.metric, a.max)
         where = f" at the {self.at}" if self.at else ""
         return f"{what} {value} {sign} {limit}{where} ({self.requests} requests, {span}){tail}"
 
@@ -224,7 +224,7 @@ def percentile(q: float, values: list[float]) -> float:
     return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
 
 
-def shown(metric: str, value: float, digits: str = ".3g") -> str:
+def value_text(metric: str, value: float, digits: str = ".3g") -> str:
     """A value (or limit) of the metric in its unit: '2.31 s', '120 ms', '1.5%', '12'."""
     unit = alarm_metric(metric).unit
     if unit == "seconds":

@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from reconciler.forge.views import AlarmRow, PromotionView, RollbackView
-from reconciler.rollout.alarms import shown
+from reconciler.rollout.alarms import value_text
 from reconciler.rollout.state import AlarmValue, StageEffect, StageRecord
 from reconciler.spec.policy import Alarm
 from reconciler.spec.release import Stage
@@ -22,7 +22,7 @@ def duration(seconds: float) -> str:
 
 
 def limit(alarm: Alarm) -> str:
-    return f"≤ {shown(alarm.metric, alarm.max, 'g')} over {duration(alarm.window)}"
+    return f"≤ {value_text(alarm.metric, alarm.max, 'g')} over {duration(alarm.window)}"
 
 
 def alarm_value(reading: Any) -> AlarmValue:
