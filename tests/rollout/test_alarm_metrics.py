@@ -14,16 +14,18 @@ import pytest
 from pydantic import ValidationError
 
 from reconciler.engines.cards import card, cards
-from reconciler.engines.units import Series
+from reconciler.engines.sim.argv import RUNNING
+from reconciler.engines.units import Metrics, Series
+from reconciler.reconcile import probes
 from reconciler.rollout.promql import queries
-from reconciler.rollout.series import ROUTERS, at_routers, parse, read_as
+from reconciler.rollout.series import REQUESTS, ROUTERS, at_routers, parse, read_as
 from reconciler.rollout.watch import AlarmWatch
 from reconciler.spec.alarm_metrics import ALARM_METRICS, AlarmMetric, alarm_metric_names
 from reconciler.spec.loader import open_repo
 from reconciler.spec.policy import Alarm
 from reconciler.spec.schema import schema_for
 from tests.conftest import ROOT, Edit
-from tests.engines.sim.sims import Sim, http_get, sim_process, sim_spec, wait_until
+from tests.engines.sim.sims import Sim, engine_unit, http_get, sim_process, sim_spec, wait_until
 from tests.rollout.test_prometheus import Lab, lab, seen
 from tests.rollout.test_prometheus import traffic as both_sims_traffic
 from tests.rollout.test_watch import traffic
@@ -123,7 +125,7 @@ def test_the_new_metric_fires_in_prometheus_mode(added: None, lab: Lab) -> None:
 
 def test_every_list_of_alarm_metrics_is_the_tables(added: None) -> None:
     names = alarm_metric_names()
-    assert names[-1] == NAME
+    assert names[-1] == NAME and REQUESTS not in names  # a scrape keeps that counter apart
     assert schema_for("alarms")["$defs"]["Alarm"]["properties"]["metric"]["enum"] == list(names)
     assert {name: read_as(name) for name in names} == {n: r.read for n, r in ALARM_METRICS.items()}
     for name, row in ALARM_METRICS.items():
@@ -149,3 +151,12 @@ def test_the_docs_table_lists_every_alarm_metric() -> None:
     section = text[text.index("| alarm metric |") :].split("\n\n", 1)[0]
     listed = re.findall(r"^\| `([a-z0-9_]+)`", section, re.M)
     assert listed == list(alarm_metric_names())
+
+
+def test_a_units_metrics_name_the_running_gauge_a_stop_waits_on(sim: Sim) -> None:
+    """Besides the alarm metrics, the one name a unit carries: what `in_flight` reads."""
+    unit = engine_unit(sim)
+    assert unit.metrics is not None and probes.in_flight(unit) is None  # no name: unknown
+    port = unit.metrics.port
+    named = unit.model_copy(update={"metrics": Metrics(port=port, running=RUNNING)})
+    assert probes.in_flight(named) == 0.0  # idle
