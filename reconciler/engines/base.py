@@ -16,7 +16,7 @@ from typing import Any, NamedTuple
 
 from reconciler.catalog.deployments import Deployment
 from reconciler.engines.placement import HTTP, Slot
-from reconciler.engines.units import EngineContext, MetricNames, Metrics, Probe, Unit
+from reconciler.engines.units import EngineContext, Metrics, Probe, Unit
 from reconciler.errors import EngineError, UnknownFlag, UnknownVersion, UnsupportedSetting
 from reconciler.spec.base import Spec
 from reconciler.spec.catalog import Hardware
@@ -278,7 +278,7 @@ def engine_unit(
     argv: list[str],
     env: dict[str, str],
     probe: Probe,
-    names: MetricNames,
+    running: str,
     flag_table: str,
     bootstrap_port: int | None = None,
     cpus: list[int] | None = None,
@@ -303,6 +303,6 @@ def engine_unit(
         bootstrap_port=bootstrap_port if port else None,
         readiness=probe if port else None,
         health=probe if port else None,
-        metrics=Metrics(port=port, names=names) if port else None,
+        metrics=Metrics(port=port, running=running) if port else None,
         flag_table=flag_table,
     )

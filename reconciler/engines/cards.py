@@ -26,7 +26,7 @@ if TYPE_CHECKING:  # types only: cards import the modules that would import this
     from reconciler.engines.placement import Placement
     from reconciler.engines.router import Router
     from reconciler.engines.sim.levers import Limits
-    from reconciler.engines.units import EngineContext, EngineSeries, MetricNames, Probe, Unit
+    from reconciler.engines.units import EngineContext, EngineSeries, Probe, Unit
     from reconciler.spec.catalog import Hardware
     from reconciler.spec.recipe import Recipe, Settings
 
@@ -69,7 +69,8 @@ class EngineCard(Protocol):
 
     @property
     def ALARM_SERIES(self) -> EngineSeries:
-        """Where the engine keeps each alarm metric in its /metrics (the rollout reads it)."""
+        """The engine's series for each alarm metric it exports (the names of
+        reconciler/spec/alarm_metrics.py; the rollout reads them from its /metrics)."""
 
     def table(self, version: str) -> FlagTable:
         """The flag table of a version (EngineError when there is none)."""
@@ -80,8 +81,6 @@ class EngineCard(Protocol):
         """The argv builder: every unit (process) of a deployment, router left out."""
 
     def health(self) -> Probe: ...
-
-    def metric_names(self) -> MetricNames: ...
 
     def pd_routes(self, prefill: list[Unit], decode: list[Unit]) -> list[str]:
         """The PD_ROUTER's flags that name the prefill and decode workers."""

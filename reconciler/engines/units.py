@@ -42,19 +42,6 @@ class Probe(Spec):
     status: int = 200
 
 
-class MetricNames(Spec):
-    """Prometheus series, as selectors (a name, with labels where one series is meant)."""
-
-    ttft: str
-    itl: str
-    e2e: str
-    queue: str
-    kv_usage: str  # 0..1
-    errors: str
-    running: str
-    waiting: str
-
-
 @dataclass(frozen=True)
 class Series:
     """A sample name (a histogram's base name) and label values as regular expressions that
@@ -69,18 +56,20 @@ class Series:
 
 @dataclass(frozen=True)
 class EngineSeries:
-    """Where an engine (or a router) keeps each alarm metric; a metric it lacks is absent."""
+    """Where an engine (or a router) keeps each alarm metric (reconciler/spec/alarm_metrics.py
+    names them and says how each is read: a histogram's base name, a gauge, or for a ratio the
+    counter over requests, e.g. error_rate's failed requests); a metric it lacks is absent."""
 
-    histograms: Mapping[str, Series]
-    gauges: Mapping[str, Series]
     requests: Series  # a counter of requests answered, failures included
-    errors: Series  # a counter of the failed ones
+    metrics: Mapping[str, Series]
 
 
 class Metrics(Spec):
     port: int
     path: str = "/metrics"
-    names: MetricNames | None = None  # None: the endpoint exists, its names are not ours
+    # The gauge of requests the engine is working on (a stop waits for it to reach 0);
+    # None: the endpoint exists, its names are not ours
+    running: str | None = None
 
 
 class Unit(Spec):

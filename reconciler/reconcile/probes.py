@@ -64,12 +64,12 @@ def wait_until(
 
 def in_flight(unit: Unit) -> float | None:
     """Requests the engine is working on now, from its metrics; None when unknown."""
-    if unit.metrics is None or unit.metrics.names is None:
+    if unit.metrics is None or unit.metrics.running is None:
         return None
     status, body = _call(f"http://{unit.address}:{unit.metrics.port}{unit.metrics.path}")
     if status != 200:
         return None
-    wanted = unit.metrics.names.running.split("{", 1)[0]
+    wanted = unit.metrics.running
     total = None
     for family in text_string_to_metric_families(body.decode("utf-8", "replace")):
         for sample in family.samples:

@@ -1,20 +1,22 @@
-"""Pure logic: alarms judged over a window of the engines' cumulative samples.
+"""Pure logic: alarms judged over a window of the engines' cumulative samples, each metric
+as its row in reconciler/spec/alarm_metrics.py says it is read.
 
 A window of W seconds ending now compares each engine's newest point with its newest point at
 or before now - W (or its first, when the history is shorter: `Reading.covered` says how long
 the window really is). Latency percentiles come from the difference of the histograms, summed
 over engines, interpolated linearly inside the bucket as Prometheus' `histogram_quantile`
-does; `mean` is the difference of the sums over that of the counts. `error_rate` is failed
-over answered requests. Gauges (`queue`, `kv_usage`) take the engines' points inside the
-window: `value` is the newest, `mean` their average, `p..` their percentile; the busiest
-engine counts. An alarm with fewer than `min_requests` requests in its window is not judged,
-and an engine that did not answer adds nothing (it is named in `missing`), so a lost scrape
-never fires an alarm.
+does; `mean` is the difference of the sums over that of the counts. A ratio (`error_rate`)
+is its counter's increase over that of the answered requests. Gauges (`waiting`,
+`kv_usage`) take the engines' points inside the window: `value` is the newest, `mean` their
+average, `p..` their percentile; the busiest engine counts. An alarm with fewer than
+`min_requests` requests in its window is not judged, and an engine that did not answer adds
+nothing (it is named in `missing`), so a lost scrape never fires an alarm.
 
-`error_rate` is also read at the stage's routers, from what they answered clients: a router
-that refuses clients while its engines see nothing wrong (no worker left, retries exhausted)
-fires it. The worse of the two rates counts, each judged on its own requests; other metrics
-are the engines' alone (a router's counts would count each request twice).
+A metric the routers' series map (`error_rate`) is also read at the stage's routers, from
+what they answered clients: a router that refuses clients while its engines see nothing wrong
+(no worker left, retries exhausted) fires it. The worse of the two values counts, each judged
+on its own requests; other metrics are the engines' alone (a router's counts would count each
+request twice).
 """
 
 from __future__ import annotations
@@ -25,8 +27,9 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from reconciler.rollout.samples import Point, Track, minus, since_start, window
-from reconciler.rollout.series import GAUGE_METRICS, HISTOGRAM_METRICS, ROUTERS, Histogram
-from reconciler.spec.policy import FRACTION_METRICS, LATENCY_METRICS, Alarm
+from reconciler.rollout.series import REQUESTS, ROUTERS, Histogram, at_routers, read_as
+from reconciler.spec.alarm_metrics import alarm_metric
+from reconciler.spec.policy import Alarm
 
 QUANTILES = {"p50": 0.50, "p90": 0.90, "p95": 0.95, "p99": 0.99}
 
@@ -58,7 +61,7 @@ class Reading:
         if self.value is None:
             return f"{what}: not judged, {self.note} ({span}){tail}"
         sign = ">" if self.firing else "≤"
-        value, limit = _format(a.metric, self.value), _format(a.metric, a.max)
+        value, limit = value_text(a.metric, self.value), value_text(a.metric, a.max)
         where = f" at the {self.at}" if self.at else ""
         return f"{what} {value} {sign} {limit}{where} ({self.requests} requests, {span}){tail}"
 
@@ -101,11 +104,11 @@ def over_bake(
 
 
 def read(name: str, alarm: Alarm, tracks: Mapping[str, Track], now: float) -> Reading:
-    """The alarm over the engines' tracks, and for error_rate the routers' as well."""
+    """The alarm over the engines' tracks, and the routers' as well for a metric they map."""
     routers = {url: t for url, t in tracks.items() if t.engine in ROUTERS}
     engines = {url: t for url, t in tracks.items() if url not in routers}
     found = _read(name, alarm, engines, now)
-    if alarm.metric != "error_rate" or not routers:
+    if not at_routers(alarm.metric) or not routers:
         return found
     seen = _read(name, alarm, routers, now)
     missing = tuple(sorted({*found.missing, *seen.missing}))
@@ -117,7 +120,7 @@ def read(name: str, alarm: Alarm, tracks: Mapping[str, Track], now: float) -> Re
 def _read(name: str, alarm: Alarm, tracks: Mapping[str, Track], now: float) -> Reading:
     missing = tuple(sorted(url for url, t in tracks.items() if t.error is not None))
     spans = {url: s for url, t in tracks.items() if (s := window(t, now, alarm.window))}
-    counted = sum(_delta(s, "requests") for s in spans.values())
+    counted = sum(_delta(s, REQUESTS) for s in spans.values())
     requests = round(counted)
     covered = min((new.at - old.at for old, new in spans.values()), default=0.0)
 
@@ -129,27 +132,33 @@ def _read(name: str, alarm: Alarm, tracks: Mapping[str, Track], now: float) -> R
         return reading(None, "no engine answered" if missing else "no samples in the window yet")
     if requests < alarm.min_requests:
         return reading(None, f"{requests} requests < {alarm.min_requests}")
-    if alarm.metric == "error_rate":
-        return reading(sum(_delta(s, "errors") for s in spans.values()) / counted)
-    if alarm.metric in GAUGE_METRICS:
+    metric, read = alarm.metric, read_as(alarm.metric)
+    engines = "/".join(sorted({tracks[url].engine for url in spans}))
+    if read == "ratio":
+        having = [s for s in spans.values() if metric in s[1].counters]
+        if not having:
+            return reading(None, f"{engines} export no {metric} counter")
+        asked = sum(_delta(s, REQUESTS) for s in having)
+        value = sum(_delta(s, metric) for s in having) / asked if asked else None
+        return reading(value, "" if value is not None else f"no requests at {engines}")
+    if read == "gauge":
         value = _gauge(alarm, [tracks[url] for url in spans], now)
-        return reading(value, "" if value is not None else f"no {alarm.metric} gauge")
-    if alarm.metric in HISTOGRAM_METRICS:
+        return reading(value, "" if value is not None else f"no {metric} gauge")
+    if read == "histogram":
         deltas = [
-            minus(new.histograms[alarm.metric], old.histograms[alarm.metric])
+            minus(new.histograms[metric], old.histograms[metric])
             for old, new in spans.values()
-            if alarm.metric in new.histograms and alarm.metric in old.histograms
+            if metric in new.histograms and metric in old.histograms
         ]
         if not deltas:
-            engines = sorted({tracks[url].engine for url in spans})
-            return reading(None, f"{'/'.join(engines)} export no {alarm.metric} histogram")
+            return reading(None, f"{engines} export no {metric} histogram")
         merged = merge(deltas)
         if merged.count <= 0:
-            return reading(None, f"no {alarm.metric} observations")
+            return reading(None, f"no {metric} observations")
         if alarm.stat == "mean":
             return reading(merged.total / merged.count)
         return reading(quantile(QUANTILES[alarm.stat], merged))
-    return reading(None, f"unknown metric {alarm.metric}")
+    return reading(None, f"unknown metric {metric}")
 
 
 def _delta(span: tuple[Point, Point], counter: str) -> float:
@@ -215,11 +224,13 @@ def percentile(q: float, values: list[float]) -> float:
     return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
 
 
-def _format(metric: str, value: float) -> str:
-    if metric in LATENCY_METRICS:
-        return f"{value:.3g} s" if value >= 1 else f"{value * 1000:.3g} ms"
-    if metric in FRACTION_METRICS:
-        return f"{value * 100:.3g}%"
+def value_text(metric: str, value: float, digits: str = ".3g") -> str:
+    """A value (or limit) of the metric in its unit: '2.31 s', '120 ms', '1.5%', '12'."""
+    unit = alarm_metric(metric).unit
+    if unit == "seconds":
+        return f"{value:{digits}} s" if value >= 1 else f"{value * 1000:{digits}} ms"
+    if unit == "fraction":
+        return f"{value * 100:{digits}}%"
     return f"{value:g}"
 
 

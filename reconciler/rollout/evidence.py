@@ -7,8 +7,9 @@ from datetime import UTC, datetime
 from typing import Any
 
 from reconciler.forge.views import AlarmRow, PromotionView, RollbackView
+from reconciler.rollout.alarms import value_text
 from reconciler.rollout.state import AlarmValue, StageEffect, StageRecord
-from reconciler.spec.policy import LATENCY_METRICS, Alarm
+from reconciler.spec.policy import Alarm
 from reconciler.spec.release import Stage
 
 
@@ -21,13 +22,7 @@ def duration(seconds: float) -> str:
 
 
 def limit(alarm: Alarm) -> str:
-    if alarm.metric in LATENCY_METRICS:
-        value = f"{alarm.max * 1000:g} ms" if alarm.max < 1 else f"{alarm.max:g} s"
-    elif alarm.metric in ("error_rate", "kv_usage"):
-        value = f"{alarm.max * 100:g}%"
-    else:
-        value = f"{alarm.max:g}"
-    return f"≤ {value} over {duration(alarm.window)}"
+    return f"≤ {value_text(alarm.metric, alarm.max, 'g')} over {duration(alarm.window)}"
 
 
 def alarm_value(reading: Any) -> AlarmValue:

@@ -5,7 +5,8 @@ The engines of a stage are picked by their `instance` label (host:port, Promethe
 for a scraped target). Engines of different kinds (vLLM and SGLang in one stage) name their
 series differently: each kind is queried on its own; request and error counts add up, and the
 larger value of the kinds counts (their histograms cannot be summed bucket by bucket).
-Routers are asked for error_rate apart, and the worse rate counts (as `alarms.read`).
+Routers are asked apart for the metrics their series map (error_rate), and the worse value
+counts (as `alarms.read`).
 """
 
 from __future__ import annotations
@@ -16,15 +17,15 @@ from dataclasses import dataclass, replace
 
 from reconciler.engines.units import EngineSeries, Series
 from reconciler.rollout.alarms import QUANTILES, Reading
-from reconciler.rollout.series import GAUGE_METRICS
+from reconciler.rollout.series import at_routers, read_as
 from reconciler.spec.policy import Alarm
 
 
 @dataclass(frozen=True)
 class AlarmQueries:
     requests: str
-    errors: str | None  # error_rate only
-    value: str | None  # None for error_rate (errors / requests), or a metric the engine lacks
+    counted: str | None  # a ratio's counter (error_rate: the failed requests)
+    value: str | None  # None for a ratio (counted / requests), or a metric the engine lacks
 
 
 @dataclass(frozen=True)
@@ -32,7 +33,7 @@ class Answer:
     """What one kind of engine answered."""
 
     requests: float
-    errors: float | None
+    counted: float | None
     value: float | None
 
 
@@ -51,9 +52,10 @@ def selector(series: Series, instances: Sequence[str], suffix: str = "") -> str:
 def queries(alarm: Alarm, engine: EngineSeries, instances: Sequence[str]) -> AlarmQueries:
     w = _range(alarm.window)
     requests = _counted(selector(engine.requests, instances), w)
-    if alarm.metric == "error_rate":
-        errors = _counted(selector(engine.errors, instances), w)
-        return AlarmQueries(requests, errors, None)
+    if read_as(alarm.metric) == "ratio":
+        counter = engine.metrics.get(alarm.metric)
+        counted = _counted(selector(counter, instances), w) if counter is not None else None
+        return AlarmQueries(requests, counted, None)
     return AlarmQueries(requests, None, _value(alarm, engine, instances, w))
 
 
@@ -70,20 +72,16 @@ def _counted(selected: str, w: str) -> str:
 
 
 def _value(alarm: Alarm, engine: EngineSeries, instances: Sequence[str], w: str) -> str | None:
-    stat = alarm.stat
-    if alarm.metric in GAUGE_METRICS:
-        gauge = engine.gauges.get(alarm.metric)
-        if gauge is None:
-            return None
-        g = selector(gauge, instances)
+    stat, series = alarm.stat, engine.metrics.get(alarm.metric)
+    if series is None:
+        return None
+    if read_as(alarm.metric) == "gauge":
+        g = selector(series, instances)
         if stat == "value":
             return f"max({g})"
         if stat == "mean":
             return f"max(avg_over_time({g}[{w}]))"
         return f"max(quantile_over_time({QUANTILES[stat]}, {g}[{w}]))"
-    series = engine.histograms.get(alarm.metric)
-    if series is None:
-        return None
     if stat == "mean":
         total = f"sum(rate({selector(series, instances, '_sum')}[{w}]))"
         return f"{total} / sum(rate({selector(series, instances, '_count')}[{w}]))"
@@ -94,9 +92,10 @@ def _value(alarm: Alarm, engine: EngineSeries, instances: Sequence[str], w: str)
 def reading(
     name: str, alarm: Alarm, answers: Sequence[Answer], routers: Sequence[Answer] = ()
 ) -> Reading:
-    """The alarm's reading from each engine kind's answers, and for error_rate the routers'."""
+    """The alarm's reading from each engine kind's answers, and the routers' for a metric
+    they map."""
     found = _reading(name, alarm, answers)
-    if alarm.metric != "error_rate" or not routers:
+    if not at_routers(alarm.metric) or not routers:
         return found
     seen = _reading(name, alarm, routers)
     if seen.value is not None and (found.value is None or seen.value > found.value):
@@ -114,8 +113,12 @@ def _reading(name: str, alarm: Alarm, answers: Sequence[Answer]) -> Reading:
 
     if requests < alarm.min_requests:
         return done(None, f"{requests} requests < {alarm.min_requests}")
-    if alarm.metric == "error_rate":
-        return done(sum(a.errors or 0.0 for a in answers) / counted)
+    if read_as(alarm.metric) == "ratio":
+        having = [a for a in answers if a.counted is not None]
+        asked = sum(a.requests for a in having)
+        if not asked:
+            return done(None, f"no {alarm.metric} counter in Prometheus")
+        return done(sum(a.counted or 0.0 for a in having) / asked)
     values = [a.value for a in answers if a.value is not None]
     if not values:
         return done(None, f"no {alarm.metric} data in Prometheus")

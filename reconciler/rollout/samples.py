@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from reconciler.rollout.series import COUNTERS, HISTOGRAM_METRICS, Histogram, Scrape
+from reconciler.rollout.series import Histogram, Scrape, read_as
 from reconciler.spec.policy import Alarm
 
 
@@ -61,7 +61,7 @@ class Keep:
         keep = cls.for_windows([a.window for a in alarms])
         histograms: dict[str, float] = {}
         for a in alarms:
-            if a.metric in HISTOGRAM_METRICS:
+            if read_as(a.metric) == "histogram":
                 histograms[a.metric] = max(histograms.get(a.metric, 0.0), a.window)
         return replace(keep, histograms=histograms)
 
@@ -141,7 +141,7 @@ def _restarted(track: Track, newest: Point, scrape: Scrape) -> bool:
     if None not in (track.created, scrape.created) and scrape.created != track.created:
         return True
     offset = track.offset
-    for name in COUNTERS:
+    for name in scrape.counters:
         before = newest.counters.get(name, 0.0) - (offset.counters.get(name, 0.0) if offset else 0)
         if scrape.counters.get(name, 0.0) < before:
             return True
@@ -211,7 +211,7 @@ def _point_json(point: Point) -> dict[str, Any]:
         histograms[metric] = [[_num(c) for c in per_bucket], _num(h.total)]
     out: dict[str, Any] = {
         "at": _num(point.at),
-        "c": [_num(point.counters.get(k, 0.0)) for k in COUNTERS],
+        "c": {k: _num(v) for k, v in point.counters.items()},
     }
     if histograms:
         out["h"] = histograms
@@ -230,6 +230,6 @@ def _point_from(data: Mapping[str, Any], bounds: Mapping[str, tuple[float, ...]]
         if len(counts) != len(bounds[metric]) + 1 or any(math.isnan(c) for c in counts):
             raise ValueError(f"{metric}: {len(counts)} buckets for {len(bounds[metric])} bounds")
         histograms[metric] = Histogram(bounds[metric], tuple(counts), float(total))
-    counters = {k: float(v) for k, v in zip(COUNTERS, data["c"], strict=True)}
+    counters = {str(k): float(v) for k, v in data["c"].items()}
     gauges = {k: float(v) for k, v in data.get("g", {}).items()}
     return Point(float(data["at"]), histograms, counters, gauges)

@@ -1,6 +1,7 @@
 """Pure logic: which Prometheus series each engine and router exports for each alarm metric
 (an engine's from its card, `ALARM_SERIES`; the routers' here), and one scrape of its
-/metrics text turned into engine-neutral values.
+/metrics text turned into engine-neutral values: how each metric is read (histogram, gauge,
+or a counter over requests) is its row's in reconciler/spec/alarm_metrics.py.
 
 Every series of a name that matches the labels given is summed (vLLM labels each engine
 core, SGLang each rank), except gauges, which keep the largest.
@@ -16,11 +17,10 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from reconciler.engines.cards import card
 from reconciler.engines.units import EngineSeries, Series
+from reconciler.spec.alarm_metrics import ALARM_METRICS, Read
 from reconciler.spec.engines import engine_names
 
-HISTOGRAM_METRICS = ("ttft", "tpot", "itl", "e2e", "queue_time")
-GAUGE_METRICS = ("queue", "kv_usage")
-COUNTERS = ("requests", "errors")
+REQUESTS = "requests"  # the counter every alarm counts its requests on
 
 
 # sglang-router (0.3.2, names `smg_`) counts every answer it gives by status: its own 5xx (no
@@ -28,12 +28,22 @@ COUNTERS = ("requests", "errors")
 # probes' answers (/readiness, /health) are counted too. It exports no engine histogram, so
 # it is judged on error_rate only. vllm-router's names are not known here: it is not read.
 SGLANG_ROUTER = EngineSeries(
-    histograms={},
-    gauges={},
     requests=Series("smg_http_responses_total"),
-    errors=Series("smg_http_responses_total", {"status_code": "5.."}),
+    metrics={"error_rate": Series("smg_http_responses_total", {"status_code": "5.."})},
 )
 ROUTERS: Mapping[str, EngineSeries] = {"sglang-router": SGLANG_ROUTER}
+
+
+def read_as(metric: str) -> Read | None:
+    """How an alarm metric is read (its table row's); None for a name the table lacks."""
+    row = ALARM_METRICS.get(metric)
+    return row.read if row is not None else None
+
+
+def at_routers(metric: str) -> bool:
+    """Whether routers are read for the metric too (their series map it): what they
+    answered clients, judged apart from the engines."""
+    return any(metric in router.metrics for router in ROUTERS.values())
 
 
 def series_for(kind: str) -> EngineSeries | None:
@@ -73,13 +83,15 @@ class ParseError(ValueError):
 
 
 def parse(engine: EngineSeries, text: str, wanted: frozenset[str]) -> Scrape:
-    """The `wanted` alarm metrics (and both counters) out of /metrics text."""
-    buckets: dict[str, dict[float, float]] = {m: {} for m in engine.histograms if m in wanted}
+    """The `wanted` alarm metrics (and the requests counter) out of /metrics text; a ratio's
+    counter is kept under its metric's name."""
+    by_name = _index(engine, wanted)
+    read = [m for m in engine.metrics if m in wanted and read_as(m) == "histogram"]
+    buckets: dict[str, dict[float, float]] = {m: {} for m in read}
     sums: dict[str, float] = {}
     created: list[float] = []
-    counters = dict.fromkeys(COUNTERS, 0.0)
+    counters = {m: 0.0 for m, _ in _counters(engine, wanted)}
     gauges: dict[str, float] = {}
-    by_name = _index(engine, wanted)
     try:
         samples = [s for family in text_string_to_metric_families(text) for s in family.samples]
     except (ValueError, IndexError, KeyError) as exc:
@@ -114,16 +126,22 @@ def _index(
     def add(name: str, kind: str, metric: str, series: Series) -> None:
         index.setdefault(name, []).append((kind, metric, series))
 
-    for metric, series in engine.histograms.items():
-        if metric in wanted:
+    for metric, series in engine.metrics.items():
+        read = read_as(metric)
+        if metric in wanted and read == "histogram":
             for kind in ("bucket", "sum", "created"):
                 add(f"{series.name}_{kind}", kind, metric, series)
-    for metric, series in engine.gauges.items():
-        if metric in wanted:
+        elif metric in wanted and read == "gauge":
             add(series.name, "gauge", metric, series)
-    add(engine.requests.name, "counter", "requests", engine.requests)
-    add(engine.errors.name, "counter", "errors", engine.errors)
+    for metric, series in _counters(engine, wanted):
+        add(series.name, "counter", metric, series)
     return index
+
+
+def _counters(engine: EngineSeries, wanted: frozenset[str]) -> list[tuple[str, Series]]:
+    """The requests counter, and the counter of each wanted ratio the engine maps."""
+    ratios = [(m, s) for m, s in engine.metrics.items() if m in wanted and read_as(m) == "ratio"]
+    return [(REQUESTS, engine.requests), *ratios]
 
 
 def _histogram(buckets: Mapping[float, float], total: float) -> Histogram:

@@ -24,10 +24,10 @@ from reconciler.engines.units import EngineSeries, Unit
 from reconciler.rollout.alarms import Reading, duration_text, evaluate, over_bake
 from reconciler.rollout.promql import AlarmQueries, Answer, instance, queries, reading
 from reconciler.rollout.samples import Keep, Track, failed, record, track_from_json, track_json
-from reconciler.rollout.series import ROUTERS, ParseError, parse, series_for
+from reconciler.rollout.series import ROUTERS, ParseError, at_routers, parse, series_for
 from reconciler.spec.policy import Alarm
 
-STATE_VERSION = 1
+STATE_VERSION = 2  # 2: counters by name (1: requests, errors); an older state starts afresh
 MAX_PARALLEL = 16  # scrapes in flight at once
 
 
@@ -146,7 +146,7 @@ class AlarmWatch:
             asked = {
                 engine: instances
                 for engine, instances in by_engine.items()
-                if engine not in ROUTERS or alarm.metric == "error_rate"
+                if engine not in ROUTERS or at_routers(alarm.metric)
             }
             try:
                 answers = {
@@ -166,7 +166,7 @@ class AlarmWatch:
         def ask(text: str | None) -> float | None:
             return _ask(server, text, now, self._timeout) if text else None
 
-        return Answer(ask(q.requests) or 0.0, ask(q.errors), ask(q.value))
+        return Answer(ask(q.requests) or 0.0, ask(q.counted), ask(q.value))
 
 
 def _clipped(alarms: Mapping[str, Alarm], seconds: float) -> dict[str, Alarm]:

@@ -5,12 +5,14 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, Field, PositiveInt, model_validator
+from pydantic import AfterValidator, Field, PositiveInt, field_validator, model_validator
 
+from reconciler.spec.alarm_metrics import alarm_metric, alarm_metric_names
 from reconciler.spec.base import Duration, Slug, Spec, parse_duration
 
-LATENCY_METRICS = ("ttft", "tpot", "itl", "e2e", "queue_time")
-FRACTION_METRICS = ("error_rate", "kv_usage")
+
+def _metric_enum(schema: dict[str, Any]) -> None:
+    schema["enum"] = list(alarm_metric_names())
 
 
 def _parse_fraction(value: Any) -> float:
@@ -21,28 +23,39 @@ def _parse_fraction(value: Any) -> float:
 
 class Alarm(Spec):
     """A threshold on an engine metric over a window, e.g. TTFT p99 ≤ 1.5 s over 5 m.
-    `max` is in seconds for latencies (units accepted), a fraction for rates ('1%' accepted)."""
+    `max` is in the metric's unit (spec/alarm_metrics.py): seconds for latencies (units
+    accepted), a fraction for rates and usage ('1%' accepted), else a number."""
 
-    metric: Literal["ttft", "tpot", "itl", "e2e", "queue_time", "error_rate", "queue", "kv_usage"]
+    # One of the alarm metrics (spec/alarm_metrics.py), read when an alarm is validated.
+    metric: str = Field(json_schema_extra=_metric_enum)
     stat: Literal["p50", "p90", "p95", "p99", "mean", "value"] = "value"
     max: float
     window: Duration = 300.0
     min_requests: PositiveInt = 50
 
+    @field_validator("metric", mode="before")
+    @classmethod
+    def _known(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            alarm_metric(value)
+        return value
+
     @model_validator(mode="before")
     @classmethod
     def _units(cls, data: Any) -> Any:
         if isinstance(data, dict) and "max" in data:
-            metric, limit = data.get("metric"), data["max"]
-            if metric in LATENCY_METRICS:
+            if data.get("metric") not in alarm_metric_names():  # its unit is unknown: the
+                return {**data, "max": 0.0}  # metric's own error is the one to report
+            unit, limit = alarm_metric(data["metric"]).unit, data["max"]
+            if unit == "seconds":
                 data = {**data, "max": parse_duration(limit)}
-            elif metric in FRACTION_METRICS:
+            elif unit == "fraction":
                 data = {**data, "max": _parse_fraction(limit)}
         return data
 
     @model_validator(mode="after")
     def _stat_fits_metric(self) -> Alarm:
-        if self.metric in LATENCY_METRICS and self.stat == "value":
+        if alarm_metric(self.metric).read == "histogram" and self.stat == "value":
             raise ValueError(f"a latency alarm needs a stat (p50 … p99 or mean), not {self.stat}")
         return self
 

@@ -132,7 +132,7 @@ def test_launch_renders_the_toy_argv_and_the_router(toy_recipe: Recipe, repo: Re
         {"CUDA_VISIBLE_DEVICES": "0,1"},
     )
     assert first.readiness is not None and first.readiness.path == "/ping"
-    assert first.metrics is not None and first.metrics.names == toy_card.metric_names()
+    assert first.metrics is not None and first.metrics.running == toy_card.RUNNING
     assert second.argv[5:7] == ["--port", "8064"]
     assert router.engine == "sglang-router"  # aggregated replicas: any engine's
     assert router.argv[7:10] == ["--worker-urls", "http://10.0.0.1:8032", "http://10.0.0.1:8064"]

@@ -22,7 +22,7 @@ PD = {
 
 def test_registry() -> None:
     assert {"vllm": vllm, "sglang": sglang, "sim": simulated} == cards()
-    assert simulated.metric_names() == vllm.metric_names()
+    assert simulated.ALARM_SERIES == vllm.ALARM_SERIES  # it serves vLLM's names
 
 
 @pytest.mark.parametrize(
@@ -52,7 +52,7 @@ def test_simulated_fleet_runs_any_recipe_as_the_simulator(repo: Repo) -> None:
     assert (sim.role, sim.gpus, sim.served_model, sim.hardware.id) == ("prefill", 2, "chat", "h200")
     assert sim.recipe == spec and sim.model == repo.models["llama-3.1-8b"]
     assert prefill.env == {} and prefill.gpu_indices == [4, 5]
-    assert prefill.metrics is not None and prefill.metrics.names == vllm.metric_names()
+    assert prefill.metrics is not None and prefill.metrics.running == "vllm:num_requests_running"
     assert router.argv[3:12] == [
         "--host", "10.0.0.1", "--port", "8000", "--pd-disaggregation",
         "--prefill", "http://10.0.0.1:8032", "8035", "--decode",

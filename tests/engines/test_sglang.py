@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from reconciler.engines.cards import card
 from reconciler.engines.sglang import argv as sglang
 from reconciler.errors import UnsupportedSetting
 from reconciler.spec.recipe import Parallel, Settings
@@ -258,8 +259,9 @@ def test_ngram_refused_with_attention_dp(repo: Repo) -> None:
 def test_probes_and_metric_names(repo: Repo) -> None:
     unit = units_of(repo, recipe("sglang", "0.5.23"), fleet())[0]
     assert unit.readiness == unit.health == sglang.health()
-    assert unit.metrics is not None and unit.metrics.names == sglang.metric_names()
-    names = sglang.metric_names()
-    assert (names.ttft, names.kv_usage, names.queue) == (
+    assert unit.metrics is not None and unit.metrics.running == "sglang:num_running_reqs"
+    series = {metric: s.name for metric, s in card("sglang").ALARM_SERIES.metrics.items()}
+    assert (series["ttft"], series["kv_usage"], series["queue_time"], series["waiting"]) == (
         "sglang:time_to_first_token_seconds", "sglang:token_usage", "sglang:queue_time_seconds",
+        "sglang:num_queue_reqs",
     )  # fmt: skip

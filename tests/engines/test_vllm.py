@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from reconciler.engines.cards import card
 from reconciler.engines.vllm import argv as vllm
 from reconciler.errors import UnsupportedSetting
 from reconciler.spec.recipe import Parallel, Settings
@@ -250,5 +251,5 @@ def test_probes_and_metric_names(repo: Repo) -> None:
     assert unit.readiness == unit.health == vllm.health()
     assert unit.health is not None and (unit.health.path, unit.health.status) == ("/health", 200)
     assert unit.metrics is not None and unit.metrics.port == unit.port
-    assert unit.metrics.names == vllm.metric_names()
-    assert vllm.metric_names().ttft == "vllm:time_to_first_token_seconds"
+    assert unit.metrics.running == "vllm:num_requests_running"
+    assert card("vllm").ALARM_SERIES.metrics["ttft"].name == "vllm:time_to_first_token_seconds"

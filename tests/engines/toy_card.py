@@ -20,7 +20,7 @@ from reconciler.engines.base import (
 from reconciler.engines.placement import HTTP, Placement
 from reconciler.engines.router import Router, worker_url
 from reconciler.engines.sim.levers import Limits
-from reconciler.engines.units import EngineContext, EngineSeries, MetricNames, Probe, Series, Unit
+from reconciler.engines.units import EngineContext, EngineSeries, Probe, Series, Unit
 from reconciler.errors import UnsupportedSetting
 from reconciler.spec.catalog import Hardware
 from reconciler.spec.recipe import Recipe, Settings
@@ -35,11 +35,14 @@ BUILDS: dict[str, tuple[str, tuple[str, ...]]] = {}
 SCRIPTS = {("toyserve", "run"): ("-m", "toyserve.cli", "run")}
 PD_ROUTER = Router("toy-router", "2.0", "toy_router.main")
 ALARM_SERIES = EngineSeries(
-    histograms={"ttft": Series("toy:ttft_seconds")},
-    gauges={"queue": Series("toy:waiting")},
     requests=Series("toy:requests_total"),
-    errors=Series("toy:errors_total"),
+    metrics={
+        "ttft": Series("toy:ttft_seconds"),
+        "waiting": Series("toy:waiting"),
+        "error_rate": Series("toy:errors_total"),
+    },
 )
+RUNNING = "toy:running"
 
 
 def table(version: str) -> FlagTable:
@@ -48,19 +51,6 @@ def table(version: str) -> FlagTable:
 
 def health() -> Probe:
     return Probe(path="/ping")
-
-
-def metric_names() -> MetricNames:
-    return MetricNames(
-        ttft="toy:ttft_seconds",
-        itl="toy:itl_seconds",
-        e2e="toy:e2e_seconds",
-        queue="toy:queue_seconds",
-        kv_usage="toy:kv",
-        errors="toy:errors_total",
-        running="toy:running",
-        waiting="toy:waiting",
-    )
 
 
 def units(deployment: Deployment, placement: Placement, context: EngineContext) -> list[Unit]:
@@ -75,9 +65,7 @@ def units(deployment: Deployment, placement: Placement, context: EngineContext) 
             argv += [str(slot.at(HTTP)), "--tp", str(pool.parallel.tp)]
             argv += check_args(recipe.args, flags, MANAGED)
             env = visible_devices(context.hardware, slot.gpu_indices)
-            found.append(
-                engine_unit("toy", role, slot, argv, env, health(), metric_names(), flags.source)
-            )
+            found.append(engine_unit("toy", role, slot, argv, env, health(), RUNNING, flags.source))
     return found
 
 

@@ -34,7 +34,7 @@ def scrape(
 ) -> Scrape:
     histograms = {k: v for k, v in values.items() if isinstance(v, Histogram)}
     gauges = {k: float(v) for k, v in values.items() if not isinstance(v, Histogram)}
-    return Scrape(histograms, {"requests": requests, "errors": errors}, gauges, created)
+    return Scrape(histograms, {"requests": requests, "error_rate": errors}, gauges, created)
 
 
 def track(*scrapes: tuple[float, Scrape], engine: str = "vllm", keep: Keep = KEEP) -> Track:

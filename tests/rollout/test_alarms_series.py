@@ -14,7 +14,7 @@ from reconciler.rollout.samples import Keep, Track, record, track_from_json, tra
 from reconciler.rollout.series import ROUTERS, Histogram, ParseError, Scrape, parse
 from reconciler.spec.policy import Alarm
 
-ALL = frozenset({"ttft", "itl", "tpot", "kv_usage", "queue"})
+ALL = frozenset({"ttft", "itl", "tpot", "kv_usage", "waiting", "error_rate"})
 
 VLLM_TEXT = """\
 # TYPE vllm:time_to_first_token_seconds histogram
@@ -59,15 +59,15 @@ sglang:num_aborted_requests_total{model_name="m"} 2.0
 def test_vllm_series_are_summed_over_engine_cores_and_filtered_by_route() -> None:
     got = parse(card("vllm").ALARM_SERIES, VLLM_TEXT, ALL)
     assert got.histograms == {"ttft": Histogram((0.1, 0.5), (4.0, 6.0, 8.0), 5.5)}
-    assert got.counters == {"requests": 8.0, "errors": 1.0}  # /v1/models is not a request
-    assert got.gauges == {"kv_usage": 0.75, "queue": 3.0}  # gauges: the largest core's
+    assert got.counters == {"requests": 8.0, "error_rate": 1.0}  # /v1/models is not a request
+    assert got.gauges == {"kv_usage": 0.75, "waiting": 3.0}  # gauges: the largest core's
     assert got.created == 1700000000.5
 
 
 def test_sglang_names_and_what_it_lacks() -> None:
     got = parse(card("sglang").ALARM_SERIES, SGLANG_TEXT, ALL)
     assert got.histograms == {"ttft": Histogram((0.1,), (2.0, 4.0), 1.0)}
-    assert got.counters == {"requests": 9.0, "errors": 2.0}
+    assert got.counters == {"requests": 9.0, "error_rate": 2.0}
     assert got.gauges == {"kv_usage": 0.5}
     assert got.created is None
 
@@ -86,7 +86,7 @@ smg_router_upstream_responses_total{router_type="http",status_code="500",error_c
 
 def test_a_router_counts_what_it_answered_clients() -> None:
     got = parse(ROUTERS["sglang-router"], ROUTER_TEXT, ALL)
-    assert got.counters == {"requests": 59.0, "errors": 5.0}  # a client's 404 is no error
+    assert got.counters == {"requests": 59.0, "error_rate": 5.0}  # a client's 404 is no error
     assert got.histograms == {} and got.gauges == {}
 
 
@@ -104,7 +104,7 @@ def tick(at: float, n: float) -> Scrape:
     bounds = tuple(0.001 * 2**i for i in range(20))
     counts = tuple(float(min(n, i * n // 10)) for i in range(21))  # whole numbers, as engines count
     h = Histogram(bounds, counts, n * 0.123456789)
-    return Scrape({"ttft": h, "itl": h}, {"requests": n, "errors": 0.0}, {"kv_usage": 0.5}, 1.0)
+    return Scrape({"ttft": h, "itl": h}, {"requests": n, "error_rate": 0.0}, {"kv_usage": 0.5}, 1.0)
 
 
 ALARMS = {

@@ -25,7 +25,7 @@ from reconciler.engines.base import (
 )
 from reconciler.engines.placement import BOOTSTRAP, DIST_INIT, HTTP, Placement, Slot
 from reconciler.engines.sglang.flags import SGLANG_CHOICES, SGLANG_FLAG_HISTORY
-from reconciler.engines.units import EngineContext, MetricNames, Probe, Unit
+from reconciler.engines.units import EngineContext, Probe, Unit
 from reconciler.errors import UnsupportedSetting
 from reconciler.spec.catalog import Hardware
 from reconciler.spec.recipe import Parallel, Pool, Recipe, Role, Settings
@@ -106,6 +106,7 @@ SPECULATIVE = {
     "draft_model": "STANDALONE",
 }
 TRANSFER_BACKEND = {"nvidia": "nixl", "amd": "mori"}  # KV transfer between P/D pools
+RUNNING = "sglang:num_running_reqs"  # requests in the running batch
 
 
 def table(version: str) -> FlagTable:
@@ -114,19 +115,6 @@ def table(version: str) -> FlagTable:
 
 def health() -> Probe:
     return Probe(path="/health", status=200)
-
-
-def metric_names() -> MetricNames:
-    return MetricNames(
-        ttft="sglang:time_to_first_token_seconds",
-        itl="sglang:inter_token_latency_seconds",
-        e2e="sglang:e2e_request_latency_seconds",
-        queue="sglang:queue_time_seconds",
-        kv_usage="sglang:token_usage",
-        errors="sglang:num_aborted_requests_total",
-        running="sglang:num_running_reqs",
-        waiting="sglang:num_queue_reqs",
-    )
 
 
 def settings_flags(settings: Settings, flags: FlagTable) -> list[str]:
@@ -300,7 +288,7 @@ def _replica(
                 first + serve + layout + nodes + tail,
                 visible_devices(context.hardware, slot.gpu_indices),
                 health(),
-                metric_names(),
+                RUNNING,
                 flags.source,
                 bootstrap_port=bootstrap,
             )

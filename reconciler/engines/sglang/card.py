@@ -17,7 +17,6 @@ from reconciler.engines.sglang.argv import (
     check_hardware,
     check_pool,
     health,
-    metric_names,
     parallel,
     settings_flags,
     table,
@@ -28,7 +27,7 @@ from reconciler.engines.units import EngineSeries, Series, Unit
 from reconciler.spec.catalog import Hardware
 from reconciler.spec.recipe import Recipe, Settings
 
-__all__ = ["MANAGED", "TABLES", "check_hardware", "health", "metric_names", "table", "units"]
+__all__ = ["MANAGED", "TABLES", "check_hardware", "health", "table", "units"]
 
 IMAGE = "lmsysorg/sglang:v{version}"
 EXTRA_INDEX: tuple[str, ...] = ()  # none for the versions denv knows
@@ -45,18 +44,16 @@ def pd_routes(prefill: list[Unit], decode: list[Unit]) -> list[str]:
 # Names read from SGLang's `srt/metrics/collector.py`. SGLang has no per-request TPOT
 # histogram, and counts finished and aborted requests apart.
 ALARM_SERIES = EngineSeries(
-    histograms={
+    requests=Series("sglang:num_requests_total"),
+    metrics={
         "ttft": Series("sglang:time_to_first_token_seconds"),
         "itl": Series("sglang:inter_token_latency_seconds"),
         "e2e": Series("sglang:e2e_request_latency_seconds"),
         "queue_time": Series("sglang:queue_time_seconds"),
-    },
-    gauges={
-        "queue": Series("sglang:num_queue_reqs"),
+        "waiting": Series("sglang:num_queue_reqs"),
         "kv_usage": Series("sglang:token_usage"),
+        "error_rate": Series("sglang:num_aborted_requests_total"),
     },
-    requests=Series("sglang:num_requests_total"),
-    errors=Series("sglang:num_aborted_requests_total"),
 )
 
 # SGLang 0.5.9's admission reservation (PyPI wheel sglang-0.5.9 = tag v0.5.9):

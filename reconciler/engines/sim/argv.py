@@ -10,18 +10,15 @@ from reconciler.catalog.deployments import Deployment
 from reconciler.engines.base import unit_name
 from reconciler.engines.placement import BOOTSTRAP, HTTP, Placement
 from reconciler.engines.sim.spec import SimSpec
-from reconciler.engines.units import EngineContext, MetricNames, Metrics, Probe, Unit
-from reconciler.engines.vllm import argv as vllm
+from reconciler.engines.units import EngineContext, Metrics, Probe, Unit
 from reconciler.errors import EngineError
 from reconciler.spec.recipe import AggregatedTopology, Recipe
+
+RUNNING = "vllm:num_requests_running"  # it serves vLLM's names (metrics.py)
 
 
 def health() -> Probe:
     return Probe(path="/health", status=200)  # 503 until its warm-up has passed
-
-
-def metric_names() -> MetricNames:
-    return vllm.metric_names()
 
 
 def one_replica(recipe: Recipe) -> Recipe:
@@ -79,7 +76,7 @@ def units(deployment: Deployment, placement: Placement, context: EngineContext) 
                     bootstrap_port=bootstrap,
                     readiness=health(),
                     health=health(),
-                    metrics=Metrics(port=port, names=metric_names()),
+                    metrics=Metrics(port=port, running=RUNNING),
                     hosts=[node.host for node in nodes] if len(nodes) > 1 else [],
                 )
             )

@@ -9,13 +9,13 @@ from collections.abc import Mapping
 
 from reconciler.engines.base import FlagTable
 from reconciler.engines.router import SGLANG_ROUTER, sglang_pd_routes
-from reconciler.engines.sim.argv import health, metric_names, units
+from reconciler.engines.sim.argv import health, units
 from reconciler.engines.vllm.card import ALARM_SERIES, sim_limits
 from reconciler.errors import EngineError
 from reconciler.spec.catalog import Hardware
 from reconciler.spec.recipe import Recipe
 
-__all__ = ["ALARM_SERIES", "health", "metric_names", "pd_routes", "sim_limits", "units"]
+__all__ = ["ALARM_SERIES", "health", "pd_routes", "sim_limits", "units"]
 
 TABLES: Mapping[str, frozenset[str]] = {}  # any version; args are not checked
 MANAGED: Mapping[str, str] = {}

@@ -24,7 +24,7 @@ from reconciler.engines.base import (
     weights_source,
 )
 from reconciler.engines.placement import DIST_INIT, DP_RPC, HTTP, SIDE_CHANNEL, Placement, Slot
-from reconciler.engines.units import EngineContext, MetricNames, Probe, Unit
+from reconciler.engines.units import EngineContext, Probe, Unit
 from reconciler.engines.vllm import cpu
 from reconciler.engines.vllm.flags import VLLM_CHOICES, VLLM_FLAG_HISTORY
 from reconciler.errors import UnsupportedSetting
@@ -110,6 +110,7 @@ SPECULATIVE = {
     "ngram": "ngram",
     "draft_model": "draft_model",
 }
+RUNNING = "vllm:num_requests_running"  # requests in the running batch
 MAX_LOCAL_DP = 16  # NIXL side-channel ports in a slot's port block
 
 
@@ -119,19 +120,6 @@ def table(version: str) -> FlagTable:
 
 def health() -> Probe:
     return Probe(path="/health", status=200)
-
-
-def metric_names() -> MetricNames:
-    return MetricNames(
-        ttft="vllm:time_to_first_token_seconds",
-        itl="vllm:inter_token_latency_seconds",
-        e2e="vllm:e2e_request_latency_seconds",
-        queue="vllm:request_queue_time_seconds",
-        kv_usage="vllm:kv_cache_usage_perc",
-        errors='vllm:request_success_total{finished_reason="error"}',
-        running="vllm:num_requests_running",
-        waiting="vllm:num_requests_waiting",
-    )
 
 
 def settings_flags(settings: Settings, flags: FlagTable) -> list[str]:
@@ -305,7 +293,7 @@ def _replica(
                 argv,
                 env,
                 health(),
-                metric_names(),
+                RUNNING,
                 flags.source,
                 cpus=cores,
             )

@@ -16,7 +16,6 @@ from reconciler.engines.vllm.argv import (
     MANAGED,
     TABLES,
     health,
-    metric_names,
     parallel,
     settings_flags,
     table,
@@ -25,7 +24,7 @@ from reconciler.engines.vllm.argv import (
 from reconciler.spec.catalog import Hardware
 from reconciler.spec.recipe import Recipe, Settings
 
-__all__ = ["MANAGED", "TABLES", "health", "metric_names", "table", "units"]
+__all__ = ["MANAGED", "TABLES", "health", "table", "units"]
 
 IMAGE = "vllm/vllm-openai:v{version}"
 EXTRA_INDEX: tuple[str, ...] = ()  # none for the versions denv knows
@@ -52,19 +51,19 @@ def pd_routes(prefill: list[Unit], decode: list[Unit]) -> list[str]:
 # 5xx included, which `request_success_total` is not.
 GENERATION_ROUTES = "/v1/(chat/)?completions"
 ALARM_SERIES = EngineSeries(
-    histograms={
+    requests=Series("http_requests_total", {"handler": GENERATION_ROUTES}),
+    metrics={
         "ttft": Series("vllm:time_to_first_token_seconds"),
         "tpot": Series("vllm:request_time_per_output_token_seconds"),
         "itl": Series("vllm:inter_token_latency_seconds"),
         "e2e": Series("vllm:e2e_request_latency_seconds"),
         "queue_time": Series("vllm:request_queue_time_seconds"),
-    },
-    gauges={
-        "queue": Series("vllm:num_requests_waiting"),
+        "waiting": Series("vllm:num_requests_waiting"),
         "kv_usage": Series("vllm:kv_cache_usage_perc"),
+        "error_rate": Series(
+            "http_requests_total", {"handler": GENERATION_ROUTES, "status": "5xx"}
+        ),
     },
-    requests=Series("http_requests_total", {"handler": GENERATION_ROUTES}),
-    errors=Series("http_requests_total", {"handler": GENERATION_ROUTES, "status": "5xx"}),
 )
 
 
