@@ -14,6 +14,7 @@ from typing import Annotated, Any
 
 import typer
 from prometheus_client import start_http_server
+from rich.console import Console
 from rich.table import Table
 
 from reconciler.cli import terminal
@@ -66,6 +67,24 @@ def reconcile(
     )
     every = seconds("--interval", interval)
     out = terminal.console(stderr=True)
+    bot = _bot(repo, options, metrics_port, out)
+    beside = None
+    if ui is not None:
+        from reconciler.cli.ui import Beside
+
+        beside = Beside(repo, ui, refresh=min(every, 2.0))
+        out.print(f"denv ui: {beside.start()}", markup=False)
+    try:
+        errors = _passes(bot, every, once, as_json, out)
+    finally:
+        if beside is not None:
+            beside.close()
+    if once and errors:
+        raise typer.Exit(1)
+
+
+def _bot(repo: str, options: ApplyOptions, metrics_port: int | None, out: Console) -> Reconciler:
+    """The reconciler, with its metrics served, and the rollout's hooks."""
     metrics = BotMetrics()
     if metrics_port is not None:
         start_http_server(metrics_port, registry=metrics.registry)
@@ -76,23 +95,18 @@ def reconcile(
 
     # the forge is opened at the first pull request the rollout needs, in the bot's clone
     checks, adjust = bot_hooks(source, lambda: open_forge(Path(source.git_dir), os.environ), say)
-    bot = Reconciler(source, options, say=say, metrics=metrics, checks=checks, adjust=adjust)
+    return Reconciler(source, options, say=say, metrics=metrics, checks=checks, adjust=adjust)
+
+
+def _passes(bot: Reconciler, every: float, once: bool, as_json: bool, out: Console) -> int:
+    """The bot's passes, each shown as it ends, until SIGTERM (or one, with `once`); the
+    errors of the last pass. The bot is closed after."""
 
     def finish(signum: int, frame: FrameType | None) -> None:
         out.print("SIGTERM: stopping after the current step; the next pass resumes", markup=False)
         bot.stop_requested.set()
 
-    beside = None
-    if ui is not None:
-        from reconciler.cli.ui import Beside
-
-        beside = Beside(repo, ui, refresh=min(every, 2.0))
-        out.print(f"denv ui: {beside.start()}", markup=False)
-    previous = signal.signal(signal.SIGTERM, finish)
-    passes: list[PassResult] = []
-
     def shown(result: PassResult) -> None:
-        passes.append(result)
         if as_json:
             print_json(_pass_json(result))
         else:
@@ -102,15 +116,12 @@ def reconcile(
             for error in result.report.errors[1:]:
                 console.print(f"  error: {error}", markup=False)
 
+    previous = signal.signal(signal.SIGTERM, finish)
     try:
-        errors = bot.loop(every, once, shown)
+        return bot.loop(every, once, shown)
     finally:
         signal.signal(signal.SIGTERM, previous)
         bot.close()
-        if beside is not None:
-            beside.close()
-    if once and errors:
-        raise typer.Exit(1)
 
 
 def _pass_json(result: PassResult) -> dict[str, Any]:
