@@ -132,7 +132,7 @@ def start(
         verify=verify,
     )
     every = seconds("--watch", watch) if watch else None
-    final = _run_study(root, release, stage, options, every, show_progress=not as_json)
+    final = _run_study(root, release, stage, options, every, not as_json)
     if as_json:
         print_json(final)
         return

@@ -10,7 +10,7 @@ import sys
 import time
 from pathlib import Path
 from types import FrameType
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from prometheus_client import start_http_server
@@ -28,6 +28,9 @@ from reconciler.reconcile.loop import BotMetrics, PassResult, Reconciler
 from reconciler.reconcile.source import GitSource
 from reconciler.rollout.hooks import bot_hooks
 from reconciler.rollout.overview import drift_text, look, status_lines
+
+if TYPE_CHECKING:
+    from reconciler.cli.ui import Beside
 
 
 def reconcile(
@@ -68,12 +71,7 @@ def reconcile(
     every = seconds("--interval", interval)
     out = terminal.console(stderr=True)
     bot = _bot(repo, options, metrics_port, out)
-    beside = None
-    if ui is not None:
-        from reconciler.cli.ui import Beside
-
-        beside = Beside(repo, ui, refresh=min(every, 2.0))
-        out.print(f"denv ui: {beside.start()}", markup=False)
+    beside = _beside(repo, ui, every, out) if ui is not None else None
     try:
         errors = _passes(bot, every, once, as_json, out)
     finally:
@@ -96,6 +94,15 @@ def _bot(repo: str, options: ApplyOptions, metrics_port: int | None, out: Consol
     # the forge is opened at the first pull request the rollout needs, in the bot's clone
     checks, adjust = bot_hooks(source, lambda: open_forge(Path(source.git_dir), os.environ), say)
     return Reconciler(source, options, say=say, metrics=metrics, checks=checks, adjust=adjust)
+
+
+def _beside(repo: str, listen: str, every: float, out: Console) -> Beside:
+    """The read-only web UI, served beside the bot (as `denv ui --listen`)."""
+    from reconciler.cli.ui import Beside
+
+    beside = Beside(repo, listen, refresh=min(every, 2.0))
+    out.print(f"denv ui: {beside.start()}", markup=False)
+    return beside
 
 
 def _passes(bot: Reconciler, every: float, once: bool, as_json: bool, out: Console) -> int:
