@@ -16,53 +16,69 @@ from reconciler.spec.words import counted
 if TYPE_CHECKING:
     from reconciler.bench.bench_run import BenchOutcome, BenchRun
     from reconciler.bench.levels import Mode
+    from reconciler.bench.run_plan import LevelPlan
     from reconciler.bench.traffic import TraceLine
+    from reconciler.catalog.cost import PriceChoice
+    from reconciler.spec.fleet import Fleet
+    from reconciler.spec.recipe import Recipe
     from reconciler.spec.repo import Repo
 
 DEFAULT_LEVELS = "1,8,32"
 
+RecipeOption = Annotated[str, typer.Option("--recipe", help="Recipe id, e.g. llama-3.1-8b/vllm@1.")]
+TargetOption = Annotated[str, typer.Option("--target", help="Fleet whose trial GPUs to use.")]
+TrafficOption = Annotated[
+    Path | None, typer.Option("--traffic", help="A Mooncake JSONL trace to replay.")
+]
+WorkloadOption = Annotated[
+    str | None,
+    typer.Option("--workload", help="A standard workload to generate (default: chat)."),
+]
+ConcurrencyOption = Annotated[
+    str | None,
+    typer.Option(help=f"Closed-loop client counts, e.g. 1,8,32 (default {DEFAULT_LEVELS})."),
+]
+RateOption = Annotated[str | None, typer.Option(help="Open-loop mean requests/s, e.g. 2,4,8.")]
+RequestsOption = Annotated[
+    int | None,
+    typer.Option(min=1, help="Requests a level (default: a warm-up and ten a client)."),
+]
+PriceOption = Annotated[
+    float | None,
+    typer.Option(min=0.0001, help="USD per GPU-hour (default: the fleet's)."),
+]
+LatencyOption = Annotated[
+    str | None, typer.Option(help="Latency target for goodput, e.g. 'p99<1.5s'.")
+]
+WeightsOption = Annotated[
+    str | None,
+    typer.Option(
+        help="Weights to load (default: a release's pinned ones for this recipe, else "
+        "the model's HF repository)."
+    ),
+]
+SeedOption = Annotated[int, typer.Option(help="Seed of the generated workload.")]
+ReadyOption = Annotated[str, typer.Option(help="How long the engines may take to become ready.")]
+OutOption = Annotated[
+    Path | None,
+    typer.Option(help="Write results/ under this folder (default: the repository)."),
+]
+
 
 def run(
-    recipe: Annotated[str, typer.Option("--recipe", help="Recipe id, e.g. llama-3.1-8b/vllm@1.")],
-    target: Annotated[str, typer.Option("--target", help="Fleet whose trial GPUs to use.")],
-    traffic: Annotated[
-        Path | None, typer.Option("--traffic", help="A Mooncake JSONL trace to replay.")
-    ] = None,
-    workload: Annotated[
-        str | None,
-        typer.Option("--workload", help="A standard workload to generate (default: chat)."),
-    ] = None,
-    concurrency: Annotated[
-        str | None,
-        typer.Option(help=f"Closed-loop client counts, e.g. 1,8,32 (default {DEFAULT_LEVELS})."),
-    ] = None,
-    rate: Annotated[str | None, typer.Option(help="Open-loop mean requests/s, e.g. 2,4,8.")] = None,
-    requests: Annotated[
-        int | None,
-        typer.Option(min=1, help="Requests a level (default: a warm-up and ten a client)."),
-    ] = None,
-    price: Annotated[
-        float | None,
-        typer.Option(min=0.0001, help="USD per GPU-hour (default: the fleet's)."),
-    ] = None,
-    latency: Annotated[
-        str | None, typer.Option(help="Latency target for goodput, e.g. 'p99<1.5s'.")
-    ] = None,
-    weights: Annotated[
-        str | None,
-        typer.Option(
-            help="Weights to load (default: a release's pinned ones for this recipe, else "
-            "the model's HF repository)."
-        ),
-    ] = None,
-    seed: Annotated[int, typer.Option(help="Seed of the generated workload.")] = 0,
-    ready_timeout: Annotated[
-        str, typer.Option(help="How long the engines may take to become ready.")
-    ] = "15m",
-    out: Annotated[
-        Path | None,
-        typer.Option(help="Write results/ under this folder (default: the repository)."),
-    ] = None,
+    recipe: RecipeOption,
+    target: TargetOption,
+    traffic: TrafficOption = None,
+    workload: WorkloadOption = None,
+    concurrency: ConcurrencyOption = None,
+    rate: RateOption = None,
+    requests: RequestsOption = None,
+    price: PriceOption = None,
+    latency: LatencyOption = None,
+    weights: WeightsOption = None,
+    seed: SeedOption = 0,
+    ready_timeout: ReadyOption = "15m",
+    out: OutOption = None,
     repo: RepoOption = Path("."),
     as_json: JsonOption = False,
 ) -> None:
@@ -70,12 +86,10 @@ def run(
     levels in that one deployment, tear it down (also on error, Ctrl-C and SIGTERM), and
     write one result file a level with the chart beside them."""
     # imported here: `denv bench` (the ranking) loads this module too, and must start fast
-    from reconciler.bench.bench_run import BenchRun, run_bench
-    from reconciler.bench.run_info import sweep_levels, trial_price
-    from reconciler.bench.run_plan import describe, plan_levels, simulated
+    from reconciler.bench.bench_run import BenchRun
+    from reconciler.bench.run_info import sweep_levels
+    from reconciler.bench.run_plan import describe
     from reconciler.catalog.latency import parse_latency_target
-    from reconciler.cli.progress import ProgressSink
-    from reconciler.fleet.drivers.registry import Drivers
     from reconciler.spec.sources import find_root
     from reconciler.trials.deployment import new_trial_id
 
@@ -83,27 +97,11 @@ def run(
     target_latency = parse_latency_target(latency) if latency else None
     timeout = seconds("--ready-timeout", ready_timeout)
     loaded = load(repo)
-    spec = loaded.recipes.get(recipe)
-    if spec is None:
-        raise NotFound(
-            f"no recipe '{recipe}' in {loaded.label} (an id is a path under recipes/, "
-            "e.g. llama-3.1-8b/vllm@1)"
-        )
-    fleet = loaded.fleets.get(target)
-    if fleet is None:
-        raise NotFound(f"unknown fleet '{target}' (known: {', '.join(sorted(loaded.fleets))})")
+    spec, fleet = _recipe_and_fleet(loaded, recipe, target)
     if traffic is None:
         workload = workload or "chat"
     lines = _traffic(loaded, traffic, workload, mode, levels, requests, seed)
-    aliases = {alias: hw.id for hw in loaded.hardware.values() for alias in hw.aliases}
-    hardware = loaded.resolve_hardware(fleet.hardware)
-    planned = (
-        []
-        if requests is not None
-        else plan_levels(
-            lines, mode, levels, simulated(spec, hardware, loaded.models.get(spec.model))
-        )
-    )
+    planned = [] if requests is not None else _planned(loaded, spec, fleet, lines, mode, levels)
     at = dt.datetime.now(dt.UTC).replace(microsecond=0)
     job = BenchRun(
         recipe=spec,
@@ -117,30 +115,74 @@ def run(
         requests=requests,
         level_requests={p.level: p.requests for p in planned if p.cut},
         latency=target_latency,
-        price=trial_price(
-            fleet, hardware.id if hardware else fleet.hardware, price, loaded.offers, aliases
-        ),
+        price=_price(loaded, fleet, price),
         weights=weights,
         ready_timeout=timeout,
     )
-    root = out if out is not None else find_root(repo)
     cut = describe(planned, mode)
-    with ProgressSink(numbered=("level", len(levels)), unit="requests") as shown:
-        for line in cut:
-            shown.say(line)
-        drivers = Drivers(warn=lambda m: shown.say(f"warning: {m}"))
-        try:
-            outcome = run_bench(
-                loaded, job, out=root, drivers=drivers, say=shown.say, progress=shown.update
-            )
-        finally:
-            drivers.close()
+    outcome = _run(loaded, job, out if out is not None else find_root(repo), cut)
     if as_json:
         print_json(outcome)
         return
     _print_outcome(outcome, job)
     if cut:
         console.print(cut[-1], markup=False, highlight=False, soft_wrap=True)
+
+
+def _recipe_and_fleet(loaded: Repo, recipe: str, target: str) -> tuple[Recipe, Fleet]:
+    spec = loaded.recipes.get(recipe)
+    if spec is None:
+        raise NotFound(
+            f"no recipe '{recipe}' in {loaded.label} (an id is a path under recipes/, "
+            "e.g. llama-3.1-8b/vllm@1)"
+        )
+    fleet = loaded.fleets.get(target)
+    if fleet is None:
+        raise NotFound(f"unknown fleet '{target}' (known: {', '.join(sorted(loaded.fleets))})")
+    return spec, fleet
+
+
+def _planned(
+    loaded: Repo,
+    spec: Recipe,
+    fleet: Fleet,
+    lines: list[TraceLine],
+    mode: Mode,
+    levels: list[float],
+) -> list[LevelPlan]:
+    """Each level's requests, cut where the simulator says it would outlast its budget."""
+    from reconciler.bench.run_plan import plan_levels, simulated
+
+    hardware = loaded.resolve_hardware(fleet.hardware)
+    predict = simulated(spec, hardware, loaded.models.get(spec.model))
+    return plan_levels(lines, mode, levels, predict)
+
+
+def _price(loaded: Repo, fleet: Fleet, given: float | None) -> PriceChoice | None:
+    from reconciler.bench.run_info import trial_price
+
+    aliases = {alias: hw.id for hw in loaded.hardware.values() for alias in hw.aliases}
+    hardware = loaded.resolve_hardware(fleet.hardware)
+    hardware_id = hardware.id if hardware else fleet.hardware
+    return trial_price(fleet, hardware_id, given, loaded.offers, aliases)
+
+
+def _run(loaded: Repo, job: BenchRun, root: Path, cut: list[str]) -> BenchOutcome:
+    """The sweep, with its progress; the levels the budget cut said first."""
+    from reconciler.bench.bench_run import run_bench
+    from reconciler.cli.progress import ProgressSink
+    from reconciler.fleet.drivers.registry import Drivers
+
+    with ProgressSink(numbered=("level", len(job.levels)), unit="requests") as shown:
+        for line in cut:
+            shown.say(line)
+        drivers = Drivers(warn=lambda m: shown.say(f"warning: {m}"))
+        try:
+            return run_bench(
+                loaded, job, out=root, drivers=drivers, say=shown.say, progress=shown.update
+            )
+        finally:
+            drivers.close()
 
 
 def _traffic(

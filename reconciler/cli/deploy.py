@@ -116,6 +116,22 @@ def _source(
     return recipe, topology, f"result {result.id} ({result.source.kind})"
 
 
+def _fitting(
+    repo: Repo, recipe: Recipe, topology: Topology | None, origin: str, where: tuple[str, str, str]
+) -> ReleaseDraft:
+    """The release (name, stage, fleet in `where`); DenvError when its name is not a slug
+    or it cannot run on the fleet."""
+    if not re.match(SLUG, where[0]):
+        raise UsageError(
+            f"--name {where[0]!r}: a release name is lowercase letters, digits, '.', '_' and "
+            "'-' (it names the folder and the model clients ask for)"
+        )
+    draft, reasons = _draft(repo, recipe, topology, origin, where)
+    if reasons:
+        raise DenvError(f"{recipe.id} cannot run on {where[2]}: " + "; ".join(reasons))
+    return draft
+
+
 def _draft(
     repo: Repo, recipe: Recipe, topology: Topology | None, origin: str, where: tuple[str, str, str]
 ) -> tuple[ReleaseDraft, list[str]]:
@@ -229,15 +245,7 @@ def deploy(
     root = find_root(repo)
     loaded = load(repo)  # the work tree: results as `denv bench` ranked them
     chosen, topology, origin = _source(loaded, from_bench, recipe, target)
-    where = (name or chosen.model, stage, target)
-    if not re.match(SLUG, where[0]):
-        raise UsageError(
-            f"--name {where[0]!r}: a release name is lowercase letters, digits, '.', '_' and "
-            "'-' (it names the folder and the model clients ask for)"
-        )
-    draft, reasons = _draft(loaded, chosen, topology, origin, where)
-    if reasons:
-        raise DenvError(f"{chosen.id} cannot run on {target}: " + "; ".join(reasons))
+    draft = _fitting(loaded, chosen, topology, origin, (name or chosen.model, stage, target))
     text = release_text(draft)
     _validate(_base(root, None if commit else "main"), draft, text)
     summary: dict[str, object] = {
@@ -249,13 +257,12 @@ def deploy(
         "from": origin,
     }
     if commit:
-        sha = commit_files(
+        summary["commit"] = commit_files(
             root,
             {draft.path: text.encode()},
             f"deploy {draft.name}: {draft.recipe} on {draft.fleet}",
             bot_identity(os.environ),
         )
-        summary["commit"] = sha
     else:
         summary.update(_propose(root, draft, text))
     if as_json:

@@ -7,7 +7,7 @@ import contextlib
 import os
 import time
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.table import Table
@@ -19,6 +19,9 @@ from reconciler.optimize.goal import GOAL_METRIC, GOALS, Goal
 from reconciler.optimize.state import StateStore, split_target, state_home, study_status
 from reconciler.spec.sources import find_root
 
+if TYPE_CHECKING:
+    from reconciler.optimize.start import StartOptions
+
 # `status`, `candidates` and `stop` only read the study's state: this module imports nothing
 # else at its top. What a run needs (optuna, SQLAlchemy, the fleet drivers, the load
 # generator) is imported by `start` and `promote` (docs/performance.md, "Start-up").
@@ -26,73 +29,85 @@ from reconciler.spec.sources import find_root
 app = typer.Typer(help="Search for a faster recipe on the release's own traffic.")
 
 
+BudgetOption = Annotated[
+    int, typer.Option("--budget-gpus", min=1, help="Most trial GPUs in use at once.")
+]
+GoalOption = Annotated[
+    str,
+    typer.Option(
+        help="throughput (goodput/GPU at capacity), latency (TTFT p99) or cost ($/M output "
+        "at capacity)."
+    ),
+]
+AutoOption = Annotated[
+    bool, typer.Option("--auto", help="Open the pull request for verified winners.")
+]
+TrafficOption = Annotated[
+    Path | None,
+    typer.Option(help="A Mooncake trace (default: the stage's recorded shape)."),
+]
+RequestsOption = Annotated[
+    int, typer.Option(min=1, help="Requests of every run (at least 24), sent open loop.")
+]
+RunSecondsOption = Annotated[
+    str, typer.Option(help="How long each run's arrivals last (at any rate).")
+]
+LeversOption = Annotated[
+    str | None,
+    typer.Option(help="Parts of the space to search, e.g. settings,kv (default: all)."),
+]
+MaxTrialsOption = Annotated[
+    int | None, typer.Option(min=1, help="Trials (default: policies/optimizer.yaml).")
+]
+StorageOption = Annotated[
+    str | None,
+    typer.Option(help="optuna storage URL (default: SQLite beside the candidates file)."),
+]
+ReadyOption = Annotated[str, typer.Option(help="How long a trial may take to start.")]
+SeedOption = Annotated[int | None, typer.Option(help="The sampler's seed (a repeatable study).")]
+ParitySuiteOption = Annotated[
+    str | None,
+    typer.Option(
+        help="Parity suite: a name under policies/parity/ or a file (default: the one "
+        "policies/gates.yaml names)."
+    ),
+]
+WatchOption = Annotated[
+    str | None,
+    typer.Option(help="Keep running: look this often for drift or catalog changes (1h)."),
+]
+VerifyOption = Annotated[
+    str | None,
+    typer.Option(
+        help="Verify this inconclusive candidate again, without a trial (the command an "
+        "inconclusive verification prints)."
+    ),
+]
+
+
 @app.command("start")
 def start(
     target: Annotated[str, typer.Argument(help="RELEASE/STAGE, e.g. chat-8b/prod.")],
-    budget_gpus: Annotated[
-        int, typer.Option("--budget-gpus", min=1, help="Most trial GPUs in use at once.")
-    ],
-    goal: Annotated[
-        str,
-        typer.Option(
-            help="throughput (goodput/GPU at capacity), latency (TTFT p99) or cost ($/M output "
-            "at capacity)."
-        ),
-    ] = "throughput",
-    auto: Annotated[
-        bool, typer.Option("--auto", help="Open the pull request for verified winners.")
-    ] = False,
-    traffic: Annotated[
-        Path | None,
-        typer.Option(help="A Mooncake trace (default: the stage's recorded shape)."),
-    ] = None,
-    requests: Annotated[
-        int, typer.Option(min=1, help="Requests of every run (at least 24), sent open loop.")
-    ] = 64,
-    run_seconds: Annotated[
-        str, typer.Option(help="How long each run's arrivals last (at any rate).")
-    ] = "10s",
-    levers: Annotated[
-        str | None,
-        typer.Option(help="Parts of the space to search, e.g. settings,kv (default: all)."),
-    ] = None,
-    max_trials: Annotated[
-        int | None, typer.Option(min=1, help="Trials (default: policies/optimizer.yaml).")
-    ] = None,
-    storage: Annotated[
-        str | None,
-        typer.Option(help="optuna storage URL (default: SQLite beside the candidates file)."),
-    ] = None,
-    ready_timeout: Annotated[str, typer.Option(help="How long a trial may take to start.")] = "5m",
-    seed: Annotated[
-        int | None, typer.Option(help="The sampler's seed (a repeatable study).")
-    ] = None,
-    parity_suite: Annotated[
-        str | None,
-        typer.Option(
-            help="Parity suite: a name under policies/parity/ or a file (default: the one "
-            "policies/gates.yaml names)."
-        ),
-    ] = None,
-    watch: Annotated[
-        str | None,
-        typer.Option(help="Keep running: look this often for drift or catalog changes (1h)."),
-    ] = None,
-    verify: Annotated[
-        str | None,
-        typer.Option(
-            help="Verify this inconclusive candidate again, without a trial (the command an "
-            "inconclusive verification prints)."
-        ),
-    ] = None,
+    budget_gpus: BudgetOption,
+    goal: GoalOption = "throughput",
+    auto: AutoOption = False,
+    traffic: TrafficOption = None,
+    requests: RequestsOption = 64,
+    run_seconds: RunSecondsOption = "10s",
+    levers: LeversOption = None,
+    max_trials: MaxTrialsOption = None,
+    storage: StorageOption = None,
+    ready_timeout: ReadyOption = "5m",
+    seed: SeedOption = None,
+    parity_suite: ParitySuiteOption = None,
+    watch: WatchOption = None,
+    verify: VerifyOption = None,
     repo: RepoOption = Path("."),
     as_json: JsonOption = False,
 ) -> None:
     """Search for a better recipe for RELEASE/STAGE on trial GPUs of its first fleet,
     verify winners (repeats and parity against the current release), and list them."""
-    from reconciler.cli.optimize_run import keep_running, run_once
     from reconciler.optimize.start import StartOptions
-    from reconciler.trials.deployment import sigterm_as_interrupt
 
     if goal not in GOALS:
         raise UsageError(f"--goal {goal}: use throughput, latency or cost")
@@ -100,7 +115,6 @@ def start(
         raise UsageError("--verify verifies one candidate once: give it without --watch")
     release, stage = split_target(target)
     root = find_root(repo)
-    store = store_of(root)
     options = StartOptions(
         target=target,
         goal=goal_of(goal),
@@ -118,19 +132,37 @@ def start(
         verify=verify,
     )
     every = seconds("--watch", watch) if watch else None
-    # SIGTERM (`denv optimize stop`) ends the run as Ctrl-C does: trials tear down
+    final = _run_study(root, release, stage, options, every, not as_json)
+    if as_json:
+        print_json(final)
+        return
+    _print_table(final)
+
+
+def _run_study(
+    root: Path,
+    release: str,
+    stage: str,
+    options: StartOptions,
+    every: float | None,
+    show_progress: bool,
+) -> StudyState:
+    """One run of the study, then (`--watch`) runs again as drift or the catalog asks; the
+    state it leaves. SIGTERM (`denv optimize stop`) ends the run as Ctrl-C does: trials tear
+    down."""
+    from reconciler.cli.optimize_run import keep_running, run_once
+    from reconciler.trials.deployment import sigterm_as_interrupt
+
+    store = store_of(root)
     with store.running(release, stage), sigterm_as_interrupt():
         store.clear_stop(release, stage)
-        final = run_once(root, options, store, show_progress=not as_json)
+        final = run_once(root, options, store, show_progress=show_progress)
         if every is not None and final.state == "finished":
             with contextlib.suppress(KeyboardInterrupt):
                 keep_running(root, options, store, every, final)
             final = store.require(release, stage)
         store.clear_stop(release, stage)
-    if as_json:
-        print_json(final)
-        return
-    _print_table(final)
+    return final
 
 
 def store_of(root: Path) -> StateStore:

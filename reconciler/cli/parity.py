@@ -3,6 +3,7 @@ print the verdict (`PARITY 497/512`, then the failing prompts)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -19,11 +20,13 @@ from reconciler.parity.runner import (
     RetryPolicy,
     run_parity,
 )
+from reconciler.parity.suite import Suite
 from reconciler.parity.suite_files import load_suite
 from reconciler.parity.targets import Reference, candidate_endpoint, is_url, stage_reference
 from reconciler.parity.verdict import Verdict
 from reconciler.parity.wire import endpoint_base
 from reconciler.reconcile.source import GitSource
+from reconciler.spec.policy import ParityPolicy
 from reconciler.spec.sources import find_root
 
 app = typer.Typer(help="Answer parity: does a candidate answer like the reference?")
@@ -80,34 +83,60 @@ def run(
     # a stage or a recipe is read from git; two URLs need no repository history
     git = not (is_url(reference) and is_url(candidate))
     source = GitSource(str(find_root(repo)), cache_dir()) if git else None
-    shown = ProgressSink(unit="prompts")
-    drivers = Drivers(warn=lambda m: shown.say(f"warning: {m}"))
-    try:
-        if is_url(reference) or source is None:
-            target = Reference(url=reference)
-        else:
-            target = stage_reference(source, drivers, reference)
-        with (
-            shown,
-            candidate_endpoint(source, drivers, candidate, target, fleet, shown.say) as url,
-        ):
-            verdict = run_parity(
-                target.url,
-                url,
-                prompts,
-                policy,
-                shown.counter("parity"),
-                concurrency=concurrency,
-                retry=RetryPolicy(attempts=attempts),
-            )
-    finally:
-        drivers.close()
+    pair = _Pair(source, reference, candidate, fleet)
+    verdict = _compare(pair, prompts, policy, concurrency, RetryPolicy(attempts=attempts))
     if as_json:
         print_json(verdict)
     else:
         _print_verdict(verdict)
     if not verdict.ok:
         raise typer.Exit(1)
+
+
+@dataclass(frozen=True)
+class _Pair:
+    """The two servers as given: each a URL, a stage (the reference) or a recipe (the
+    candidate, deployed on `fleet`'s trial GPUs); `source` is the repository's history,
+    None when both are URLs."""
+
+    source: GitSource | None
+    reference: str
+    candidate: str
+    fleet: str | None
+
+
+def _compare(
+    pair: _Pair,
+    prompts: Suite,
+    policy: ParityPolicy,
+    concurrency: int,
+    retry: RetryPolicy,
+) -> Verdict:
+    """The suite sent to both servers, a candidate recipe deployed for the run and torn
+    down after."""
+    shown = ProgressSink(unit="prompts")
+    drivers = Drivers(warn=lambda m: shown.say(f"warning: {m}"))
+    source = pair.source
+    try:
+        if is_url(pair.reference) or source is None:
+            target = Reference(url=pair.reference)
+        else:
+            target = stage_reference(source, drivers, pair.reference)
+        candidate = candidate_endpoint(
+            source, drivers, pair.candidate, target, pair.fleet, shown.say
+        )
+        with shown, candidate as url:
+            return run_parity(
+                target.url,
+                url,
+                prompts,
+                policy,
+                shown.counter("parity"),
+                concurrency=concurrency,
+                retry=retry,
+            )
+    finally:
+        drivers.close()
 
 
 def _print_verdict(verdict: Verdict) -> None:

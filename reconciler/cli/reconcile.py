@@ -10,10 +10,11 @@ import sys
 import time
 from pathlib import Path
 from types import FrameType
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from prometheus_client import start_http_server
+from rich.console import Console
 from rich.table import Table
 
 from reconciler.cli import terminal
@@ -27,6 +28,9 @@ from reconciler.reconcile.loop import BotMetrics, PassResult, Reconciler
 from reconciler.reconcile.source import GitSource
 from reconciler.rollout.hooks import bot_hooks
 from reconciler.rollout.overview import drift_text, look, status_lines
+
+if TYPE_CHECKING:
+    from reconciler.cli.ui import Beside
 
 
 def reconcile(
@@ -66,6 +70,19 @@ def reconcile(
     )
     every = seconds("--interval", interval)
     out = terminal.console(stderr=True)
+    bot = _bot(repo, options, metrics_port, out)
+    beside = _beside(repo, ui, every, out) if ui is not None else None
+    try:
+        errors = _passes(bot, every, once, as_json, out)
+    finally:
+        if beside is not None:
+            beside.close()
+    if once and errors:
+        raise typer.Exit(1)
+
+
+def _bot(repo: str, options: ApplyOptions, metrics_port: int | None, out: Console) -> Reconciler:
+    """The reconciler, with its metrics served, and the rollout's hooks."""
     metrics = BotMetrics()
     if metrics_port is not None:
         start_http_server(metrics_port, registry=metrics.registry)
@@ -76,23 +93,27 @@ def reconcile(
 
     # the forge is opened at the first pull request the rollout needs, in the bot's clone
     checks, adjust = bot_hooks(source, lambda: open_forge(Path(source.git_dir), os.environ), say)
-    bot = Reconciler(source, options, say=say, metrics=metrics, checks=checks, adjust=adjust)
+    return Reconciler(source, options, say=say, metrics=metrics, checks=checks, adjust=adjust)
+
+
+def _beside(repo: str, listen: str, every: float, out: Console) -> Beside:
+    """The read-only web UI, served beside the bot (as `denv ui --listen`)."""
+    from reconciler.cli.ui import Beside
+
+    beside = Beside(repo, listen, refresh=min(every, 2.0))
+    out.print(f"denv ui: {beside.start()}", markup=False)
+    return beside
+
+
+def _passes(bot: Reconciler, every: float, once: bool, as_json: bool, out: Console) -> int:
+    """The bot's passes, each shown as it ends, until SIGTERM (or one, with `once`); the
+    errors of the last pass. The bot is closed after."""
 
     def finish(signum: int, frame: FrameType | None) -> None:
         out.print("SIGTERM: stopping after the current step; the next pass resumes", markup=False)
         bot.stop_requested.set()
 
-    beside = None
-    if ui is not None:
-        from reconciler.cli.ui import Beside
-
-        beside = Beside(repo, ui, refresh=min(every, 2.0))
-        out.print(f"denv ui: {beside.start()}", markup=False)
-    previous = signal.signal(signal.SIGTERM, finish)
-    passes: list[PassResult] = []
-
     def shown(result: PassResult) -> None:
-        passes.append(result)
         if as_json:
             print_json(_pass_json(result))
         else:
@@ -102,15 +123,12 @@ def reconcile(
             for error in result.report.errors[1:]:
                 console.print(f"  error: {error}", markup=False)
 
+    previous = signal.signal(signal.SIGTERM, finish)
     try:
-        errors = bot.loop(every, once, shown)
+        return bot.loop(every, once, shown)
     finally:
         signal.signal(signal.SIGTERM, previous)
         bot.close()
-        if beside is not None:
-            beside.close()
-    if once and errors:
-        raise typer.Exit(1)
 
 
 def _pass_json(result: PassResult) -> dict[str, Any]:

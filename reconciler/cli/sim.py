@@ -156,56 +156,66 @@ async def _serve(
 DEFAULT_CONCURRENCY = 16
 
 
+RecipeOption = Annotated[str, typer.Option("--recipe", help="Recipe id, e.g. llama-3.1-8b/vllm@1.")]
+HardwareOption = Annotated[
+    str | None,
+    typer.Option("--hardware", help="Hardware id or alias (default: the recipe's first)."),
+]
+WorkloadOption = Annotated[
+    str | None, typer.Option("--workload", help="A profile of catalog/workloads.yaml.")
+]
+TrafficOption = Annotated[
+    Path | None, typer.Option("--traffic", help="A Mooncake JSONL traffic file.")
+]
+IslOption = Annotated[int | None, typer.Option("--isl", min=1, help="Input tokens.")]
+OslOption = Annotated[int | None, typer.Option("--osl", min=1, help="Output tokens.")]
+RangeRatioOption = Annotated[
+    float,
+    typer.Option(
+        "--range-ratio",
+        min=0.01,
+        max=1.0,
+        help="With --isl/--osl: draw each length between ratio × N and N, as vLLM bench's "
+        "--random-range-ratio (InferenceX uses 0.8).",
+    ),
+]
+ConcurrencyOption = Annotated[
+    int | None,
+    typer.Option(
+        "--concurrency",
+        min=1,
+        help=f"Closed loop: this many clients (default {DEFAULT_CONCURRENCY}; with "
+        "--traffic, the trace's own send times).",
+    ),
+]
+RateOption = Annotated[
+    float | None,
+    typer.Option("--rate", min=0.001, help="Open loop: Poisson arrivals per second."),
+]
+RequestsOption = Annotated[
+    int | None,
+    typer.Option(
+        "--requests",
+        min=1,
+        max=MAX_REQUESTS,
+        help="Requests to send (default: 11 per client, a minute of arrivals, or the "
+        "whole trace); the first client's worth are warm-up.",
+    ),
+]
+
+
 @app.command()
 def predict(
-    recipe_id: Annotated[
-        str, typer.Option("--recipe", help="Recipe id, e.g. llama-3.1-8b/vllm@1.")
-    ],
-    hardware_id: Annotated[
-        str | None,
-        typer.Option("--hardware", help="Hardware id or alias (default: the recipe's first)."),
-    ] = None,
-    workload: Annotated[
-        str | None, typer.Option("--workload", help="A profile of catalog/workloads.yaml.")
-    ] = None,
-    traffic_file: Annotated[
-        Path | None, typer.Option("--traffic", help="A Mooncake JSONL traffic file.")
-    ] = None,
-    isl: Annotated[int | None, typer.Option("--isl", min=1, help="Input tokens.")] = None,
-    osl: Annotated[int | None, typer.Option("--osl", min=1, help="Output tokens.")] = None,
-    range_ratio: Annotated[
-        float,
-        typer.Option(
-            "--range-ratio",
-            min=0.01,
-            max=1.0,
-            help="With --isl/--osl: draw each length between ratio × N and N, as vLLM bench's "
-            "--random-range-ratio (InferenceX uses 0.8).",
-        ),
-    ] = 1.0,
-    concurrency: Annotated[
-        int | None,
-        typer.Option(
-            "--concurrency",
-            min=1,
-            help=f"Closed loop: this many clients (default {DEFAULT_CONCURRENCY}; with "
-            "--traffic, the trace's own send times).",
-        ),
-    ] = None,
-    rate: Annotated[
-        float | None,
-        typer.Option("--rate", min=0.001, help="Open loop: Poisson arrivals per second."),
-    ] = None,
-    requests: Annotated[
-        int | None,
-        typer.Option(
-            "--requests",
-            min=1,
-            max=MAX_REQUESTS,
-            help="Requests to send (default: 11 per client, a minute of arrivals, or the "
-            "whole trace); the first client's worth are warm-up.",
-        ),
-    ] = None,
+    recipe_id: RecipeOption,
+    hardware_id: HardwareOption = None,
+    workload: WorkloadOption = None,
+    traffic_file: TrafficOption = None,
+    isl: IslOption = None,
+    osl: OslOption = None,
+    range_ratio: RangeRatioOption = 1.0,
+    concurrency: ConcurrencyOption = None,
+    rate: RateOption = None,
+    requests: RequestsOption = None,
     repo: RepoOption = Path("."),
     as_json: JsonOption = False,
 ) -> None:
@@ -218,13 +228,7 @@ def predict(
         raise UsageError("give --concurrency or --rate, not both")
     loaded = load(repo)
     recipe = find_recipe(loaded, recipe_id)
-    hardware = _hardware(loaded, hardware_id or recipe.hardware[0])
-    chosen = (
-        f"{hardware.id}: --hardware {hardware_id}"
-        if hardware_id
-        else f"{hardware.id}: the recipe's first of {', '.join(recipe.hardware)} "
-        "(--hardware to choose another)"
-    )
+    hardware, chosen = _chosen_hardware(loaded, recipe, hardware_id)
     model = loaded.models[recipe.model]
     if traffic_file is None and rate is None and concurrency is None:
         concurrency = DEFAULT_CONCURRENCY
@@ -246,6 +250,17 @@ def predict(
         )
     else:
         _render(result, error, chosen, workload or traffic_file or f"{isl} in / {osl} out")
+
+
+def _chosen_hardware(repo: Repo, recipe: Recipe, given: str | None) -> tuple[Hardware, str]:
+    """The hardware to predict on, and how it was chosen (shown with the prediction)."""
+    hardware = _hardware(repo, given or recipe.hardware[0])
+    if given:
+        return hardware, f"{hardware.id}: --hardware {given}"
+    return hardware, (
+        f"{hardware.id}: the recipe's first of {', '.join(recipe.hardware)} "
+        "(--hardware to choose another)"
+    )
 
 
 def _expected_error(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -51,23 +51,7 @@ def validate(
         "models": len(repo.models),
     }
     if as_json:
-        print_json(
-            {
-                "ok": not repo.errors,
-                "source": repo.label,
-                "counts": counts,
-                "problems": [
-                    {
-                        "path": p.path,
-                        "line": p.line,
-                        "col": p.col,
-                        "message": p.message,
-                        "warning": p.warning,
-                    }
-                    for p in sorted(repo.problems)
-                ],
-            }
-        )
+        print_json(_as_json(repo, counts))
         if repo.errors:
             raise typer.Exit(1)
         return
@@ -80,6 +64,24 @@ def validate(
         f"ok: {repo.label}: {summary}"
         + (f"; {len(repo.problems)} warning(s)" if repo.problems else "")
     )
+
+
+def _as_json(repo: Repo, counts: dict[str, int]) -> dict[str, Any]:
+    return {
+        "ok": not repo.errors,
+        "source": repo.label,
+        "counts": counts,
+        "problems": [
+            {
+                "path": p.path,
+                "line": p.line,
+                "col": p.col,
+                "message": p.message,
+                "warning": p.warning,
+            }
+            for p in sorted(repo.problems)
+        ],
+    }
 
 
 def _pr_policy_problems(repo: Repo, file: Path | None) -> list[Problem]:

@@ -184,7 +184,7 @@ class Loop(Measuring):
         if row is not None and row.status is Status.VERIFIED:
             self.fx.say(f"{row.id} is {status_text(row)} already: nothing to verify")
             return self.state
-        if row is None or not retriable(row):  # start.check_retry refused it already
+        if row is None or not retriable(row):  # continuing.check_retry refused it already
             raise UsageError(f"--verify {candidate}: not an inconclusive candidate")
         edit = ReleaseEdit(row.recipe or self.current_recipe.id, row.overrides, row.topology)
         recipe = self.setup.space.recipe_of_edit(edit)

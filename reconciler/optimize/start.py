@@ -1,22 +1,12 @@
 """Adapter: what `denv optimize start RELEASE/STAGE` resolves before its loop runs — the
 stage and its first fleet (whose trial GPUs the trials use), the latency target from the
-stage's alarms, the traffic, the parity suite, the search space and the optuna study.
-
-The study's name carries digests of the current recipe, of the traffic and of how a run is
-measured, and the levers searched when they are not all of them: starting again on the same
-release, traffic and levers continues the study (optuna keeps its trials, the candidates file
-its rows); a changed release, traffic or run length starts a new one, and other `--levers` a
-new one whose name says so (`….levers-kv_dtype+max_batch`).
-
-Starting a finished study again: a `--max-trials` above the trials it used continues it;
-`--auto` promotes its verified winner (loop.run, before any trial); one whose trials are
-spent runs none and says so — and an explicit `--max-trials` that allows none is refused.
+stage's alarms, the traffic, the parity suite, the search space and the optuna study; then
+the study's state, continued when the study is the same (optimize/continuing.py).
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
 import shlex
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -25,7 +15,8 @@ from pathlib import Path
 from reconciler.bench.traffic import TraceLine, read_trace, trace_digest
 from reconciler.bench.traffic_stats import trace_stats
 from reconciler.errors import DenvError, NotFound, UsageError
-from reconciler.optimize.candidates import Row, Status, StudyState, retriable
+from reconciler.optimize.candidates import Row, Status, StudyState
+from reconciler.optimize.continuing import MEASURE, check_retry, finished_study_note, study_name
 from reconciler.optimize.goal import Goal
 from reconciler.optimize.measuring import Setup
 from reconciler.optimize.prescreen import prescreen
@@ -35,6 +26,7 @@ from reconciler.optimize.study import Study
 from reconciler.optimize.watch import catalog_marks
 from reconciler.optimize.workload import Workload, recorded_shape_path, run_lines, stage_target
 from reconciler.parity.suite_files import load_suite
+from reconciler.spec.fleet import Fleet
 from reconciler.spec.policy import ParityPolicy
 from reconciler.spec.release import Stage
 from reconciler.spec.repo import Repo
@@ -117,74 +109,6 @@ def traffic_lines(
     return read_trace(recorded), recorded_shape_path(release, stage)
 
 
-# What a run measures: goodput per GPU at the capacity the search finds (capacity.py). A
-# study of another definition (tok/s/GPU at a fixed concurrency) is never continued.
-MEASURE = "open-loop capacity search, goodput/GPU"
-
-
-def study_name(
-    release: str,
-    stage: str,
-    goal: Goal,
-    recipe: str,
-    traffic: str,
-    marks: str,
-    runs: str = MEASURE,
-    levers: Sequence[str] | None = None,
-) -> str:
-    """`<release>.<stage>.<goal>.<digest>`, the digest over the current recipe, the traffic,
-    the catalog marks and how runs measure (`runs`); `.levers-a+b` when only some levers are
-    searched."""
-    digest = hashlib.sha256(f"{recipe}\n{traffic}\n{marks}\n{runs}".encode()).hexdigest()[:8]
-    searched = f".levers-{'+'.join(sorted(set(levers)))}" if levers else ""
-    return f"{release}.{stage}.{goal}.{digest}{searched}"
-
-
-def finished_study_note(
-    previous: StudyState, used: int, max_trials: int, explicit: int | None, auto: bool
-) -> str | None:
-    """What starting the finished study `previous` again does when its trials are spent: None
-    when it has trials left; UsageError when an `explicit` --max-trials allows none and there
-    is no --auto to act on (the command would do nothing it was asked to)."""
-    if used < max_trials:
-        return None
-    retries = "".join(
-        f"; {r.id} is inconclusive: `{r.retry}` verifies it again"
-        for r in previous.candidates
-        if r.status is Status.INCONCLUSIVE and r.retry
-    )
-    if explicit is not None and not auto:
-        raise UsageError(
-            f"{previous.key}: study {previous.study} has used {used} trials already; "
-            f"--max-trials {explicit} allows no more: give more than {used} to continue it"
-            + retries
-        )
-    return (
-        f"study {previous.study} is finished ({used} of {max_trials} trials): nothing to trial; "
-        f"--max-trials above {used} continues it, other --levers start a new study{retries}"
-    )
-
-
-def check_retry(previous: StudyState | None, candidate: str, name: str) -> None:
-    """UsageError unless the study `name` has `candidate` inconclusive, or verified already
-    (`--verify`: a retry run twice, or after another verified it, is no error)."""
-    if previous is None:
-        raise UsageError(
-            f"--verify {candidate}: no study {name} to continue: give the options of the "
-            "`denv optimize start` that trialed it (the retry command it printed has them)"
-        )
-    row = previous.row(candidate)
-    if row is not None and row.status is Status.VERIFIED:
-        return  # verified already: the retry does nothing (Loop.reverify says so)
-    if row is None or not retriable(row):
-        shown = ", ".join(r.id for r in previous.candidates if retriable(r)) or "none"
-        state = f"it is {row.status.value}" if row is not None else "no such candidate"
-        raise UsageError(
-            f"--verify {candidate}: only an inconclusive candidate is verified again "
-            f"({state}; inconclusive in study {name}: {shown})"
-        )
-
-
 def screen_candidates(space: SearchSpace) -> list[Candidate]:
     """What the pre-screen predicts: the whole grid when it is small, else a sample of it."""
     if space.size() <= GRID_LIMIT:
@@ -203,50 +127,11 @@ def resolve(
     """The loop's setup and its state (continued when the study is the same)."""
     release, stage_name = split_target(options.target)
     stage = find_stage(repo, release, stage_name)
-    fleet = repo.fleets.get(stage.fleets[0])
-    if fleet is None:
-        raise NotFound(f"{options.target}: no fleet '{stage.fleets[0]}'")
-    if options.budget_gpus < 1:
-        raise UsageError("--budget-gpus must be at least 1")
-    if options.budget_gpus > fleet.trial_gpus:
-        raise UsageError(
-            f"--budget-gpus {options.budget_gpus}: fleet {fleet.name} keeps "
-            f"{fleet.trial_gpus} trial GPUs (trial_gpus in fleets/{fleet.name}.yaml); "
-            "the optimizer never uses GPUs that serve a release"
-        )
-    rules = repo.policies.optimizer
+    fleet = trial_fleet(repo, stage, options)
     target = stage_target(stage, repo.policies.alarms)
     lines, source = traffic_lines(root, release, stage_name, options.traffic)
-    space = SearchSpace.for_release(
-        repo, release, fleet.name, options.budget_gpus, rules, stage=stage_name
-    )
-    # The current release stays deployed beside each candidate (the reference for
-    # verification and parity): candidates get what of the budget it leaves.
-    left = options.budget_gpus - space.current().gpus
-    if left < 1:
-        raise UsageError(
-            f"--budget-gpus {options.budget_gpus}: the current release takes "
-            f"{space.current().gpus} trial GPUs beside every candidate; give at least "
-            f"{space.current().gpus + 1}"
-        )
-    space = SearchSpace.for_release(
-        repo, release, fleet.name, left, rules, stage=stage_name, levers=options.levers
-    )
-    current = space.current()
-    current_recipe = space.recipe_of(current)
-    digest = trace_digest(lines)
-    marks = catalog_marks(repo, current_recipe.model)
-    runs = f"{MEASURE}, {options.requests} requests or {options.run_s:g} s a run"
-    name = study_name(
-        release,
-        stage_name,
-        options.goal,
-        recipe_digest(current_recipe),
-        digest,
-        "\n".join(marks),
-        runs,
-        options.levers,
-    )
+    space = candidate_space(repo, release, stage_name, fleet.name, options)
+    inputs = _study_inputs(repo, release, stage_name, space, lines, source, options)
     if options.storage is None:
         store.home.mkdir(parents=True, exist_ok=True)  # SQLite makes the file, not its folder
     storage = options.storage or default_storage(store.home)
@@ -261,10 +146,10 @@ def resolve(
     )
     say(f"pre-screening {options.target} with the simulator's model")
     screened = prescreen(space, screen_candidates(space), work)
-    max_trials = options.max_trials or rules.max_trials
+    max_trials = options.max_trials or repo.policies.optimizer.max_trials
     study = Study(
         storage,
-        name,
+        inputs.name,
         space,
         options.goal,
         target,
@@ -272,12 +157,105 @@ def resolve(
         max_trials=max_trials,
         seed=options.seed,
     )
+    setup = _setup(root, repo, release, fleet, study, work, max_trials, options)
+    previous = store.load(release, stage_name)
+    same = previous if previous is not None and previous.study == inputs.name else None
+    _check_previous(previous, same, inputs.name, setup, options, say)
+    if same is not None:
+        return setup, _continued(same, study, say)
+    state = _new_state(setup, options, release, stage_name, inputs, shown_storage(storage), now)
+    return setup, state
+
+
+def trial_fleet(repo: Repo, stage: Stage, options: StartOptions) -> Fleet:
+    """The stage's first fleet, whose trial GPUs hold the budget (UsageError when not)."""
+    fleet = repo.fleets.get(stage.fleets[0])
+    if fleet is None:
+        raise NotFound(f"{options.target}: no fleet '{stage.fleets[0]}'")
+    if options.budget_gpus < 1:
+        raise UsageError("--budget-gpus must be at least 1")
+    if options.budget_gpus > fleet.trial_gpus:
+        raise UsageError(
+            f"--budget-gpus {options.budget_gpus}: fleet {fleet.name} keeps "
+            f"{fleet.trial_gpus} trial GPUs (trial_gpus in fleets/{fleet.name}.yaml); "
+            "the optimizer never uses GPUs that serve a release"
+        )
+    return fleet
+
+
+def candidate_space(
+    repo: Repo, release: str, stage: str, fleet: str, options: StartOptions
+) -> SearchSpace:
+    """The candidates' space. The current release stays deployed beside each candidate (the
+    reference for verification and parity): candidates get what of the budget it leaves."""
+    rules = repo.policies.optimizer
+    space = SearchSpace.for_release(repo, release, fleet, options.budget_gpus, rules, stage=stage)
+    left = options.budget_gpus - space.current().gpus
+    if left < 1:
+        raise UsageError(
+            f"--budget-gpus {options.budget_gpus}: the current release takes "
+            f"{space.current().gpus} trial GPUs beside every candidate; give at least "
+            f"{space.current().gpus + 1}"
+        )
+    return SearchSpace.for_release(
+        repo, release, fleet, left, rules, stage=stage, levers=options.levers
+    )
+
+
+@dataclass(frozen=True)
+class StudyInputs:
+    """What names a study (study_name), as its state records them."""
+
+    name: str
+    traffic: str  # where the traffic came from
+    digest: str  # the traffic's
+    marks: list[str]  # the catalog's, for the current recipe's model
+
+
+def _study_inputs(
+    repo: Repo,
+    release: str,
+    stage: str,
+    space: SearchSpace,
+    lines: list[TraceLine],
+    source: str,
+    options: StartOptions,
+) -> StudyInputs:
+    current_recipe = space.recipe_of(space.current())
+    digest = trace_digest(lines)
+    marks = catalog_marks(repo, current_recipe.model)
+    runs = f"{MEASURE}, {options.requests} requests or {options.run_s:g} s a run"
+    name = study_name(
+        release,
+        stage,
+        options.goal,
+        recipe_digest(current_recipe),
+        digest,
+        "\n".join(marks),
+        runs,
+        options.levers,
+    )
+    return StudyInputs(name=name, traffic=source, digest=digest, marks=marks)
+
+
+def _setup(
+    root: Path,
+    repo: Repo,
+    release: str,
+    fleet: Fleet,
+    study: Study,
+    work: Workload,
+    max_trials: int,
+    options: StartOptions,
+) -> Setup:
+    """The loop's setup, with the parity suite the optimizer's rules and the gates name."""
+    rules = repo.policies.optimizer
     gates = repo.policies.gates.parity
     policy = ParityPolicy(mode=rules.parity, top_k=rules.parity_top_k, suite=gates.suite)
     suite = load_suite(root, options.parity_suite or policy.suite)
-    setup = Setup(
+    return Setup(
         repo=repo,
-        space=space,
+        space=study.space,
         study=study,
         fleet=fleet,
         weights=repo.releases[release].release.weights,
@@ -291,52 +269,73 @@ def resolve(
         verify=options.verify,
         retry=lambda candidate: retry_command(options, candidate),
     )
-    previous = store.load(release, stage_name)
+
+
+def _check_previous(
+    previous: StudyState | None,
+    same: StudyState | None,
+    name: str,
+    setup: Setup,
+    options: StartOptions,
+    say: Callable[[str], None],
+) -> None:
+    """Refuse a --verify the study `name` cannot take, and say what becomes of the last
+    study: a new one replaces it, or it is finished (UsageError when --max-trials allows
+    nothing)."""
     if options.verify is not None:
-        check_retry(previous if previous is not None and previous.study == name else None,
-                    options.verify, name)  # fmt: skip
-    if previous is not None and previous.study != name:
+        check_retry(same, options.verify, name)
+    if previous is not None and same is None:
         say(f"a new study {name} (the last one, {previous.study}, measured other inputs)")
-    if (
-        previous is not None
-        and previous.study == name
-        and previous.state == "finished"
-        and options.verify is None
-    ):
-        used = study.trials_used()
-        note = finished_study_note(previous, used, max_trials, options.max_trials, options.auto)
+    if same is not None and same.state == "finished" and options.verify is None:
+        used = setup.study.trials_used()
+        max_trials, explicit = setup.max_trials, options.max_trials
+        note = finished_study_note(same, used, max_trials, explicit, options.auto)
         if note is not None:
             say(note)
-    if previous is not None and previous.study == name:
-        # This process holds the study's lock: a row still trialing belongs to a run that died.
-        held = [r.trial for r in previous.candidates if r.status is Status.TRIALING]
-        failed = study.abandon(t for t in held if t is not None)
-        if held:
-            say(f"{len(held)} trial(s) of a run that died marked failed (optuna trials {failed})")
-        state = previous.unfinished("interrupted before its trial ended (its run died)")
-        state = state.model_copy(update={"state": "running", "finished": None, "note": None})
-    else:
-        state = StudyState(
-            release=release,
-            stage=stage_name,
-            fleet=fleet.name,
-            goal=options.goal,
-            target=str(target) if target else None,
-            budget_gpus=options.budget_gpus,
-            study=name,
-            storage=shown_storage(storage),
-            traffic=source,
-            traffic_digest=digest,
-            levers=sorted(set(options.levers)) if options.levers else None,
-            shape=trace_stats(lines),
-            catalog=marks,
-            started=now,
-            current=Row(
-                id=current.id,
-                change="current",
-                recipe=current_recipe.id,
-                gpus=current.gpus,
-                at=now,
-            ),
-        )
-    return setup, state
+
+
+def _continued(previous: StudyState, study: Study, say: Callable[[str], None]) -> StudyState:
+    """The same study's state, running again."""
+    # This process holds the study's lock: a row still trialing belongs to a run that died.
+    held = [r.trial for r in previous.candidates if r.status is Status.TRIALING]
+    failed = study.abandon(t for t in held if t is not None)
+    if held:
+        say(f"{len(held)} trial(s) of a run that died marked failed (optuna trials {failed})")
+    state = previous.unfinished("interrupted before its trial ended (its run died)")
+    return state.model_copy(update={"state": "running", "finished": None, "note": None})
+
+
+def _new_state(
+    setup: Setup,
+    options: StartOptions,
+    release: str,
+    stage: str,
+    inputs: StudyInputs,
+    storage: str,
+    now: dt.datetime,
+) -> StudyState:
+    """A new study's state, with the current release as its first row."""
+    current, target = setup.space.current(), setup.work.target
+    return StudyState(
+        release=release,
+        stage=stage,
+        fleet=setup.fleet.name,
+        goal=options.goal,
+        target=str(target) if target else None,
+        budget_gpus=options.budget_gpus,
+        study=inputs.name,
+        storage=storage,
+        traffic=inputs.traffic,
+        traffic_digest=inputs.digest,
+        levers=sorted(set(options.levers)) if options.levers else None,
+        shape=trace_stats(setup.work.lines),
+        catalog=inputs.marks,
+        started=now,
+        current=Row(
+            id=current.id,
+            change="current",
+            recipe=setup.space.recipe_of(current).id,
+            gpus=current.gpus,
+            at=now,
+        ),
+    )
