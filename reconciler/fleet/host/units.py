@@ -4,7 +4,7 @@ A unit launched with `restart` (a router: the endpoint clients connect to) is st
 by its supervisor as soon as it exits, without waiting for the reconciler's next pass; while
 it keeps exiting within STABLE_S of its start, after RESTART_BASE_S, doubling up to
 RESTART_MAX_S. `stop` ends that (a marker file first, then the signal).
-Other units are restarted by the reconciler, which also backs off (reconcile/apply.py).
+Other units are restarted by the reconciler, which also backs off (reconcile/steps/start.py).
 """
 
 import contextlib
