@@ -21,6 +21,7 @@ from reconciler.fleet.render import render as render_units
 from reconciler.spec.checks import domain_size
 from reconciler.spec.fit import fit as fit_topology
 from reconciler.spec.fleet import Fleet
+from reconciler.spec.kindsettings import SlurmSettings
 from reconciler.spec.recipe import Recipe, total_gpus
 from reconciler.spec.repo import Repo
 from reconciler.spec.words import counted
@@ -241,7 +242,8 @@ def _job(jobs: dict[str, list[str]], name: str) -> dict[str, list[str]]:
 def _sbatch_lines(fleet: Fleet, units: list[Unit], trial: bool) -> dict[str, list[str]]:
     """unit name -> the sbatch line of its job, on a Slurm fleet: one job per replica, over
     its nodes (node 0's unit names it); the login node's units (routers) run as processes."""
-    if fleet.slurm is None:
+    settings = fleet.settings(SlurmSettings)
+    if settings is None:
         return {}
     login = next((host.name for host in fleet.hosts if host.gpus == 0), None)
     nodes: dict[tuple[str, int], list[str]] = {}
@@ -249,7 +251,7 @@ def _sbatch_lines(fleet: Fleet, units: list[Unit], trial: bool) -> dict[str, lis
         nodes.setdefault((unit.role, unit.replica), []).append(unit.host)
     return {
         unit.name: sbatch_line(
-            job_request(fleet.slurm, nodes[(unit.role, unit.replica)], trial),
+            job_request(settings, nodes[(unit.role, unit.replica)], trial),
             unit.name,
             len(unit.gpu_indices),
         )

@@ -1,5 +1,7 @@
-"""Pure logic: how each host of a fleet runs its units — the runtime (container, venv, or the
-simulator) from the fleet file and what the agent reported, and where the weights sit.
+"""Pure logic: how units run on the hosts of the kinds with denv's agent (local, ssh, and the
+nodes of a Slurm fleet, whose jobs run the same command) — each host's runtime (container,
+venv, or the simulator) from the fleet file and what the agent reported, and where the weights
+sit. Those kinds' cards (reconciler/fleet/kinds/) take these parts from here.
 
 Paths are each host's own. A host reports its agent's home when it is probed (an absolute
 path: the observation model refuses any other); a unit's paths under it — its venv, its weights
