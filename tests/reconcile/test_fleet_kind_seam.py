@@ -16,6 +16,7 @@ from reconciler.reconcile.plan import ActionKind
 from reconciler.reconcile.snapshot import snapshot
 from reconciler.spec.fleetkinds import FLEET_KINDS
 from reconciler.spec.loader import open_repo
+from reconciler.spec.schema import schema_for
 from tests.reconcile import podkind
 from tests.reconcile.conftest import GitRepo
 
@@ -75,3 +76,12 @@ def test_a_fleet_of_the_new_kind_is_checked_with_its_own_settings_model(
     problems = [str(p) for p in open_repo(git_repo.path).errors]
     assert len(problems) == 1 and "fleets/local.yaml:6:" in problems[0], problems
     assert "fleet.pods.namespace: String should match pattern" in problems[0]
+
+
+@pytest.mark.usefixtures("pods")
+def test_the_fleet_schema_lists_the_new_kind_and_its_block() -> None:
+    fleet = schema_for("fleet")["$defs"]["Fleet"]
+    assert fleet["properties"]["transport"]["enum"] == ["local", "ssh", "slurm", "pods"]
+    block = fleet["properties"]["pods"]["anyOf"][0]
+    assert block["required"] == ["namespace"] and block["additionalProperties"] is False
+    assert fleet["additionalProperties"] is False
