@@ -71,6 +71,10 @@ def runnable(
     return Runnable(unit=unit.model_copy(update={"argv": pod}))
 
 
+def runs_here(fleet: Fleet) -> bool:
+    return False
+
+
 def view(fleet: Fleet, seen: FleetObservation) -> dict[str, Any] | None:
     return None
 

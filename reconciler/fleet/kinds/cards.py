@@ -73,9 +73,16 @@ class FleetCard(Protocol):
         """The neutral unit as a host of the kind runs it, with what must be prepared there
         first (`weights`: the source its engine loads; None: none)."""
 
+    def runs_here(self, fleet: Fleet) -> bool:
+        """Whether the fleet's agent runs on this machine (asking it dials no host): `denv
+        fleet list` asks such fleets for live figures by default."""
+
     def view(self, fleet: Fleet, seen: FleetObservation) -> dict[str, Any] | None:
-        """The kind's own part of the fleet's status (a Slurm fleet's nodes and queue); None:
-        the hosts' rows say it all."""
+        """The kind's own part of the fleet's status, under the kind's name in `denv fleet
+        list` and `fleet probe` (--json; a table where the CLI has a printer for it): a Slurm
+        fleet's login node, nodes and queue. Its `free_gpus`, where it has one, replaces the
+        hosts' count of unused GPUs in the fleet's figures. None: the hosts' rows say it
+        all."""
 
 
 def missing_parts(module: object) -> list[str]:

@@ -17,5 +17,9 @@ AGENTS_USER = None
 __all__ = ["host_runtimes", "model_path", "runnable"]
 
 
+def runs_here(fleet: Fleet) -> bool:
+    return True
+
+
 def view(fleet: Fleet, seen: FleetObservation) -> dict[str, Any] | None:
     return None

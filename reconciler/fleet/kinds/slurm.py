@@ -9,8 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from reconciler.fleet.kinds.agenthosts import host_runtimes, model_path, runnable
-from reconciler.fleet.listing import slurm_view
-from reconciler.fleet.model.observed import FleetObservation
+from reconciler.fleet.model.observed import FleetObservation, UnitRecord
 from reconciler.spec.fleet import Fleet
 
 DRIVER = "reconciler.fleet.drivers.slurm:SlurmDriver"
@@ -20,6 +19,72 @@ AGENTS_USER = "Slurm jobs of the agent's user"
 __all__ = ["host_runtimes", "model_path", "runnable"]
 
 
+def runs_here(fleet: Fleet) -> bool:
+    return fleet.ssh is None  # the bot runs on the login node
+
+
 def view(fleet: Fleet, seen: FleetObservation) -> dict[str, Any] | None:
-    """The login node, every node and denv's jobs (reconciler.fleet.listing.slurm_view)."""
-    return slurm_view(fleet, seen)
+    """`slurm_view`, with the GPUs that take work (`free_gpus`, for the fleet's figures)."""
+    found = slurm_view(fleet, seen)
+    return {**found, "free_gpus": slurm_free_gpus(found)}
+
+
+def slurm_view(fleet: Fleet, seen: FleetObservation) -> dict[str, Any]:
+    """The login node (reached or why not, its units: the routers), every node (scheduler
+    state, cordoned and why, GPUs, GPUs no job holds) and denv's jobs, oldest unit first."""
+    login = next(host.name for host in fleet.hosts if host.gpus == 0)
+    jobs = [record for name, found in seen.hosts.items() if name != login for record in found.units]
+    held: dict[str, set[int]] = {}  # node -> GPUs denv's running jobs hold there
+    for record in jobs:
+        for node in record.nodes if record.alive else ():
+            held.setdefault(node, set()).update(record.gpus)
+    nodes = []
+    for host in fleet.hosts:
+        if host.name == login:
+            continue
+        found = seen.hosts.get(host.name)
+        row: dict[str, Any] = {
+            "node": host.name,
+            "state": None,
+            "cordoned": None,
+            "gpus": None,
+            "free_gpus": None,
+            "error": seen.errors.get(host.name),
+        }
+        if found is not None:
+            foreign = {gpu.index for gpu in found.gpus if gpu.processes}
+            taken = foreign | held.get(host.name, set())
+            row.update(
+                state=found.scheduler_state,
+                cordoned=found.cordoned,
+                gpus=len(found.gpus),
+                free_gpus=sum(1 for gpu in found.gpus if gpu.index not in taken),
+            )
+        nodes.append(row)
+    head = seen.hosts.get(login)
+    return {
+        "login": {
+            "host": login,
+            "reached": head is not None,
+            "units": [u.id for u in head.units if u.alive] if head is not None else [],
+            "error": seen.errors.get(login),
+        },
+        "nodes": nodes,
+        "queue": [_job(record) for record in sorted(jobs, key=lambda r: (r.id, r.job or ""))],
+    }
+
+
+def _job(record: UnitRecord) -> dict[str, Any]:
+    return {
+        "unit": record.id,
+        "job": record.job,
+        "state": record.queue,
+        "reason": record.queue_reason,
+        "nodes": list(record.nodes),
+        "partition": record.partition,
+    }
+
+
+def slurm_free_gpus(view: dict[str, Any]) -> int:
+    """GPUs no job holds on the nodes that take work (cordoned ones do not)."""
+    return sum(row["free_gpus"] or 0 for row in view["nodes"] if not row["cordoned"])
