@@ -123,6 +123,7 @@ def probe_fleet(fleet: FleetArg, repo: RepoOption = Path("."), as_json: JsonOpti
                 "fleet": fleet,
                 "hosts": {k: v.model_dump(mode="json") for k, v in sorted(seen.hosts.items())},
                 "errors": seen.errors,
+                "transport": spec.transport,
                 **({spec.transport: view} if view is not None else {}),
             }
         )
