@@ -12,11 +12,11 @@ an engine, never branches on an engine's name.
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Mapping, Sequence
-from types import ModuleType
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
+from reconciler.cards import load_card
+from reconciler.cards import missing_parts as cards_missing_parts
 from reconciler.errors import EngineError
 from reconciler.spec.engines import ENGINE_CARDS, engine_names
 
@@ -101,8 +101,7 @@ class EngineCard(Protocol):
 
 def missing_parts(module: object) -> list[str]:
     """The parts of EngineCard that `module` lacks, in the protocol's order."""
-    wanted = [name for name in vars(EngineCard) if not name.startswith("_")]
-    return [name for name in wanted if not hasattr(module, name)]
+    return cards_missing_parts(module, EngineCard)
 
 
 def card(name: str) -> EngineCard:
@@ -114,10 +113,9 @@ def card(name: str) -> EngineCard:
             f"engine '{name}' is not registered (reconciler/spec/engines.py lists "
             f"{', '.join(engine_names())})"
         )
-    module: ModuleType = importlib.import_module(path)
-    if not isinstance(module, EngineCard):
-        missing = ", ".join(missing_parts(module))
-        raise EngineError(f"the card of engine '{name}' ({path}) lacks {missing}")
+    module, missing = load_card(path, EngineCard)
+    if missing or not isinstance(module, EngineCard):
+        raise EngineError(f"the card of engine '{name}' ({path}) lacks {', '.join(missing)}")
     return module
 
 

@@ -15,9 +15,8 @@ from pydantic import (
     field_validator,
     model_validator,
 )
-from pydantic_core import PydanticCustomError
 
-from reconciler.spec.base import Slug, Spec, field_error
+from reconciler.spec.base import Slug, Spec, field_error, registered
 from reconciler.spec.fleetkinds import FLEET_KINDS, blocks, kind_names
 from reconciler.spec.words import counted
 
@@ -169,17 +168,7 @@ class Fleet(Spec):
     @field_validator("transport", mode="before")
     @classmethod
     def _registered(cls, value: Any) -> Any:
-        """A registered kind, refused as pydantic refuses a value outside a Literal."""
-        names = kind_names()
-        if value not in names:
-            quoted = [repr(name) for name in names]
-            expected = " or ".join(filter(None, [", ".join(quoted[:-1]), quoted[-1]]))
-            raise PydanticCustomError(
-                "literal_error",
-                "Input should be {expected} (the registered fleet kinds)",
-                {"expected": expected},
-            )
-        return value
+        return registered(value, kind_names(), " (the registered fleet kinds)")
 
     @model_validator(mode="after")
     def _blocks(self) -> Fleet:

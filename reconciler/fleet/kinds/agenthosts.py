@@ -14,12 +14,24 @@ the host the unit runs on.
 from __future__ import annotations
 
 import hashlib
+from typing import Any
 
 from reconciler.engines.runtime import HostRuntime, Runnable, Vendor, choose_runtime, in_runtime
 from reconciler.engines.units import Unit
 from reconciler.fleet.model.observed import FleetObservation
 from reconciler.spec.catalog import Hardware
 from reconciler.spec.fleet import Fleet
+
+# The parts the agent kinds' cards share where the kind does not say otherwise: a replica's
+# hosts each run their own process, trial engines that are processes run as `trial_user`, and
+# the hosts' rows say all of a fleet's status.
+ONE_JOB_PER_REPLICA = False
+AGENTS_USER = None
+
+
+def view(fleet: Fleet, seen: FleetObservation) -> dict[str, Any] | None:
+    return None
+
 
 HOME = "@agent-home@"  # in a unit's paths until `runnable` puts its host's own home there
 

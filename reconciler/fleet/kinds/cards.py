@@ -13,11 +13,10 @@ the cards asks `card_of(fleet)`, never branches on a transport's name.
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Mapping
-from types import ModuleType
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from reconciler.cards import load_card
 from reconciler.errors import DenvError
 from reconciler.spec.fleetkinds import FLEET_KINDS, kind_names
 
@@ -85,12 +84,6 @@ class FleetCard(Protocol):
         all."""
 
 
-def missing_parts(module: object) -> list[str]:
-    """The parts of FleetCard that `module` lacks, in the protocol's order."""
-    wanted = [name for name in vars(FleetCard) if not name.startswith("_")]
-    return [name for name in wanted if not hasattr(module, name)]
-
-
 def card(name: str) -> FleetCard:
     """The card of a registered fleet kind (DenvError for a name the registry lacks, or a
     card that lacks a part)."""
@@ -100,10 +93,9 @@ def card(name: str) -> FleetCard:
             f"fleet kind '{name}' is not registered (reconciler/spec/fleetkinds.py lists "
             f"{', '.join(kind_names())})"
         )
-    module: ModuleType = importlib.import_module(kind.card)
-    if not isinstance(module, FleetCard):
-        missing = ", ".join(missing_parts(module))
-        raise DenvError(f"the card of fleet kind '{name}' ({kind.card}) lacks {missing}")
+    module, missing = load_card(kind.card, FleetCard)
+    if missing or not isinstance(module, FleetCard):
+        raise DenvError(f"the card of fleet kind '{name}' ({kind.card}) lacks {', '.join(missing)}")
     return module
 
 

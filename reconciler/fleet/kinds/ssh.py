@@ -4,22 +4,20 @@ container or venv runtime, or as the simulator (agenthosts)."""
 
 from __future__ import annotations
 
-from typing import Any
-
-from reconciler.fleet.kinds.agenthosts import host_runtimes, model_path, runnable
-from reconciler.fleet.model.observed import FleetObservation
+from reconciler.fleet.kinds.agenthosts import (
+    AGENTS_USER,
+    ONE_JOB_PER_REPLICA,
+    host_runtimes,
+    model_path,
+    runnable,
+    view,
+)
 from reconciler.spec.fleet import Fleet
 
 DRIVER = "reconciler.fleet.drivers.ssh:SshDriver"
-ONE_JOB_PER_REPLICA = False
-AGENTS_USER = None
 
-__all__ = ["host_runtimes", "model_path", "runnable"]
+__all__ = ["AGENTS_USER", "ONE_JOB_PER_REPLICA", "host_runtimes", "model_path", "runnable", "view"]
 
 
 def runs_here(fleet: Fleet) -> bool:
     return False
-
-
-def view(fleet: Fleet, seen: FleetObservation) -> dict[str, Any] | None:
-    return None
