@@ -5,6 +5,7 @@ of card, whose parts are its public names (constants as read-only properties).""
 from __future__ import annotations
 
 import importlib
+from collections.abc import Sequence
 from types import ModuleType
 
 
@@ -14,7 +15,24 @@ def missing_parts(module: object, protocol: type) -> list[str]:
     return [name for name in wanted if not hasattr(module, name)]
 
 
-def load_card(path: str, protocol: type) -> tuple[ModuleType, list[str]]:
-    """The card module at `path`, with the parts of `protocol` it lacks (none: a card)."""
-    module = importlib.import_module(path)
-    return module, missing_parts(module, protocol)
+class Registry:
+    """Where a kind of card is registered: `what` names one in messages ("engine"), `where`
+    is the registry's file, `error` the exception a lookup raises."""
+
+    def __init__(self, what: str, where: str, error: type[Exception], protocol: type) -> None:
+        self.what, self.where, self.error, self.protocol = what, where, error, protocol
+
+    def load(self, name: str, path: str | None, names: Sequence[str]) -> ModuleType:
+        """The card of `name` at `path` (None: not registered); `error` for a name the
+        registry lacks, or a card that lacks a part."""
+        if path is None:
+            raise self.error(
+                f"{self.what} '{name}' is not registered ({self.where} lists {', '.join(names)})"
+            )
+        module = importlib.import_module(path)
+        missing = missing_parts(module, self.protocol)
+        if missing:
+            raise self.error(
+                f"the card of {self.what} '{name}' ({path}) lacks {', '.join(missing)}"
+            )
+        return module

@@ -22,6 +22,9 @@ from reconciler.fleet.model.observed import FleetObservation
 from reconciler.spec.catalog import Hardware
 from reconciler.spec.fleet import Fleet
 
+# The card parts the agent kinds (local, ssh) take from here whole.
+__all__ = ["AGENTS_USER", "ONE_JOB_PER_REPLICA", "host_runtimes", "model_path", "runnable", "view"]
+
 # The parts the agent kinds' cards share where the kind does not say otherwise: a replica's
 # hosts each run their own process, trial engines that are processes run as `trial_user`, and
 # the hosts' rows say all of a fleet's status.

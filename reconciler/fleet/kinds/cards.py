@@ -14,9 +14,9 @@ the cards asks `card_of(fleet)`, never branches on a transport's name.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, cast, runtime_checkable
 
-from reconciler.cards import load_card
+from reconciler.cards import Registry
 from reconciler.errors import DenvError
 from reconciler.spec.fleetkinds import FLEET_KINDS, kind_names
 
@@ -84,19 +84,15 @@ class FleetCard(Protocol):
         all."""
 
 
+_REGISTRY = Registry("fleet kind", "reconciler/spec/fleetkinds.py", DenvError, FleetCard)
+
+
 def card(name: str) -> FleetCard:
     """The card of a registered fleet kind (DenvError for a name the registry lacks, or a
     card that lacks a part)."""
     kind = FLEET_KINDS.get(name)
-    if kind is None:
-        raise DenvError(
-            f"fleet kind '{name}' is not registered (reconciler/spec/fleetkinds.py lists "
-            f"{', '.join(kind_names())})"
-        )
-    module, missing = load_card(kind.card, FleetCard)
-    if missing or not isinstance(module, FleetCard):
-        raise DenvError(f"the card of fleet kind '{name}' ({kind.card}) lacks {', '.join(missing)}")
-    return module
+    module = _REGISTRY.load(name, kind.card if kind is not None else None, kind_names())
+    return cast(FleetCard, module)  # Registry.load checked every part
 
 
 def card_of(fleet: Fleet) -> FleetCard:

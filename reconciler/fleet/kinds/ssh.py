@@ -4,19 +4,11 @@ container or venv runtime, or as the simulator (agenthosts)."""
 
 from __future__ import annotations
 
-from reconciler.fleet.kinds.agenthosts import (
-    AGENTS_USER,
-    ONE_JOB_PER_REPLICA,
-    host_runtimes,
-    model_path,
-    runnable,
-    view,
-)
+# An agent kind's card: the parts agenthosts shares (its __all__), its driver, runs_here.
+from reconciler.fleet.kinds.agenthosts import *  # noqa: F403
 from reconciler.spec.fleet import Fleet
 
 DRIVER = "reconciler.fleet.drivers.ssh:SshDriver"
-
-__all__ = ["AGENTS_USER", "ONE_JOB_PER_REPLICA", "host_runtimes", "model_path", "runnable", "view"]
 
 
 def runs_here(fleet: Fleet) -> bool:
