@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import cache
 from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import (
@@ -106,6 +107,12 @@ class WeightsSettings(Spec):
 Block = TypeVar("Block", bound=Spec)
 
 
+@cache
+def _reader(model: type[Spec]) -> TypeAdapter[dict[str, Spec]]:
+    """Reads `{block name: block}` with the block's model, so errors carry the name."""
+    return TypeAdapter(dict[str, model])  # type: ignore[valid-type]
+
+
 def _fleet_schema(schema: dict[str, Any]) -> None:
     """The registered kinds: `transport`'s values, and each kind's block as a property."""
     properties = schema["properties"]
@@ -176,16 +183,18 @@ class Fleet(Spec):
         unknown. A kind with a settings model needs its block; no other kind's is allowed."""
         extra = self.model_extra if self.model_extra is not None else {}
         known = blocks()
-        for key, value in extra.items():
+        for key, value in list(extra.items()):
             if key not in known:
                 raise field_error(key, "unknown field")
-            if key != self.transport:
+            if value is None:  # `slurm: null`: no block, as an absent one
+                del extra[key]
+            elif key != self.transport:
                 raise field_error(
                     key,
                     f"a {key} block goes with transport {key} (this fleet's is {self.transport})",
                 )
-            adapter: TypeAdapter[dict[str, Spec]] = TypeAdapter(dict[str, known[key]])  # type: ignore[valid-type]
-            extra[key] = adapter.validate_python({key: value})[key]
+            else:  # its errors name the block's own fields (`fleet.slurm.partition`)
+                extra[key] = _reader(known[key]).validate_python({key: value})[key]
         model = known.get(self.transport)
         if model is not None and self.transport not in extra:
             wanted = [n for n, f in model.model_fields.items() if f.is_required()]
