@@ -71,6 +71,10 @@ def runnable(
     return Runnable(unit=unit.model_copy(update={"argv": pod}))
 
 
+def jobs(fleet: Fleet, units: list[Unit], trial: bool) -> dict[str, Any]:
+    return {}  # the driver starts each pod itself
+
+
 def runs_here(fleet: Fleet) -> bool:
     return False
 

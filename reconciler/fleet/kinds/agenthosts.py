@@ -18,12 +18,21 @@ from typing import Any
 
 from reconciler.engines.runtime import HostRuntime, Runnable, Vendor, choose_runtime, in_runtime
 from reconciler.engines.units import Unit
+from reconciler.fleet.kinds.cards import JobLine
 from reconciler.fleet.model.observed import FleetObservation
 from reconciler.spec.catalog import Hardware
 from reconciler.spec.fleet import Fleet
 
 # The card parts the agent kinds (local, ssh) take from here whole.
-__all__ = ["AGENTS_USER", "ONE_JOB_PER_REPLICA", "host_runtimes", "model_path", "runnable", "view"]
+__all__ = [
+    "AGENTS_USER",
+    "ONE_JOB_PER_REPLICA",
+    "host_runtimes",
+    "jobs",
+    "model_path",
+    "runnable",
+    "view",
+]
 
 # The parts the agent kinds' cards share where the kind does not say otherwise: a replica's
 # hosts each run their own process, trial engines that are processes run as `trial_user`, and
@@ -34,6 +43,10 @@ AGENTS_USER = None
 
 def view(fleet: Fleet, seen: FleetObservation) -> dict[str, Any] | None:
     return None
+
+
+def jobs(fleet: Fleet, units: list[Unit], trial: bool) -> dict[str, JobLine]:
+    return {}
 
 
 HOME = "@agent-home@"  # in a unit's paths until `runnable` puts its host's own home there

@@ -14,7 +14,7 @@ the cards asks `card_of(fleet)`, never branches on a transport's name.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Protocol, cast, runtime_checkable
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, cast, runtime_checkable
 
 from reconciler.cards import Registry
 from reconciler.errors import DenvError
@@ -27,6 +27,14 @@ if TYPE_CHECKING:  # types only: cards import the modules that would import this
     from reconciler.spec.base import Spec
     from reconciler.spec.catalog import Hardware
     from reconciler.spec.fleet import Fleet
+
+
+class JobLine(NamedTuple):
+    """The command that submits a unit as a job, as `denv recipe render` shows it."""
+
+    key: str  # its name in --json, the command's (`sbatch`)
+    argv: list[str]
+    note: str = ""  # shown after it, as a comment ("time limit: the partition's default")
 
 
 @runtime_checkable
@@ -71,6 +79,10 @@ class FleetCard(Protocol):
     ) -> Runnable:
         """The neutral unit as a host of the kind runs it, with what must be prepared there
         first (`weights`: the source its engine loads; None: none)."""
+
+    def jobs(self, fleet: Fleet, units: list[Unit], trial: bool) -> dict[str, JobLine]:
+        """unit name -> the command that submits it as a job, where the kind runs units as
+        a scheduler's jobs (`trial`: a trial's); {}: the agent starts them as processes."""
 
     def runs_here(self, fleet: Fleet) -> bool:
         """Whether the fleet's agent runs on this machine (asking it dials no host): `denv

@@ -8,15 +8,38 @@ from __future__ import annotations
 
 from typing import Any
 
+from reconciler.engines.units import Unit
 from reconciler.fleet.kinds.agenthosts import host_runtimes, model_path, runnable
+from reconciler.fleet.kinds.cards import JobLine
 from reconciler.fleet.model.observed import FleetObservation, UnitRecord
+from reconciler.fleet.model.slurmjob import job_request, sbatch_line
 from reconciler.spec.fleet import Fleet
+from reconciler.spec.kindsettings import SlurmSettings
 
 DRIVER = "reconciler.fleet.drivers.slurm:SlurmDriver"
 ONE_JOB_PER_REPLICA = True
 AGENTS_USER = "Slurm jobs of the agent's user"
 
 __all__ = ["host_runtimes", "model_path", "runnable"]
+
+
+def jobs(fleet: Fleet, units: list[Unit], trial: bool) -> dict[str, JobLine]:
+    """unit name -> the sbatch line of its job: one job per replica, over its nodes (node 0's
+    unit names it); the login node's units (routers) run as processes."""
+    settings = fleet.settings(SlurmSettings)
+    assert settings is not None  # the fleet model requires it for slurm
+    login = next((host.name for host in fleet.hosts if host.gpus == 0), None)
+    nodes: dict[tuple[str, int], list[str]] = {}
+    for unit in sorted(units, key=lambda u: u.node):
+        nodes.setdefault((unit.role, unit.replica), []).append(unit.host)
+    found = {}
+    for unit in units:
+        if unit.host != login and unit.node == 0:
+            request = job_request(settings, nodes[(unit.role, unit.replica)], trial)
+            argv = sbatch_line(request, unit.name, len(unit.gpu_indices))
+            note = "" if "--time" in argv else "time limit: the partition's default"
+            found[unit.name] = JobLine("sbatch", argv, note)
+    return found
 
 
 def runs_here(fleet: Fleet) -> bool:
