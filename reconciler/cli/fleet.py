@@ -11,10 +11,11 @@ from rich.table import Table
 
 from reconciler.cli import fleet_trials
 from reconciler.cli.common import JsonOption, RepoOption, console, load, print_json, print_table
-from reconciler.cli.fleet_slurm import print_slurm
+from reconciler.cli.fleet_slurm import print_view
 from reconciler.errors import DenvError, NotFound
 from reconciler.fleet.drivers.registry import Drivers
-from reconciler.fleet.listing import fleet_row, slurm_view
+from reconciler.fleet.kinds.cards import card_of
+from reconciler.fleet.listing import fleet_row
 from reconciler.fleet.model.observed import FleetObservation
 from reconciler.spec.fleet import Fleet
 from reconciler.spec.repo import Repo
@@ -43,7 +44,7 @@ def _observe(repo: Repo, fleet: Fleet, drivers: Drivers) -> FleetObservation:
 def _runs_here(fleet: Fleet) -> bool:
     """Its agent runs on this machine: a local fleet, a Slurm fleet without SSH (the bot runs
     on the login node). Asking it dials no host."""
-    return fleet.transport == "local" or (fleet.transport == "slurm" and fleet.ssh is None)
+    return card_of(fleet).runs_here(fleet)
 
 
 @app.command("list")
@@ -98,8 +99,8 @@ def _print_fleets(rows: list[dict[str, Any]]) -> None:
         "what releases ask); live FREE-GPUS = unused GPUs − trial GPUs"
     )
     for row in rows:
-        if row["slurm"] is not None:
-            print_slurm(row["fleet"], row["slurm"])
+        if row.get(row["transport"]) is not None:  # the kind's own part (a Slurm fleet's)
+            print_view(row["transport"], row["fleet"], row[row["transport"]])
     for row in rows:
         for why in row["errors"].values():
             console.print(f"{row['fleet']}: {why}", markup=False, soft_wrap=True)
@@ -115,17 +116,19 @@ def probe_fleet(fleet: FleetArg, repo: RepoOption = Path("."), as_json: JsonOpti
         seen = _observe(loaded, spec, drivers)
     finally:
         drivers.close()
+    view = card_of(spec).view(spec, seen)  # the kind's own part: a Slurm fleet's nodes, jobs
     if as_json:
         print_json(
             {
                 "fleet": fleet,
                 "hosts": {k: v.model_dump(mode="json") for k, v in sorted(seen.hosts.items())},
                 "errors": seen.errors,
-                "slurm": slurm_view(spec, seen) if spec.transport == "slurm" else None,
+                "transport": spec.transport,
+                **({spec.transport: view} if view is not None else {}),
             }
         )
-    elif spec.transport == "slurm":
-        print_slurm(fleet, slurm_view(spec, seen))
+    elif view is not None:  # the view shows the GPU hosts; here, the others' units
+        print_view(spec.transport, fleet, view)
         _print_probe(seen, only={h.name for h in spec.hosts if h.gpus == 0})
     else:
         _print_probe(seen)

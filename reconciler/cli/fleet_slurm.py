@@ -1,14 +1,23 @@
 """CLI: how a Slurm fleet looks in `denv fleet list` and `fleet probe` — its login node, each
-node's scheduler state and free GPUs, and denv's jobs in the queue, as fleet/listing.py's
-`slurm_view` gathers them (the UI's fleets page shows the same); this only prints it."""
+node's scheduler state and free GPUs, and denv's jobs in the queue, as the slurm card's
+`view` gathers them (the UI's fleets page shows the same); this only prints it. A kind whose
+card has a view and no printer here shows it in --json only."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from rich.table import Table
 
 from reconciler.cli.common import console
+
+
+def print_view(kind: str, fleet: str, view: dict[str, Any]) -> None:
+    """The kind's own part of a fleet's status, as a table where a printer knows it."""
+    printer = PRINTERS.get(kind)
+    if printer is not None:
+        printer(fleet, view)
 
 
 def print_slurm(fleet: str, view: dict[str, Any]) -> None:
@@ -56,3 +65,6 @@ def print_slurm(fleet: str, view: dict[str, Any]) -> None:
 
 def _count(value: int | None) -> str:
     return "…" if value is None else str(value)
+
+
+PRINTERS: dict[str, Callable[[str, dict[str, Any]], None]] = {"slurm": print_slurm}

@@ -16,7 +16,7 @@ from reconciler.engines.launch import engine_name
 from reconciler.engines.units import EngineContext, Unit
 from reconciler.errors import NotFound, UsageError
 from reconciler.fleet.drivers.registry import rules_of
-from reconciler.fleet.model.slurmjob import job_request, sbatch_line
+from reconciler.fleet.kinds.cards import JobLine, card_of
 from reconciler.fleet.render import render as render_units
 from reconciler.spec.checks import domain_size
 from reconciler.spec.fit import fit as fit_topology
@@ -160,7 +160,7 @@ def _recipe_deployment(repo: Repo, recipe: Recipe, fleet: str | None) -> Deploym
     )
 
 
-def _show_unit(unit: Unit, sbatch: list[str] | None = None) -> None:
+def _show_unit(unit: Unit, job: JobLine | None = None) -> None:
     where = f"{unit.host} ({unit.address})" if unit.host != unit.address else unit.host
     gpus = f"GPUs {','.join(map(str, unit.gpu_indices))}" if unit.gpu_indices else "no GPUs"
     if unit.gpus != len(unit.gpu_indices):
@@ -170,10 +170,10 @@ def _show_unit(unit: Unit, sbatch: list[str] | None = None) -> None:
     command = shlex.join(unit.argv)
     if unit.env:
         command = shlex.join(f"{k}={v}" for k, v in unit.env.items()) + " " + command
-    if sbatch is not None:  # a Slurm job runs the command on its nodes
-        limit = "" if "--time" in sbatch else "  # time limit: the partition's default"
+    if job is not None:  # a scheduler's job runs the command (a Slurm job, on its nodes)
+        note = f"  # {job.note}" if job.note else ""
         console.print(
-            f"  {shlex.join(sbatch)}{limit}", markup=False, highlight=False, soft_wrap=True
+            f"  {shlex.join(job.argv)}{note}", markup=False, highlight=False, soft_wrap=True
         )
     console.print(f"  {command}", markup=False, highlight=False, soft_wrap=True)
 
@@ -215,10 +215,11 @@ def render(
         engine_python=python,
     )
     units = render_units(deployment, target, domain_size(loaded, target.name) or 1, context, rules)
-    jobs = _sbatch_lines(target, units, trial=not deployment.release)
+    jobs = card_of(target).jobs(target, units, trial=not deployment.release)
     if as_json:
         shown = [unit.model_dump(mode="json") for unit in units]
-        print_json({"units": [{**u, **_job(jobs, u["name"])} for u in shown]})
+        job = {name: {line.key: line.argv} for name, line in jobs.items()}
+        print_json({"units": [{**u, **job.get(u["name"], {})} for u in shown]})
         return
     runs = engine_name(deployment, target)
     origin = f"release {deployment.release}, stage {deployment.stage}, " if release else ""
@@ -232,27 +233,3 @@ def render(
     )
     for unit in units:
         _show_unit(unit, jobs.get(unit.name))
-
-
-def _job(jobs: dict[str, list[str]], name: str) -> dict[str, list[str]]:
-    return {"sbatch": jobs[name]} if name in jobs else {}
-
-
-def _sbatch_lines(fleet: Fleet, units: list[Unit], trial: bool) -> dict[str, list[str]]:
-    """unit name -> the sbatch line of its job, on a Slurm fleet: one job per replica, over
-    its nodes (node 0's unit names it); the login node's units (routers) run as processes."""
-    if fleet.slurm is None:
-        return {}
-    login = next((host.name for host in fleet.hosts if host.gpus == 0), None)
-    nodes: dict[tuple[str, int], list[str]] = {}
-    for unit in sorted(units, key=lambda u: u.node):
-        nodes.setdefault((unit.role, unit.replica), []).append(unit.host)
-    return {
-        unit.name: sbatch_line(
-            job_request(fleet.slurm, nodes[(unit.role, unit.replica)], trial),
-            unit.name,
-            len(unit.gpu_indices),
-        )
-        for unit in units
-        if unit.host != login and unit.node == 0
-    }

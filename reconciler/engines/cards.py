@@ -12,11 +12,11 @@ an engine, never branches on an engine's name.
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Mapping, Sequence
-from types import ModuleType
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, cast, runtime_checkable
 
+from reconciler.cards import Registry
+from reconciler.cards import missing_parts as cards_missing_parts
 from reconciler.errors import EngineError
 from reconciler.spec.engines import ENGINE_CARDS, engine_names
 
@@ -98,26 +98,19 @@ class EngineCard(Protocol):
         build runs one worker a replica; SGLang runs on GPUs only)."""
 
 
+_REGISTRY = Registry("engine", "reconciler/spec/engines.py", EngineError, EngineCard)
+
+
 def missing_parts(module: object) -> list[str]:
     """The parts of EngineCard that `module` lacks, in the protocol's order."""
-    wanted = [name for name in vars(EngineCard) if not name.startswith("_")]
-    return [name for name in wanted if not hasattr(module, name)]
+    return cards_missing_parts(module, EngineCard)
 
 
 def card(name: str) -> EngineCard:
     """The card of a registered engine (EngineError for a name the registry lacks, or a
     card that lacks a part)."""
-    path = ENGINE_CARDS.get(name)
-    if path is None:
-        raise EngineError(
-            f"engine '{name}' is not registered (reconciler/spec/engines.py lists "
-            f"{', '.join(engine_names())})"
-        )
-    module: ModuleType = importlib.import_module(path)
-    if not isinstance(module, EngineCard):
-        missing = ", ".join(missing_parts(module))
-        raise EngineError(f"the card of engine '{name}' ({path}) lacks {missing}")
-    return module
+    module = _REGISTRY.load(name, ENGINE_CARDS.get(name), engine_names())
+    return cast(EngineCard, module)  # Registry.load checked every part
 
 
 def cards() -> dict[str, EngineCard]:

@@ -1,6 +1,7 @@
 """Pure logic: a fleet as `denv fleet list`, `fleet probe` and the UI's fleets page show it —
-its figures (GPUs, free GPUs, units; declared or live), a Slurm fleet's login node, nodes and
-queue, and each host's GPUs (used, free, kept for trials) and units in words.
+its figures (GPUs, free GPUs, units; declared or live), its kind's own part (its card's
+`view`: a Slurm fleet's login node, nodes and queue), and each host's GPUs (used, free, kept
+for trials) and units in words.
 
 A fleet and what was observed in (None: not observed), plain data out; printers render it."""
 
@@ -10,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from reconciler.catalog.deployments import declared_free_gpus
+from reconciler.fleet.kinds.cards import card_of
 from reconciler.fleet.model.labels import record_key
 from reconciler.fleet.model.observed import FleetObservation, UnitRecord
 from reconciler.fleet.placement.gpus import trial_gpus
@@ -35,7 +37,7 @@ def fleet_row(repo: Repo, name: str, fleet: Fleet, seen: FleetObservation | None
         "figures": "declared",
         "unreachable": [],
         "errors": {},  # host -> why it was not reached
-        "slurm": None,  # a Slurm fleet's nodes and queue, when observed
+        "transport": fleet.transport,
     }
     if seen is None:
         return row
@@ -44,9 +46,10 @@ def fleet_row(repo: Repo, name: str, fleet: Fleet, seen: FleetObservation | None
     if not seen.hosts:
         return row  # every host unreachable: the declared figures stand, marked so
     unused = sum(len(seen.free_gpus(host)) for host in seen.hosts)
-    if fleet.transport == "slurm":
-        row["slurm"] = slurm_view(fleet, seen)
-        unused = slurm_free_gpus(row["slurm"])  # a job over several nodes holds GPUs on each
+    view = card_of(fleet).view(fleet, seen)
+    if view is not None:  # under the kind's name: a Slurm fleet's nodes and queue
+        row[fleet.transport] = view
+        unused = view.get("free_gpus", unused)  # a job over several nodes holds GPUs on each
     row.update(
         {
             "gpus": sum(len(h.gpus) for h in seen.hosts.values()),
@@ -56,67 +59,6 @@ def fleet_row(repo: Repo, name: str, fleet: Fleet, seen: FleetObservation | None
         }
     )
     return row
-
-
-def slurm_view(fleet: Fleet, seen: FleetObservation) -> dict[str, Any]:
-    """The login node (reached or why not, its units: the routers), every node (scheduler
-    state, cordoned and why, GPUs, GPUs no job holds) and denv's jobs, oldest unit first."""
-    login = next(host.name for host in fleet.hosts if host.gpus == 0)
-    jobs = [record for name, found in seen.hosts.items() if name != login for record in found.units]
-    held: dict[str, set[int]] = {}  # node -> GPUs denv's running jobs hold there
-    for record in jobs:
-        for node in record.nodes if record.alive else ():
-            held.setdefault(node, set()).update(record.gpus)
-    nodes = []
-    for host in fleet.hosts:
-        if host.name == login:
-            continue
-        found = seen.hosts.get(host.name)
-        row: dict[str, Any] = {
-            "node": host.name,
-            "state": None,
-            "cordoned": None,
-            "gpus": None,
-            "free_gpus": None,
-            "error": seen.errors.get(host.name),
-        }
-        if found is not None:
-            foreign = {gpu.index for gpu in found.gpus if gpu.processes}
-            taken = foreign | held.get(host.name, set())
-            row.update(
-                state=found.scheduler_state,
-                cordoned=found.cordoned,
-                gpus=len(found.gpus),
-                free_gpus=sum(1 for gpu in found.gpus if gpu.index not in taken),
-            )
-        nodes.append(row)
-    head = seen.hosts.get(login)
-    return {
-        "login": {
-            "host": login,
-            "reached": head is not None,
-            "units": [u.id for u in head.units if u.alive] if head is not None else [],
-            "error": seen.errors.get(login),
-        },
-        "nodes": nodes,
-        "queue": [_job(record) for record in sorted(jobs, key=lambda r: (r.id, r.job or ""))],
-    }
-
-
-def _job(record: UnitRecord) -> dict[str, Any]:
-    return {
-        "unit": record.id,
-        "job": record.job,
-        "state": record.queue,
-        "reason": record.queue_reason,
-        "nodes": list(record.nodes),
-        "partition": record.partition,
-    }
-
-
-def slurm_free_gpus(view: dict[str, Any]) -> int:
-    """GPUs no job holds on the nodes that take work (cordoned ones do not)."""
-    return sum(row["free_gpus"] or 0 for row in view["nodes"] if not row["cordoned"])
 
 
 # -- hosts and units --------------------------------------------------------------------------

@@ -19,18 +19,18 @@ from reconciler.catalog.deployments import Deployment, deployments
 from reconciler.collector import collector_paused
 from reconciler.engines.base import url
 from reconciler.engines.placement import Placement
-from reconciler.engines.runtime import HostRuntime
 from reconciler.engines.units import EngineContext, Unit
 from reconciler.errors import DenvError
+from reconciler.fleet.kinds.cards import FleetCard, card_of
 from reconciler.fleet.launching import HostedUnit, unit_digest
 from reconciler.fleet.model.labels import DeploymentKey, unit_id, unit_labels
 from reconciler.fleet.model.observed import FleetObservation, UnitRecord
 from reconciler.fleet.model.rules import RulesOf
 from reconciler.fleet.placement.placer import FleetPlacer
-from reconciler.reconcile.hostrun import host_runtimes, model_path, runnable
 from reconciler.reconcile.revisions import Pending, StageRevision, Stages
 from reconciler.spec.base import Spec
 from reconciler.spec.checks import domain_size
+from reconciler.spec.fleet import Fleet
 from reconciler.spec.repo import Repo
 
 DEFAULT_BASE_PORT = 8000
@@ -218,7 +218,8 @@ def _desired_units(
         kind = rules(fleet)
         placer = FleetPlacer(fleet, size, observation, keeps, base_port, kind)
         home = kind.default_home()  # for hosts not observed
-        runtimes = host_runtimes(fleet, hardware, observation, home)
+        fleet_card = card_of(fleet)
+        runtimes = fleet_card.host_runtimes(fleet, hardware, observation, home)
         memo.fleet(name, (fleet, runtimes))
         sizes: set[int] = set()
         for deployment, stage, repo in items:
@@ -229,7 +230,7 @@ def _desired_units(
                 engine_python=kind.python,
                 base_port=base_port,
                 # real engines load the weights the prepare step cached on the host
-                model_path=None if fleet.simulated else model_path(deployment.weights),
+                model_path=None if fleet.simulated else fleet_card.model_path(deployment.weights),
             )
             key = (deployment.release, deployment.stage, deployment.fleet)
             lookup = _Lookup(memo, key, (deployment, context, stage.revision))
@@ -237,7 +238,7 @@ def _desired_units(
                 units = placer.add(deployment, context, lookup)
                 hit = lookup.hit
                 if hit is None:
-                    built = _deployment(deployment, stage, units, runtimes, fleet.simulated)
+                    built = _deployment(deployment, stage, units, runtimes, fleet, fleet_card)
                     hit = _Resolved(lookup.inputs, units, built)
                     memo.put(key, hit)
                 planned.append(hit.desired)
@@ -292,16 +293,17 @@ def _deployment(
     deployment: Deployment,
     stage: StageRevision,
     units: list[Unit],
-    runtimes: Mapping[str, HostRuntime],
-    simulated: bool,
+    runtimes: Mapping[str, Spec],
+    fleet: Fleet,
+    fleet_card: FleetCard,
 ) -> DesiredDeployment:
     key = (deployment.release, deployment.stage, deployment.fleet)
     sizes = {role: pool.gpus for role, pool in deployment.recipe.topology.pools()}
     engine = deployment.recipe.engine
     wanted = []
     for unit in units:
-        weights = None if simulated or unit.role == "router" else deployment.weights
-        runs = runnable(
+        weights = None if fleet.simulated or unit.role == "router" else deployment.weights
+        runs = fleet_card.runnable(
             unit,
             unit_id(*key, unit.name),
             engine.version,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from typing import Annotated, Any
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema
@@ -17,6 +18,18 @@ class Spec(BaseModel):
     """Every file model: unknown keys are errors, values never change after loading."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
+
+
+def registered(value: Any, names: Sequence[str], note: str = "") -> Any:
+    """`value` when it is one of the registered `names`; else refused as pydantic refuses a
+    value outside a Literal, `note` after the names."""
+    if value in names:
+        return value
+    quoted = [repr(name) for name in names]
+    expected = " or ".join(filter(None, [", ".join(quoted[:-1]), quoted[-1]]))
+    raise PydanticCustomError(
+        "literal_error", "Input should be {expected}" + note, {"expected": expected}
+    )
 
 
 def field_error(field: str, message: str) -> PydanticCustomError:

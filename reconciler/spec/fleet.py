@@ -2,18 +2,23 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from functools import cache
+from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import (
     AfterValidator,
+    ConfigDict,
     Field,
     NonNegativeInt,
     PositiveFloat,
     PositiveInt,
+    TypeAdapter,
+    field_validator,
     model_validator,
 )
 
-from reconciler.spec.base import Slug, Spec, field_error
+from reconciler.spec.base import Slug, Spec, field_error, registered
+from reconciler.spec.fleetkinds import FLEET_KINDS, blocks, kind_names
 from reconciler.spec.words import counted
 
 # Names reserved for documentation and tests (RFC 2606, RFC 6761): they never resolve, so an
@@ -99,37 +104,44 @@ class WeightsSettings(Spec):
     roots: list[WeightsRoot] = Field(default_factory=list)
 
 
-class SlurmSettings(Spec):
-    """A fleet whose GPU hosts are the nodes of a Slurm cluster: engines run as jobs that
-    the scheduler places on them; the fleet's host without GPUs is the login node, where the
-    agent submits and watches jobs and routers run (docs/fleets.md)."""
+Block = TypeVar("Block", bound=Spec)
 
-    partition: str = Field(min_length=1, pattern=r"^[A-Za-z0-9._-]+$")
-    account: str | None = Field(default=None, pattern=r"^[A-Za-z0-9._-]+$")
-    qos: str | None = Field(default=None, pattern=r"^[A-Za-z0-9._-]+$")
-    # Bench runs and optimizer trials: their own partition or QOS (the site's policy for
-    # work that may wait or be preempted); default: the serving partition and QOS.
-    trial_partition: str | None = Field(default=None, pattern=r"^[A-Za-z0-9._-]+$")
-    trial_qos: str | None = Field(default=None, pattern=r"^[A-Za-z0-9._-]+$")
-    # sbatch --time for serving jobs (`UNLIMITED`, `7-00:00:00`); None: the partition's
-    # default. A job ended at its limit is submitted again at the next pass.
-    time_limit: str | None = Field(default=None, pattern=r"^(UNLIMITED|[0-9:-]+)$")
-    trial_time_limit: str | None = Field(default=None, pattern=r"^(UNLIMITED|[0-9:-]+)$")
-    # How a job asks for GPUs: `gres` (--gres=gpu:N) or `gpus` (--gpus-per-node=N).
-    gpu_request: Literal["gres", "gpus"] = "gres"
+
+@cache
+def _reader(model: type[Spec]) -> TypeAdapter[dict[str, Spec]]:
+    """Reads `{block name: block}` with the block's model, so errors carry the name."""
+    return TypeAdapter(dict[str, model])  # type: ignore[valid-type]
+
+
+def _fleet_schema(schema: dict[str, Any]) -> None:
+    """The registered kinds: `transport`'s values, and each kind's block as a property."""
+    properties = schema["properties"]
+    properties["transport"]["enum"] = list(kind_names())
+    for name, model in blocks().items():
+        block = model.model_json_schema(mode="validation")
+        if "$defs" in block:  # its own references resolve inside it
+            block["$id"] = f"fleet-{name}"
+        properties[name] = {"anyOf": [block, {"type": "null"}], "default": None}
+    schema["additionalProperties"] = False
 
 
 class Fleet(Spec):
+    # A fleet file's `fleet:`. Its kind's block (`slurm:`) is read with the settings model the
+    # kind registers (reconciler/spec/fleetkinds.py); `settings` returns it.
+    # Unknown keys are still refused: the only ones allowed are the registered kinds' blocks.
+    model_config = ConfigDict(extra="allow", json_schema_extra=_fleet_schema)
+
     name: Slug
     provider: str = Field(min_length=1)
     region: str | None = None
     hardware: Slug
     domain: PositiveInt | None = None  # GPUs per NVLink domain; default: the hardware's
     price: FleetPrice | None = None
-    transport: Literal["local", "ssh", "slurm"] = "ssh"
-    # ssh: how to reach the hosts (slurm: the login node; without it, the bot runs there)
+    # One of the registered fleet kinds (spec/fleetkinds.py), read when a fleet is validated.
+    transport: str = "ssh"
+    # How to reach the hosts over SSH, for the kinds that do (ssh; slurm: the login node,
+    # and without it the bot runs there).
     ssh: SshSettings | None = None
-    slurm: SlurmSettings | None = None
     hosts: list[Host] = Field(min_length=1)
     trial_gpus: NonNegativeInt = 0
     # The unprivileged user a trial's engines run as where engines are processes (the venv
@@ -155,32 +167,49 @@ class Fleet(Spec):
     def gpus(self) -> int:
         return sum(host.gpus for host in self.hosts)
 
+    def settings(self, model: type[Block]) -> Block | None:
+        """The fleet's kind's block, read with its settings model `model` (None: none)."""
+        found = (self.model_extra or {}).get(self.transport)
+        return found if isinstance(found, model) else None
+
+    @field_validator("transport", mode="before")
+    @classmethod
+    def _registered(cls, value: Any) -> Any:
+        return registered(value, kind_names(), " (the registered fleet kinds)")
+
+    @model_validator(mode="after")
+    def _blocks(self) -> Fleet:
+        """The kinds' blocks, each read with its kind's settings model; any other key is
+        unknown. A kind with a settings model needs its block; no other kind's is allowed."""
+        extra = self.model_extra if self.model_extra is not None else {}
+        known = blocks()
+        for key, value in list(extra.items()):
+            if key not in known:
+                raise field_error(key, "unknown field")
+            if value is None:  # `slurm: null`: no block, as an absent one
+                del extra[key]
+            elif key != self.transport:
+                raise field_error(
+                    key,
+                    f"a {key} block goes with transport {key} (this fleet's is {self.transport})",
+                )
+            else:  # its errors name the block's own fields (`fleet.slurm.partition`)
+                extra[key] = _reader(known[key]).validate_python({key: value})[key]
+        model = known.get(self.transport)
+        if model is not None and self.transport not in extra:
+            wanted = [n for n, f in model.model_fields.items() if f.is_required()]
+            raise field_error(
+                "transport",
+                f"transport {self.transport} needs a {self.transport} block"
+                + (f" (at least its {', '.join(wanted)})" if wanted else ""),
+            )
+        return self
+
     @model_validator(mode="after")
     def _consistent(self) -> Fleet:
-        if self.slurm is not None and self.transport != "slurm":
-            raise field_error(
-                "slurm",
-                f"a slurm block goes with transport slurm (this fleet's is {self.transport})",
-            )
-        if self.transport == "ssh" and self.ssh is None:
-            raise field_error(
-                "transport", "transport ssh (the default) needs an ssh block (user, key_file, port)"
-            )
-        if self.transport == "slurm" and self.slurm is None:
-            raise field_error(
-                "transport", "transport slurm needs a slurm block (at least its partition)"
-            )
-        if self.transport == "slurm" and not any(host.gpus == 0 for host in self.hosts):
-            raise field_error(
-                "hosts",
-                "transport slurm needs the login node as a host with gpus: 0 "
-                "(where jobs are submitted and routers run)",
-            )
-        if self.agent_home is not None and self.transport == "local":
-            raise field_error(
-                "agent_home",
-                "agent_home is for ssh and slurm fleets; a local fleet's agent uses $DENV_HOME",
-            )
+        check = FLEET_KINDS[self.transport].check
+        if check is not None:
+            check(self)
         names = [host.name for host in self.hosts]
         duplicates = sorted({n for n in names if names.count(n) > 1})
         if duplicates:

@@ -8,9 +8,8 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 from pydantic import Field, PositiveInt, StrictBool, field_validator, model_validator
-from pydantic_core import PydanticCustomError
 
-from reconciler.spec.base import Citation, RecipeId, Slug, Spec
+from reconciler.spec.base import Citation, RecipeId, Slug, Spec, registered
 from reconciler.spec.engines import engine_names
 from reconciler.spec.words import counted
 
@@ -31,14 +30,7 @@ class EngineRef(Spec):
     @classmethod
     def _registered(cls, value: Any) -> Any:
         """A registered engine, refused as pydantic refuses a value outside a Literal."""
-        names = engine_names()
-        if value not in names:
-            quoted = [repr(name) for name in names]
-            expected = " or ".join(filter(None, [", ".join(quoted[:-1]), quoted[-1]]))
-            raise PydanticCustomError(
-                "literal_error", "Input should be {expected}", {"expected": expected}
-            )
-        return value
+        return registered(value, engine_names())
 
 
 class Parallel(Spec):

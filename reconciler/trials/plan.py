@@ -19,15 +19,14 @@ from reconciler.catalog.deployments import Deployment
 from reconciler.engines.base import url
 from reconciler.engines.launch import engine_name, launch_units
 from reconciler.engines.placement import PORT_BLOCK
-from reconciler.engines.runtime import HostRuntime
 from reconciler.engines.units import EngineContext, Unit
+from reconciler.fleet.kinds.cards import card_of
 from reconciler.fleet.launching import HostedUnit, one_unit_per_replica
 from reconciler.fleet.model.observed import FleetObservation
-from reconciler.fleet.model.rules import FleetRules, one_job_per_replica
+from reconciler.fleet.model.rules import FleetRules
 from reconciler.fleet.placement.gpus import place_on_trial_gpus
 from reconciler.fleet.placement.placer import host_states
 from reconciler.fleet.placement.ports import PortBook
-from reconciler.reconcile.hostrun import host_runtimes, model_path, runnable
 from reconciler.spec.base import Spec
 from reconciler.spec.fleet import Fleet
 from reconciler.spec.recipe import Recipe
@@ -160,17 +159,18 @@ def plan_trial(
         )
     placement = ports.choose(placement, ("trial", trial), None, trial_base_port(trial))
     home = rules.default_home()  # for hosts not observed
+    kind = card_of(fleet)
     context = context.model_copy(
         update={
             "base_port": placement.router.port,
             # real engines load the weights the prepare step cached on the host
-            "model_path": None if fleet.simulated else model_path(deployment.weights),
+            "model_path": None if fleet.simulated else kind.model_path(deployment.weights),
         }
     )
     units = launch_units(deployment, fleet, placement, context)
-    if one_job_per_replica(fleet):
+    if kind.ONE_JOB_PER_REPLICA:
         units = one_unit_per_replica(units)
-    runtimes = host_runtimes(fleet, context.hardware, observation, home)
+    runtimes = kind.host_runtimes(fleet, context.hardware, observation, home)
     return TrialPlan(
         trial=trial,
         engine=engine_name(deployment, fleet),
@@ -189,8 +189,9 @@ def shares_the_agents_user(fleet: Fleet) -> str | None:
     filesystem."""
     if fleet.simulated or fleet.runtime == "container":
         return None
-    if fleet.transport == "slurm":
-        return f"fleet {fleet.name} runs trial engines as Slurm jobs of the agent's user"
+    agents = card_of(fleet).AGENTS_USER
+    if agents is not None:
+        return f"fleet {fleet.name} runs trial engines as {agents}"
     if fleet.trial_user is None:
         return f"fleet {fleet.name} has no trial_user: its trial engines run as the agent's user"
     return None
@@ -199,7 +200,7 @@ def shares_the_agents_user(fleet: Fleet) -> str | None:
 def _trial_unit(
     deployment: Deployment,
     unit: Unit,
-    runtime: HostRuntime,
+    runtime: Spec,
     fleet: Fleet,
     purpose: str,
     owner: str | None,
@@ -208,13 +209,14 @@ def _trial_unit(
     engine = deployment.recipe.engine
     weights = None if fleet.simulated or unit.role == "router" else deployment.weights
     unit_id = trial_prefix(trial) + unit.name
-    runs = runnable(unit, unit_id, engine.version, engine.image, runtime, weights)
+    kind = card_of(fleet)
+    runs = kind.runnable(unit, unit_id, engine.version, engine.image, runtime, weights)
     container = runs.need is not None and runs.need.kind == "container"
     # An engine that is a process of the host (the venv runtime) runs as the fleet's trial
     # user; a container has its own filesystem (the weights mounted read-only), the simulator
     # and the router are denv's own code, and a Slurm job runs as the user who submits it.
     process = runs.need is not None and runs.need.kind == "venv" and unit.role != "router"
-    user = fleet.trial_user if process and fleet.transport != "slurm" else None
+    user = fleet.trial_user if process and kind.AGENTS_USER is None else None
     return TrialUnit(
         id=unit_id,
         host=unit.host,

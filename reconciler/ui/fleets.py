@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from reconciler.fleet.listing import fleet_row, host_rows, unit_rows
+from reconciler.spec.kindsettings import SlurmSettings
 from reconciler.trials.owner import FoundTrial, TrialState, state_words
 from reconciler.ui.site import Page
 from reconciler.ui.state import UiState
@@ -28,6 +29,7 @@ def fleets(state: UiState, params: Mapping[str, str]) -> Page:
                 {
                     "name": name,
                     "spec": fleet,
+                    "slurm": fleet.settings(SlurmSettings),  # a Slurm fleet's partition, nodes
                     "observed": observed is not None,
                     "row": fleet_row(seen.repo, name, fleet, observed),
                     "hosts": host_rows(fleet, observed),

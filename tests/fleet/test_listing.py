@@ -3,7 +3,8 @@ was observed."""
 
 from __future__ import annotations
 
-from reconciler.fleet.listing import host_rows, slurm_free_gpus, slurm_view, unit_rows
+from reconciler.fleet.kinds.slurm import slurm_free_gpus, slurm_view
+from reconciler.fleet.listing import host_rows, unit_rows
 from reconciler.fleet.model.observed import (
     Cause,
     FleetObservation,

@@ -17,9 +17,9 @@ import pytest
 from reconciler.fleet.drivers.registry import Drivers
 from reconciler.fleet.drivers.ssh import SshDriver
 from reconciler.fleet.hostagent import AgentClient
+from reconciler.fleet.kinds.agenthosts import weights_dir
 from reconciler.fleet.model.observed import Cause, FleetObservation
 from reconciler.fleet.ssh import SshTransport
-from reconciler.reconcile.hostrun import weights_dir
 from reconciler.reconcile.snapshot import snapshot
 from reconciler.spec.fleet import Fleet, Host
 from tests.e2e.bot import bot_env, run_denv

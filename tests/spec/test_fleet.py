@@ -101,6 +101,21 @@ fleet:
             id="slurm-block-on-ssh-fleet",
         ),
         pytest.param(
+            "transport: slurm",
+            "transport: kubernetes",
+            "transport:",
+            "fleet.transport: Input should be 'local', 'ssh' or 'slurm' (the registered fleet "
+            "kinds)",
+            id="unknown-kind",
+        ),
+        pytest.param(
+            "transport: slurm",
+            "transport: slurm\n  colour: blue",
+            "colour:",
+            "fleet.colour: unknown field",
+            id="unknown-key",
+        ),
+        pytest.param(
             "partition: gpu",
             "partition: gpu,debug",
             "partition:",

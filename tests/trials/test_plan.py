@@ -9,9 +9,9 @@ import pytest
 from reconciler.engines.units import EngineContext
 from reconciler.errors import PlacementError
 from reconciler.fleet.drivers.registry import rules_of
+from reconciler.fleet.kinds.agenthosts import weights_dir
 from reconciler.fleet.model.labels import record_key
 from reconciler.fleet.model.observed import FleetObservation, Gpu, HostObservation, UnitRecord
-from reconciler.reconcile.hostrun import weights_dir
 from reconciler.spec.fleet import Fleet
 from reconciler.spec.loader import open_repo
 from reconciler.spec.recipe import Recipe

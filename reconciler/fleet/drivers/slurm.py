@@ -39,7 +39,8 @@ from reconciler.fleet.model.observed import (
 from reconciler.fleet.model.slurmjob import job_request
 from reconciler.fleet.transport import LocalTransport, Transport
 from reconciler.spec.catalog import Hardware
-from reconciler.spec.fleet import Fleet, Host, SlurmSettings
+from reconciler.spec.fleet import Fleet, Host
+from reconciler.spec.kindsettings import SlurmSettings
 
 FRESH_S = 1.0  # a queue read this recently answers `units` (readiness waits poll it)
 # Node states (sinfo's long form) where nothing new is placed and what runs moves away.
@@ -61,8 +62,9 @@ class SlurmDriver(AgentDriver):
 
     @property
     def settings(self) -> SlurmSettings:
-        assert self.fleet.slurm is not None  # the fleet model requires it for slurm
-        return self.fleet.slurm
+        found = self.fleet.settings(SlurmSettings)
+        assert found is not None  # the fleet model requires it for slurm
+        return found
 
     def dial(self, host: Host) -> Transport:
         if self.fleet.ssh is None:

@@ -22,14 +22,9 @@ class FleetRules(Protocol):
 
     def default_home(self) -> str:
         """The agent's home on a host that did not report its own (not observed). A host's
-        own paths come from its own observation only (reconcile.hostrun), never another's."""
+        own paths come from its own observation only (reconciler.fleet.kinds.agenthosts),
+        never another's."""
         ...
 
 
 RulesOf = Callable[[Fleet], FleetRules]  # the rules of each fleet, by its kind
-
-
-def one_job_per_replica(fleet: Fleet) -> bool:
-    """Whether a replica over several hosts runs as one unit: a scheduler's job over its
-    nodes (a Slurm fleet), rather than one process per host that denv starts itself."""
-    return fleet.transport == "slurm"

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from reconciler.spec.fleet import SlurmSettings
+from reconciler.spec.kindsettings import SlurmSettings
 
 
 def job_request(settings: SlurmSettings, nodes: list[str], trial: bool) -> dict[str, Any]:

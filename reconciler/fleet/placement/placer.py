@@ -18,10 +18,11 @@ from reconciler.catalog.deployments import Deployment
 from reconciler.engines.launch import launch_units
 from reconciler.engines.placement import Placement
 from reconciler.engines.units import EngineContext, Unit
+from reconciler.fleet.kinds.cards import card_of
 from reconciler.fleet.launching import one_unit_per_replica
 from reconciler.fleet.model.labels import DeploymentKey, fleet_key, unit_id
 from reconciler.fleet.model.observed import FleetObservation
-from reconciler.fleet.model.rules import FleetRules, one_job_per_replica
+from reconciler.fleet.model.rules import FleetRules
 from reconciler.fleet.placement.gpus import Demand, GpuBook, HostState, declared_states
 from reconciler.fleet.placement.ports import PortBook
 from reconciler.fleet.placement.slots import Nodes, with_ports
@@ -123,7 +124,7 @@ class FleetPlacer:
         )
         placement = self.ports.choose(placement, key, self.routers.get(key), self.base_port)
         units = known(placement) or launch_units(deployment, self.fleet, placement, context)
-        if one_job_per_replica(self.fleet):
+        if card_of(self.fleet).ONE_JOB_PER_REPLICA:
             units = one_unit_per_replica(units)
         self.ports.take(placement, key)
         # A running unit being replaced on other GPUs keeps its old ones held too, until the

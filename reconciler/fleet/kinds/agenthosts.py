@@ -1,5 +1,7 @@
-"""Pure logic: how each host of a fleet runs its units — the runtime (container, venv, or the
-simulator) from the fleet file and what the agent reported, and where the weights sit.
+"""Pure logic: how units run on the hosts of the kinds with denv's agent (local, ssh, and the
+nodes of a Slurm fleet, whose jobs run the same command) — each host's runtime (container,
+venv, or the simulator) from the fleet file and what the agent reported, and where the weights
+sit. Those kinds' cards (reconciler/fleet/kinds/) take these parts from here.
 
 Paths are each host's own. A host reports its agent's home when it is probed (an absolute
 path: the observation model refuses any other); a unit's paths under it — its venv, its weights
@@ -12,12 +14,40 @@ the host the unit runs on.
 from __future__ import annotations
 
 import hashlib
+from typing import Any
 
 from reconciler.engines.runtime import HostRuntime, Runnable, Vendor, choose_runtime, in_runtime
 from reconciler.engines.units import Unit
+from reconciler.fleet.kinds.cards import JobLine
 from reconciler.fleet.model.observed import FleetObservation
 from reconciler.spec.catalog import Hardware
 from reconciler.spec.fleet import Fleet
+
+# The card parts the agent kinds (local, ssh) take from here whole.
+__all__ = [
+    "AGENTS_USER",
+    "ONE_JOB_PER_REPLICA",
+    "host_runtimes",
+    "jobs",
+    "model_path",
+    "runnable",
+    "view",
+]
+
+# The parts the agent kinds' cards share where the kind does not say otherwise: a replica's
+# hosts each run their own process, trial engines that are processes run as `trial_user`, and
+# the hosts' rows say all of a fleet's status.
+ONE_JOB_PER_REPLICA = False
+AGENTS_USER = None
+
+
+def view(fleet: Fleet, seen: FleetObservation) -> dict[str, Any] | None:
+    return None
+
+
+def jobs(fleet: Fleet, units: list[Unit], trial: bool) -> dict[str, JobLine]:
+    return {}
+
 
 HOME = "@agent-home@"  # in a unit's paths until `runnable` puts its host's own home there
 
