@@ -175,10 +175,15 @@ class AgentDriver:
         note: Any = None,
         peek: bool = False,
     ) -> LeaseAnswer:
-        """Kept by the agent of the fleet's first host."""
-        return self.agent(self.fleet.hosts[0].name).lease(
+        """Kept by the agent of the lease's host."""
+        return self.agent(self.lease_host).lease(
             name, holder, ttl, release=release, note=note, peek=peek
         )
+
+    @property
+    def lease_host(self) -> str:
+        """The host whose agent keeps the fleet's leases: its first."""
+        return self.fleet.hosts[0].name
 
     def close(self) -> None:
         with self._opening:

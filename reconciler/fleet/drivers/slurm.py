@@ -24,7 +24,6 @@ from reconciler.fleet.drivers.agent import AgentDriver, declared_devices, unreac
 from reconciler.fleet.model.answers import (
     CancelAnswer,
     ClusterAnswer,
-    LeaseAnswer,
     LogsAnswer,
     SlurmNode,
 )
@@ -203,19 +202,10 @@ class SlurmDriver(AgentDriver):
     def runtimes(self, host: str) -> dict[str, Any]:
         return super().runtimes(self.login)
 
-    def lease(
-        self,
-        name: str,
-        holder: str,
-        ttl: float,
-        release: bool = False,
-        note: Any = None,
-        peek: bool = False,
-    ) -> LeaseAnswer:
-        """Kept by the login node's agent."""
-        return self.agent(self.login).lease(
-            name, holder, ttl, release=release, note=note, peek=peek
-        )
+    @property
+    def lease_host(self) -> str:
+        """The login node's agent keeps the fleet's leases."""
+        return self.login
 
 
 def node_observation(
