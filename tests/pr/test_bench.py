@@ -26,7 +26,7 @@ from reconciler.fleet.hostagent import AgentClient
 from reconciler.fleet.transport import LocalTransport
 from reconciler.forge.handled import Handled, pending, read_handled, render_commands
 from reconciler.forge.local import LocalForge
-from reconciler.forge.models import CommandKind, Comment, CommentCommand
+from reconciler.forge.models import Comment, CommentCommand
 from reconciler.pr.bench import BenchOptions, _Runner
 from reconciler.spec.loader import open_repo
 from reconciler.spec.repo import Repo
@@ -107,7 +107,7 @@ def test_a_release_subject_holds_both_resolved_recipes(base: Repo) -> None:
 AT = datetime(2025, 1, 1, tzinfo=UTC)
 
 
-def _command(comment_id: int, kind: CommandKind = CommandKind.BENCH) -> CommentCommand:
+def _command(comment_id: int, kind: str = "bench") -> CommentCommand:
     return CommentCommand(comment_id=comment_id, user="grace", command=kind, args=[], at=AT)
 
 
@@ -123,7 +123,7 @@ def test_commands_run_once_and_the_comment_says_what_came_of_them() -> None:
         Comment(id=2, author="mallory", body="<!-- denv:commands -->\nno list here", at=AT),
     ]
     assert read_handled(comments) == handled
-    commands = [_command(7), _command(9), _command(11), _command(12, CommandKind.PLAN)]
+    commands = [_command(7), _command(9), _command(11), _command(12, "plan")]
     assert [c.comment_id for c in pending(commands, handled)] == [11, 12]
     assert [c.comment_id for c in pending(commands, handled, only=12)] == [12]
     assert pending(commands, handled, only=9) == []
