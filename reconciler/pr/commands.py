@@ -21,7 +21,9 @@ from pathlib import Path
 from reconciler.errors import DenvError
 from reconciler.fleet.drivers.registry import Drivers
 from reconciler.forge.commands import head_moved
-from reconciler.forge.handled import KIND, Handled, pending, read_handled, render_commands
+from reconciler.forge.comments import post
+from reconciler.forge.handled import Handled, pending, read_handled
+from reconciler.forge.kinds.commands import CommandsView
 from reconciler.forge.models import CheckRun, CommentCommand
 from reconciler.forge.protocol import Forge
 from reconciler.pr.bench import BenchOptions
@@ -81,7 +83,7 @@ def run_commands(
     todo = pending(forge.comment_commands(number), handled, only)
     if not todo:
         return CommandsRun([], [])
-    forge.upsert_comment(number, KIND, render_commands([*handled, *map(_claimed, todo)]))
+    post(forge, number, CommandsView(handled=[*handled, *map(_claimed, todo)]))
     head = forge.pull_request(number).head_sha
     refused = {
         c.comment_id: why
@@ -104,5 +106,5 @@ def run_commands(
         _claimed(c).model_copy(update={"outcome": refused.get(c.comment_id) or outcomes[c.command]})
         for c in todo
     ]
-    forge.upsert_comment(number, KIND, render_commands([*handled, *ran]))
+    post(forge, number, CommandsView(handled=[*handled, *ran]))
     return CommandsRun(ran, checks)

@@ -24,7 +24,9 @@ from reconciler.bench.trial_sweep import Load
 from reconciler.fleet.drivers.registry import Drivers
 from reconciler.fleet.hostagent import AgentClient
 from reconciler.fleet.transport import LocalTransport
-from reconciler.forge.handled import Handled, pending, read_handled, render_commands
+from reconciler.forge.comments import render
+from reconciler.forge.handled import Handled, pending, read_handled
+from reconciler.forge.kinds.commands import CommandsView
 from reconciler.forge.local import LocalForge
 from reconciler.forge.models import Comment, CommentCommand
 from reconciler.pr.bench import BenchOptions, _Runner
@@ -116,7 +118,7 @@ def test_commands_run_once_and_the_comment_says_what_came_of_them() -> None:
         Handled(comment_id=7, user="grace", command="plan", outcome="check 'denv plan' success"),
         Handled(comment_id=9, user="ada", command="bench", outcome="failed: x --> y"),
     ]
-    body = render_commands(handled)
+    body = render(CommandsView(handled=handled))
     assert body == (EXPECTED / "commands.md").read_text()
     comments = [
         Comment(id=1, author="denv-bot", body=body, at=AT),
