@@ -36,5 +36,5 @@ class CommandContext:
 
 @dataclass(frozen=True)
 class PrCommand:
-    help: str  # what it does, in a line (docs/github.md lists the commands)
+    help: str  # what it does, in a line: docs/github.md lists it (a test holds them equal)
     run: Callable[[CommandContext], CheckRun]

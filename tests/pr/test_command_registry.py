@@ -15,6 +15,7 @@ from reconciler.forge.local import LocalForge
 from reconciler.pr import commands
 from reconciler.pr.bench import BenchOptions
 from reconciler.pr.commands import run_commands
+from tests.conftest import ROOT
 from tests.pr.hello_command import HELLO
 from tests.pr.test_commands import _plan_pr
 
@@ -61,3 +62,9 @@ def test_an_unknown_command_is_refused_and_runs_nothing(git_repo: Path, tmp_path
     assert "denv has no command `hello`" in reply.body
     assert read_handled([reply]) == [ran]  # and it is never taken up again
     assert _run(git_repo, number, tmp_path / "cache").ran == []
+
+
+def test_docs_list_every_command_with_its_help() -> None:
+    listed = (ROOT / "docs" / "github.md").read_text()
+    for name, command in commands.COMMANDS.items():
+        assert f"| `/denv {name}` | {command.help} |" in listed, name
