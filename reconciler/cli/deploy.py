@@ -28,10 +28,10 @@ from reconciler.cli.plan import cache_dir
 from reconciler.cli.progress import ProgressSink
 from reconciler.errors import DenvError, NotFound, SpecError, UsageError
 from reconciler.fleet.drivers.registry import Drivers
+from reconciler.forge.comments import render
 from reconciler.forge.config import bot_identity, open_forge
 from reconciler.forge.localgit import commit_files, has_commit
 from reconciler.forge.protocol import BotChange, BotFiles
-from reconciler.forge.render import render_deploy
 from reconciler.forge.views import DeployView
 from reconciler.pr.plan import plan_pull_request
 from reconciler.spec.base import SLUG
@@ -196,7 +196,7 @@ def _propose(root: Path, draft: ReleaseDraft, text: str) -> dict[str, object]:
     change = BotChange(
         branch=f"deploy/{draft.name}",
         title=f"Deploy {draft.name}: {draft.recipe} on {draft.fleet}",
-        body=render_deploy(
+        body=render(
             DeployView(
                 release=draft.name,
                 origin=draft.origin,

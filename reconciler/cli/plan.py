@@ -13,7 +13,7 @@ from rich.text import Text
 from reconciler.cli import terminal
 from reconciler.cli.common import JsonOption, cache_root, console, print_json
 from reconciler.fleet.drivers.registry import Drivers
-from reconciler.forge.render import render_plan
+from reconciler.forge.comments import render
 from reconciler.reconcile.plan import Plan
 from reconciler.reconcile.render import plan_view, render_text
 from reconciler.reconcile.snapshot import snapshot
@@ -73,7 +73,7 @@ def plan(
     if as_json:
         print_json(result)
     elif markdown:
-        typer.echo(render_plan(plan_view(result)), nl=False)
+        typer.echo(render(plan_view(result)), nl=False)
     elif console.is_terminal:
         for line in render_text(result).splitlines():
             style = STYLES.get(line.strip()[:1], "bold" if " — GPUs " in line else "")

@@ -201,9 +201,10 @@ def commands(
     repo: RepoOption = Path("."),
     as_json: JsonOption = False,
 ) -> None:
-    """Run the `/denv plan` and `/denv bench` comments on the pull request that have not run
-    yet, from users with write permission only; each runs once, and the bot's commands
-    comment lists them. The bench options apply to `/denv bench`."""
+    """Run the `/denv` commands (`/denv plan`, `/denv bench`) commented on the pull request
+    that have not run yet, from users with write permission only; each runs once, an unknown
+    one is refused, and the bot's commands comment lists them. The bench options apply to
+    `/denv bench`."""
     options = _options(traffic, workload, concurrency, rate, requests, suite, ready_timeout, out)
     root, forge = _open(repo, forge_kind)
     result = _running(

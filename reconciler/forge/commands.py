@@ -1,4 +1,4 @@
-"""Pure logic: comment commands (`/denv plan`, `/denv bench`), approvals and the merge gate.
+"""Pure logic: comment commands (`/denv NAME …`), approvals and the merge gate.
 
 On the local forge a pull request's opening is signed with its author's SSH key
 (`ssh-keygen -Y sign`, namespace `denv-pr-open`) over `opening_message`, and an approval with
@@ -6,8 +6,10 @@ the reviewer's (namespace `denv-approval`) over `approval_message`; both are che
 allowed signers (OpenSSH's format, as git's `gpg.ssh.allowedSignersFile`) in the default
 branch's `policies/allowed_signers`, whose lines `allowed_signers_problems` checks first.
 
-A command is the first line of a comment. Who may give one, and whose approval counts,
-is decided by the forge (write permission, the approvers policy); the rules are here.
+A command is the first line of a comment: `/denv`, a name, and its words. Which names are
+commands is pr/commands.py's `COMMANDS` (a name it lacks is refused there, and runs nothing);
+here a name is only read. Who may give one, and whose approval counts, is decided by the forge
+(write permission, the approvers policy); the rules are here.
 A command runs on the commit it was given on: the one it names in full (`/denv bench` and the
 commit's 40 hex digits), else the head when it was commented, where the forge records that
 (the local forge does, GitHub does not); when the head has moved since, it is refused
@@ -27,7 +29,6 @@ from dataclasses import dataclass
 from reconciler.forge.models import (
     Approvals,
     CheckRun,
-    CommandKind,
     Comment,
     CommentCommand,
     Ignored,
@@ -36,7 +37,9 @@ from reconciler.forge.models import (
 )
 
 PREFIX = "/denv"
-USAGE = "denv understands `/denv plan` and `/denv bench` (from users with write permission)."
+USAGE = "a denv command is `/denv NAME` (from users with write permission; docs/github.md)."
+# a command's name, shown as written in the bot's commands comment: nothing markdown reads
+NAME = re.compile(r"^[a-z][a-z0-9-]{0,39}$")
 FULL_SHA = re.compile(r"^[0-9a-f]{40}$")
 # what reads as a commit: a full one, or a prefix that is refused for being one
 _NAMED_SHA = re.compile(r"^[0-9a-f]{4,40}$")
@@ -44,7 +47,7 @@ _NAMED_SHA = re.compile(r"^[0-9a-f]{4,40}$")
 
 @dataclass(frozen=True)
 class Command:
-    kind: CommandKind
+    name: str
     args: list[str]
 
 
@@ -73,11 +76,9 @@ def parse_command(body: str) -> Command | Reply | Ignore:
         return Reply(f"cannot read `{first}`: {USAGE}")
     if not words:
         return Reply(USAGE)
-    try:
-        kind = CommandKind(words[0])
-    except ValueError:
-        return Reply(f"unknown command `{words[0]}`: {USAGE}")
-    return Command(kind, words[1:])
+    if not NAME.match(words[0]):
+        return Reply(f"no command is named like `{words[0]}`: {USAGE}")
+    return Command(words[0], words[1:])
 
 
 def comment_commands(
@@ -92,7 +93,7 @@ def comment_commands(
                 CommentCommand(
                     comment_id=comment.id,
                     user=comment.author,
-                    command=parsed.kind,
+                    command=parsed.name,
                     args=parsed.args,
                     at=comment.at,
                     head_sha=named_commit(parsed.args) or comment.head_sha,

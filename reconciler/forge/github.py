@@ -21,6 +21,7 @@ from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_at
 from reconciler.errors import ForgeError
 from reconciler.forge.botgit import bot_commit
 from reconciler.forge.commands import approval_candidates, approver_rule, comment_commands
+from reconciler.forge.comments import post
 from reconciler.forge.gitremote import GitRemote
 from reconciler.forge.markers import Create, Delete, Edit, read_marker, split_body, upsert_ops
 from reconciler.forge.models import (
@@ -37,8 +38,8 @@ from reconciler.forge.models import (
     Review,
     ReviewState,
 )
-from reconciler.forge.protocol import CLOSED_KIND, DENV_BOT, BotChange, BotIdentity
-from reconciler.forge.render import quoted, render_closed, unquoted
+from reconciler.forge.protocol import DENV_BOT, BotChange, BotIdentity
+from reconciler.forge.render import quoted, unquoted
 from reconciler.forge.retry import RetryPolicy, wait_before_retry
 from reconciler.forge.views import ClosedView
 from reconciler.shown import shown
@@ -279,7 +280,7 @@ class GitHubForge:
         current = self.pull_request(pr)
         if current.state != PrState.OPEN:
             return current
-        self.upsert_comment(pr, CLOSED_KIND, render_closed(ClosedView(reason=comment)))
+        post(self, pr, ClosedView(reason=comment))
 
         def close() -> PullRequest:
             pull = self._pull(pr)

@@ -1,11 +1,10 @@
 """Pure logic: which `/denv` comment commands have run. The bot keeps one comment (marker
 `<!-- denv:commands -->`) listing every command it took up, with a hidden copy of that list
-as JSON, so each command runs once however often CI runs `denv pr commands`; nothing but
-the pull request's own comments is kept."""
+as JSON (forge/kinds/commands.py renders it), so each command runs once however often CI
+runs `denv pr commands`; nothing but the pull request's own comments is kept."""
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Sequence
 
@@ -13,7 +12,6 @@ from pydantic import TypeAdapter, ValidationError
 
 from reconciler.forge.markers import read_marker
 from reconciler.forge.models import Comment, CommentCommand, Record
-from reconciler.forge.render import code, fill, table
 
 KIND = "commands"
 _STATE = re.compile(r"^<!-- denv-handled (?P<state>\[.*\]) -->$", re.MULTILINE)
@@ -56,14 +54,3 @@ def pending(
         for c in sorted(commands, key=lambda c: (c.at, c.comment_id))
         if c.comment_id not in done and only in (None, c.comment_id)
     ]
-
-
-def render_commands(handled: Sequence[Handled]) -> str:
-    # the outcome may quote an engine or a host (a failed run): shown as written
-    rows = [
-        (f"comment {h.comment_id}", h.user, f"/denv {h.command}", code(h.outcome)) for h in handled
-    ]
-    listing = table(("comment", "by", "command", "outcome"), rows) if rows else "None yet."
-    # the hidden list must not end its HTML comment early: no '>' inside it
-    state = json.dumps([h.model_dump() for h in handled], ensure_ascii=True).replace(">", "\\u003e")
-    return fill(KIND, listing=listing, state=state)

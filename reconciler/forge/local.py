@@ -31,6 +31,7 @@ from reconciler.forge.commands import (
     comment_commands,
     opening_message,
 )
+from reconciler.forge.comments import post
 from reconciler.forge.localsigs import Signers, approval_problem, opening_problem, read_signers
 from reconciler.forge.localstore import LocalPr, LocalStore
 from reconciler.forge.markers import Create, Delete, Edit, read_marker, split_body, upsert_ops
@@ -48,13 +49,11 @@ from reconciler.forge.models import (
     ReviewState,
 )
 from reconciler.forge.protocol import (
-    CLOSED_KIND,
     DEFAULT_BRANCH,
     DENV_BOT,
     BotChange,
     BotIdentity,
 )
-from reconciler.forge.render import render_closed
 from reconciler.forge.views import ClosedView
 
 _SHA = re.compile(r"^[0-9a-f]{40}$")
@@ -227,7 +226,7 @@ class LocalForge:
     def close_pr(self, pr: int, comment: str) -> PullRequest:
         if self.store.load(pr).state != PrState.OPEN:
             return self.pull_request(pr)
-        self.upsert_comment(pr, CLOSED_KIND, render_closed(ClosedView(reason=comment)))
+        post(self, pr, ClosedView(reason=comment))
         with self.store.locked():
             record = self.store.load(pr)
             if record.state == PrState.OPEN:

@@ -98,17 +98,12 @@ class Comment(Record):
     head_sha: str | None = None
 
 
-class CommandKind(StrEnum):
-    PLAN = "plan"
-    BENCH = "bench"
-
-
 class CommentCommand(Record):
-    """`/denv plan` or `/denv bench` from a user with write permission."""
+    """`/denv NAME …` from a user with write permission (pr/commands.py knows the names)."""
 
     comment_id: int
     user: str
-    command: CommandKind
+    command: str  # NAME: lowercase letters, digits and '-' (forge/commands.py)
     args: list[str]
     at: datetime
     # the commit it was given on: the one it names, else the head when it was commented

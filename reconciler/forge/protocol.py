@@ -64,7 +64,6 @@ DENV_BOT = BotIdentity()
 # A local forge's default branch, unless DENV_DEFAULT_BRANCH names another (GitHub's is the
 # repository's own setting).
 DEFAULT_BRANCH = "main"
-CLOSED_KIND = "closed"  # the marker of the comment a pull request is closed with
 
 
 class Forge(Protocol):

@@ -1,12 +1,15 @@
-"""Models: the views that PR comments are rendered from.
+"""Models: the views that denv's PR comments are rendered from, one per comment kind
+(forge/comments.py registers each with its template and renderer; a new kind may keep its
+view in its own module).
 
 Callers (plan, bench, parity, the optimizer, rollout) fill these from their own types; the
 forge knows nothing else about them. Text fields are shown as given, escaped for tables.
 
 A field typed `Said` holds text that hosts, engines or a pull request's files wrote (log
 lines, errors, problems, answers): the renderer shows it only quoted, in a code block or a
-code span (reconciler/forge/render.py), never as markdown. Any new field that can carry such
-text is a `Said` (tests/forge/test_said.py renders each with hostile text).
+code span (reconciler/forge/render.py's `quoted` and `code`), never as markdown. Any new
+field that can carry such text is a `Said` (tests/forge/test_said.py renders each with
+hostile text).
 """
 
 from __future__ import annotations
@@ -134,6 +137,12 @@ class ParityView(Record):
     mismatches: list[ParityMismatch] = []
     suite: str | None = None  # which suite, and from where: the default branch, for the gate
     gating: bool = True  # False: the pull request's own changed suite, reported beside the gate
+
+
+class Parities(Record):
+    """A pull request's parity comment: one verdict per release it changes."""
+
+    verdicts: list[ParityView]
 
 
 class LeverChange(Record):

@@ -16,8 +16,8 @@ from typing import Any
 from pydantic import TypeAdapter, ValidationError
 
 from reconciler.errors import DenvError
+from reconciler.forge.comments import render
 from reconciler.forge.protocol import BotChange, BotFiles, Forge
-from reconciler.forge.render import render_candidate
 from reconciler.forge.views import CandidateView, LeverChange
 from reconciler.optimize.candidates import Row, Status, StudyState
 from reconciler.optimize.feasible import flatten
@@ -159,7 +159,7 @@ def open_pr(
     def edit(files: BotFiles) -> None:
         edit_release(files.yaml(path), row.recipe, row.overrides, row.topology)
 
-    body = render_candidate(view)
+    body = render(view)
     change = BotChange(
         branch=f"optimize/{state.release}-{state.stage}",
         title=f"Optimize {state.release} for {state.stage}: {row.change}",

@@ -26,13 +26,13 @@ from reconciler.bench.traffic import TraceLine, generate
 from reconciler.bench.trial_sweep import Load, fleet_price, sweep_trial
 from reconciler.errors import DenvError
 from reconciler.fleet.drivers.registry import Drivers
+from reconciler.forge.comments import render
 from reconciler.forge.localgit import changed_paths
 from reconciler.forge.models import CheckRun, Conclusion, PullRequest
 from reconciler.forge.prdiff import fork_point
 from reconciler.forge.protocol import Forge
-from reconciler.forge.render import render_bench, render_parities
 from reconciler.forge.trusted import TrustedRef, trusted_ref
-from reconciler.forge.views import BenchFailure, BenchView, ParityMismatch, ParityView
+from reconciler.forge.views import BenchFailure, BenchView, Parities, ParityMismatch, ParityView
 from reconciler.parity.runner import run_parity
 from reconciler.parity.suite import Suite
 from reconciler.parity.verdict import Verdict
@@ -339,7 +339,7 @@ def bench_view(
     if not runs:
         notes.append("This pull request changes no release or recipe: nothing to bench.")
     current = f"{pr.base_branch} @ {base[:12]}" if base else pr.base_branch
-    return render_bench(
+    return render(
         BenchView(
             head_sha=pr.head_sha,
             current=current,
@@ -404,7 +404,7 @@ def _invalid(forge: Forge, pr: PullRequest, exc: InvalidRevision, traffic: str) 
         rows=[],
         problems=problems,
     )
-    ids = forge.upsert_comment(pr.number, "bench", render_bench(view))
+    ids = forge.upsert_comment(pr.number, "bench", render(view))
     forge.set_check(pr.head_sha, check)
     return PrBench(pr, None, [], check, ids)
 
@@ -414,7 +414,7 @@ def _refused(forge: Forge, pr: PullRequest, refusal: str, traffic: str) -> PrBen
     (nothing was measured, so nothing failed; a pull request into a feature branch may still
     merge there, and is benched once it heads for the default branch)."""
     view = BenchView(head_sha=pr.head_sha, current="…", traffic=traffic, rows=[], notes=[refusal])
-    ids = forge.upsert_comment(pr.number, "bench", render_bench(view))
+    ids = forge.upsert_comment(pr.number, "bench", render(view))
     check = CheckRun(
         name=CHECK,
         title=f"not benched: its base, {pr.base_branch}, is not the default branch",
@@ -467,7 +467,7 @@ def bench_pull_request(
     ids = forge.upsert_comment(number, "bench", view)
     views = [v for r in runs for v in parity_views(r, parity, base, pr.head_sha)]
     if views:
-        ids += forge.upsert_comment(number, "parity", render_parities(views))
+        ids += forge.upsert_comment(number, "parity", render(Parities(verdicts=views)))
     check = _check(runs, parity.changed is not None)
     forge.set_check(pr.head_sha, check)
     return PrBench(pr, base, runs, check, ids, runner.written)

@@ -1,13 +1,15 @@
-"""Composition: `/denv plan` and `/denv bench` comment commands run once each. The forge says
-which comments are commands from users who may give them (write permission; forge/commands.py
-parses them); the bot's commands comment (forge/handled.py) says which have run. New ones
-are claimed in that comment before they run, so a second CI run started meanwhile, or one
-that dies halfway, never runs them again; then plan or bench runs (each once, however many
-comments asked) and the comment says what came of it. `denv pr commands` uses it.
+"""Composition: `/denv` comment commands, run once each, dispatched from `COMMANDS`. The
+forge says which comments are commands from users who may give them (write permission;
+forge/commands.py parses them); the bot's commands comment (forge/handled.py) says which have
+run. New ones are claimed in that comment before they run, so a second CI run started
+meanwhile, or one that dies halfway, never runs them again; then each named command runs
+(once, however many comments asked) and the comment says what came of it. `denv pr commands`
+uses it.
 
-Each command runs on the commit it was given on: one whose commit is no longer the head
-is refused, naming both (commands.head_moved); the others run pinned to that head, so a
-push while they start stops them rather than running on a commit nobody asked for.
+A name `COMMANDS` lacks is refused, with the names it has, and runs nothing. Each command
+runs on the commit it was given on: one whose commit is no longer the head is refused, naming
+both (commands.head_moved); the others run pinned to that head, so a push while they start
+stops them rather than running on a commit nobody asked for.
 """
 
 from __future__ import annotations
@@ -19,13 +21,27 @@ from pathlib import Path
 from reconciler.errors import DenvError
 from reconciler.fleet.drivers.registry import Drivers
 from reconciler.forge.commands import head_moved
-from reconciler.forge.handled import KIND, Handled, pending, read_handled, render_commands
-from reconciler.forge.models import CheckRun, CommandKind, CommentCommand
+from reconciler.forge.comments import post
+from reconciler.forge.handled import Handled, pending, read_handled
+from reconciler.forge.kinds.commands import CommandsView
+from reconciler.forge.models import CheckRun, CommentCommand
 from reconciler.forge.protocol import Forge
-from reconciler.pr.bench import BenchOptions, bench_pull_request
-from reconciler.pr.plan import plan_pull_request
+from reconciler.pr.bench import BenchOptions
+from reconciler.pr.bench_command import BENCH
+from reconciler.pr.command import CommandContext, PrCommand
+from reconciler.pr.plan_command import PLAN
 
 RUNNING = "running"
+# `/denv NAME` -> the command it runs: a new command is its module and one entry here
+COMMANDS: dict[str, PrCommand] = {"plan": PLAN, "bench": BENCH}
+
+
+def unknown(name: str) -> str | None:
+    """Why `/denv NAME` may not run because there is no such command; None when there is."""
+    if name in COMMANDS:
+        return None
+    known = ", ".join(f"`/denv {known}`" for known in COMMANDS)
+    return f"refused: denv has no command `{name}`; it understands {known}"
 
 
 @dataclass(frozen=True)
@@ -67,30 +83,28 @@ def run_commands(
     todo = pending(forge.comment_commands(number), handled, only)
     if not todo:
         return CommandsRun([], [])
-    forge.upsert_comment(number, KIND, render_commands([*handled, *map(_claimed, todo)]))
+    post(forge, number, CommandsView(handled=[*handled, *map(_claimed, todo)]))
     head = forge.pull_request(number).head_sha
-    refused = {c.comment_id: why for c in todo if (why := head_moved(c, head)) is not None}
+    refused = {
+        c.comment_id: why
+        for c in todo
+        if (why := unknown(c.command) or head_moved(c, head)) is not None
+    }
+    context = CommandContext(forge, root, number, head, drivers, options, status, cache)
     outcomes: dict[str, str] = {}
     checks: list[CheckRun] = []
-    for kind in dict.fromkeys(c.command for c in todo if c.comment_id not in refused):
-        status(f"/denv {kind} on #{number} at {head[:12]}")
+    for name in dict.fromkeys(c.command for c in todo if c.comment_id not in refused):
+        status(f"/denv {name} on #{number} at {head[:12]}")
         try:
-            if kind == CommandKind.PLAN:
-                check = plan_pull_request(
-                    forge, root, number, drivers, status, head, cache=cache
-                ).check
-            else:
-                check = bench_pull_request(
-                    forge, root, number, drivers, options, status, expect_head=head, cache=cache
-                ).check
+            check = COMMANDS[name].run(context)
         except DenvError as exc:
-            outcomes[kind] = f"failed: {exc}"
+            outcomes[name] = f"failed: {exc}"
             continue
         checks.append(check)
-        outcomes[kind] = _outcome(check)
+        outcomes[name] = _outcome(check)
     ran = [
         _claimed(c).model_copy(update={"outcome": refused.get(c.comment_id) or outcomes[c.command]})
         for c in todo
     ]
-    forge.upsert_comment(number, KIND, render_commands([*handled, *ran]))
+    post(forge, number, CommandsView(handled=[*handled, *ran]))
     return CommandsRun(ran, checks)

@@ -17,10 +17,10 @@ from pathlib import Path
 from reconciler.engines.pr_policy import pr_refusals
 from reconciler.errors import DenvError, ForgeError, SpecError
 from reconciler.fleet.drivers.registry import Drivers
+from reconciler.forge.comments import post
 from reconciler.forge.localgit import changed_paths, has_commit
 from reconciler.forge.models import CheckRun, Conclusion, PrState, PullRequest
 from reconciler.forge.protocol import Forge
-from reconciler.forge.render import render_plan
 from reconciler.forge.trusted import TrustedRef, trial_refusal, trusted_ref
 from reconciler.forge.views import PlanView
 from reconciler.reconcile.plan import Plan
@@ -223,7 +223,7 @@ def plan_pull_request(
     else:
         view = plan_view(plan, trusted.branch, files, note)
     status(f"commenting on #{number}")
-    ids = forge.upsert_comment(number, "plan", render_plan(view))
+    ids = post(forge, number, view)
     check = _check(problems, unplaceable, plan)
     forge.set_check(pr.head_sha, check)
     return PrPlan(pr, files, problems, unplaceable, plan, check, ids)

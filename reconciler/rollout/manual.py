@@ -8,9 +8,9 @@ import time
 from dataclasses import dataclass
 
 from reconciler.errors import UsageError
+from reconciler.forge.comments import render
 from reconciler.forge.models import MergeStatus
 from reconciler.forge.protocol import Forge
-from reconciler.forge.render import render_rollback
 from reconciler.rollout.evidence import rollback_view
 from reconciler.rollout.revisions import Revisions, rejected_in, stage_runs
 from reconciler.rollout.rollback import rollback_pr
@@ -67,7 +67,7 @@ def manual_rollback(
     rollback = RollBack(key=f"{release_name}/{stage_name}", bad=bad, target=target, reason=reason)
     runs = stage_runs(revisions, head, repo, release_name, RolloutState())
     effects = rollback_effects(runs, stage_name, bad, target)
-    body = render_rollback(
+    body = render(
         rollback_view(
             release_name, stage, bad, target, [], repo.policies.alarms, reason, now, effects
         )

@@ -15,9 +15,9 @@ from reconciler.catalog.deployments import deployments
 from reconciler.catalog.roofline import result_roofline
 from reconciler.errors import DenvError
 from reconciler.forge.commands import merge_blockers
+from reconciler.forge.comments import render
 from reconciler.forge.models import CheckRun, Conclusion, MergeStatus, PrState
 from reconciler.forge.protocol import Forge
-from reconciler.forge.render import render_promotion
 from reconciler.reconcile.snapshot import Snapshot
 from reconciler.rollout.benchfigures import Wanted, bench_figures, none_yet
 from reconciler.rollout.evidence import approvals_needed, promotion_view
@@ -152,9 +152,7 @@ class Promoter:
             )
             title = f"Promote {name} {record.revision[:12]} to {after.name}"
             at = datetime.fromtimestamp(now, UTC)
-            change = promotion_change(
-                name, after.name, record.revision, title, render_promotion(view), at
-            )
+            change = promotion_change(name, after.name, record.revision, title, render(view), at)
             opened = forge.open_or_update_bot_pr(change)
             summary = f"{stage.name} baked {record.revision[:12]} green; {verdict}"
             forge.set_check(

@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from reconciler.errors import DenvError
+from reconciler.forge.comments import render
 from reconciler.forge.models import PullRequest
 from reconciler.forge.protocol import BotChange, BotFiles, Forge
-from reconciler.forge.render import render_rollback
 from reconciler.reconcile.snapshot import Snapshot
 from reconciler.rollout.evidence import rollback_view
 from reconciler.rollout.prs import add_rejection, rollback_branch, rollback_change
@@ -99,7 +99,7 @@ class Rollbacks:
         for effect in effects:
             if effect.stage != stage.name:
                 self.say(f"rollout {release}/{effect.stage}: {effect.text}")
-        body = render_rollback(
+        body = render(
             rollback_view(
                 release,
                 stage,

@@ -26,7 +26,9 @@ from reconciler.fleet.drivers.registry import Drivers
 from reconciler.fleet.hostagent import AgentClient
 from reconciler.fleet.transport import LocalTransport
 from reconciler.forge.commands import merge_blockers
-from reconciler.forge.handled import Handled, render_commands
+from reconciler.forge.comments import render
+from reconciler.forge.handled import Handled
+from reconciler.forge.kinds.commands import CommandsView
 from reconciler.forge.models import Conclusion, MergeStatus, PrState
 from reconciler.pr.bench import BenchOptions
 from reconciler.pr.commands import run_commands
@@ -75,7 +77,7 @@ def bench_step(github: GitHubSetup, number: int, head: str, drivers: Drivers) ->
     # mallory pastes the bot's commands marker, claiming the next comments as taken
     claimed = [Handled(comment_id=i, user="grace", command="bench", outcome="done") for i in
                range(1, 1000)]  # fmt: skip
-    fake.comment(number, "mallory", render_commands(claimed))
+    fake.comment(number, "mallory", render(CommandsView(handled=claimed)))
     asked = fake.comment(number, "grace", f"/denv bench {head}")  # the commit grace read
     ran = run_commands(forge, github.work, number, drivers, options, only=asked, cache=cache)
     assert [(h.comment_id, h.user, h.command) for h in ran.ran] == [(asked, "grace", "bench")]

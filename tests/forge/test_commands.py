@@ -20,7 +20,6 @@ from reconciler.forge.commands import (
 from reconciler.forge.models import (
     Approvals,
     CheckRun,
-    CommandKind,
     Conclusion,
     Review,
     ReviewState,
@@ -30,10 +29,12 @@ from reconciler.forge.models import (
 @pytest.mark.parametrize(
     ("body", "parsed"),
     [
-        ("/denv plan", Command(CommandKind.PLAN, [])),
-        ("  /denv bench --fleet 'local'\nok", Command(CommandKind.BENCH, ["--fleet", "local"])),
+        ("/denv plan", Command("plan", [])),
+        ("  /denv bench --fleet 'local'\nok", Command("bench", ["--fleet", "local"])),
         ("/denv", Reply(USAGE)),
-        ("/denv deploy", Reply(f"unknown command `deploy`: {USAGE}")),
+        # read as a name: pr/commands.py, which knows the commands, refuses an unknown one
+        ("/denv deploy", Command("deploy", [])),
+        ("/denv <img src=x>", Reply(f"no command is named like `<img`: {USAGE}")),
         ("/denv bench 'unclosed", Reply(f"cannot read `/denv bench 'unclosed`: {USAGE}")),
         ("/denvx plan", Ignore()),
         ("lgtm\n/denv plan", Ignore()),
@@ -44,6 +45,7 @@ from reconciler.forge.models import (
         "bench-args",
         "bare",
         "unknown",
+        "not-a-name",
         "bad-quote",
         "other-word",
         "not-first-line",

@@ -1,4 +1,5 @@
-"""Every comment kind rendered from a view, compared verbatim with tests/forge/expected/."""
+"""Every registered comment kind rendered from a view, compared verbatim with
+tests/forge/expected/."""
 
 from __future__ import annotations
 
@@ -8,32 +9,47 @@ from pathlib import Path
 import pytest
 from pydantic import BaseModel
 
-from reconciler.forge import render
+from reconciler.forge.comments import KINDS, render
+from reconciler.forge.handled import Handled
+from reconciler.forge.kinds.bench import change
+from reconciler.forge.kinds.commands import CommandsView
 from reconciler.forge.markers import read_marker
-from reconciler.forge.views import MetricDelta
+from reconciler.forge.render import cell
+from reconciler.forge.views import MetricDelta, Parities
 from tests.forge import views
 
 EXPECTED = Path(__file__).resolve().parent / "expected"
 
-CASES = [
-    ("plan", render.render_plan, views.PLAN),
-    ("plan-invalid", render.render_plan, views.PLAN_INVALID),
-    ("plan-nothing", render.render_plan, views.PLAN_NOTHING),
-    ("bench", render.render_bench, views.BENCH),
-    ("parity-pass", render.render_parity, views.PARITY_PASS),
-    ("parity-fail", render.render_parity, views.PARITY_FAIL),
-    ("parity-proposed", render.render_parity, views.PARITY_PROPOSED),
-    ("candidate", render.render_candidate, views.CANDIDATE),
-    ("rollback", render.render_rollback, views.ROLLBACK),
-    ("promotion", render.render_promotion, views.PROMOTION),
-    ("deploy", render.render_deploy, views.DEPLOY),
-    ("closed", render.render_closed, views.CLOSED),
+COMMANDS = CommandsView(
+    handled=[
+        Handled(comment_id=7, user="grace", command="plan", outcome="check 'denv plan' success"),
+        Handled(comment_id=9, user="ada", command="bench", outcome="failed: x --> y"),
+    ]
+)
+CASES: list[tuple[str, BaseModel]] = [
+    ("plan", views.PLAN),
+    ("plan-invalid", views.PLAN_INVALID),
+    ("plan-nothing", views.PLAN_NOTHING),
+    ("bench", views.BENCH),
+    ("parity-pass", Parities(verdicts=[views.PARITY_PASS])),
+    ("parity-fail", Parities(verdicts=[views.PARITY_FAIL])),
+    ("parity-proposed", Parities(verdicts=[views.PARITY_PROPOSED])),
+    ("commands", COMMANDS),
+    ("candidate", views.CANDIDATE),
+    ("rollback", views.ROLLBACK),
+    ("promotion", views.PROMOTION),
+    ("deploy", views.DEPLOY),
+    ("closed", views.CLOSED),
 ]
 
 
-@pytest.mark.parametrize(("name", "renderer", "view"), CASES, ids=[c[0] for c in CASES])
-def test_comment_matches_expected_file(name: str, renderer: object, view: BaseModel) -> None:
-    text = renderer(view)  # type: ignore[operator]
+def test_every_registered_kind_has_an_expected_rendering() -> None:
+    assert {name.split("-")[0] for name, _ in CASES} == set(KINDS)
+
+
+@pytest.mark.parametrize(("name", "view"), CASES, ids=[c[0] for c in CASES])
+def test_comment_matches_expected_file(name: str, view: BaseModel) -> None:
+    text = render(view)
     path = EXPECTED / f"{name}.md"
     if os.environ.get("DENV_UPDATE_GOLDEN") == "1":
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -59,18 +75,17 @@ def test_change_column(current: float | None, candidate: float, higher: bool, sh
     metric = MetricDelta(
         name="m", unit="u", current=current, candidate=candidate, higher_is_better=higher
     )
-    assert render.change(metric) == shown
+    assert change(metric) == shown
 
 
 def test_cells_keep_tables_intact() -> None:
-    assert render.cell("a | b\nc") == "a \\| b c"
+    assert cell("a | b\nc") == "a \\| b c"
 
 
 def test_several_verdicts_are_one_parity_comment() -> None:
     """A pull request changing two releases: one marker, the verdicts apart, one footer."""
-    one = render.render_parity(views.PARITY_PASS)
-    both = render.render_parities([views.PARITY_PASS, views.PARITY_FAIL])
-    assert render.render_parities([views.PARITY_PASS]) == one
+    one = render(Parities(verdicts=[views.PARITY_PASS]))
+    both = render(Parities(verdicts=[views.PARITY_PASS, views.PARITY_FAIL]))
     assert both.count("<!-- denv:parity") == 1 and read_marker(both) == ("parity", 1)
     assert both.count("Posted by denv") == 1 and both.endswith(one.splitlines()[-1] + "\n")
     assert "\n\n---\n\n### Parity: FAIL" in both

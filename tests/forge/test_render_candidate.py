@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from reconciler.forge import render
+from reconciler.forge.comments import render
 from tests.forge import views
 
 EXPECTED = Path(__file__).resolve().parent / "expected" / "candidate-one-trial.md"
@@ -15,7 +15,7 @@ EXPECTED = Path(__file__).resolve().parent / "expected" / "candidate-one-trial.m
 
 def test_one_trial_and_one_run_read_in_the_singular() -> None:
     view = views.CANDIDATE.model_copy(update={"trials": 1, "repeats": 1})
-    text = render.render_candidate(view)
+    text = render(view)
     if os.environ.get("DENV_UPDATE_GOLDEN") == "1":
         EXPECTED.write_text(text)
     assert text == EXPECTED.read_text(), f"{EXPECTED} differs; DENV_UPDATE_GOLDEN=1 rewrites it"

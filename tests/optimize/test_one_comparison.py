@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 
-from reconciler.forge.render import render_candidate
+from reconciler.forge.comments import render
 from reconciler.optimize.candidates import Status, table
 from reconciler.optimize.promote import candidate_view
 from reconciler.optimize.verify import gain_interval, percent
@@ -59,7 +59,7 @@ def test_table_json_and_pull_request_show_the_verifications_one_gain() -> None:
     dumped = json.loads(study.model_dump_json())  # what `optimize candidates --json` prints
     assert percent(dumped["candidates"][0]["gain"]["gain"]) == shown
     current = recipe()
-    body = render_candidate(candidate_view(study, win, current, current, simulated=True))
+    body = render(candidate_view(study, win, current, current, simulated=True))
     assert f": gain {shown} in goodput/GPU (req/s)" in body
     assert f"Gain {shown} (95% interval" in body
     assert "| goodput/GPU (req/s) | 11.0 | 16.5 |" in body
@@ -76,7 +76,7 @@ def test_a_lower_is_better_goal_shows_its_gain_as_a_gain() -> None:
     )
     study = state(win).model_copy(update={"goal": "latency"})
     current = recipe()
-    body = render_candidate(candidate_view(study, win, current, current, simulated=False))
+    body = render(candidate_view(study, win, current, current, simulated=False))
     assert f": gain {percent(repeats.gain)} in TTFT p99 (ms)" in body
     assert percent(repeats.gain).startswith("+")
     assert f"Gain {percent(repeats.gain)} (95% interval {percent(repeats.low)}" in body

@@ -24,9 +24,11 @@ from reconciler.bench.trial_sweep import Load
 from reconciler.fleet.drivers.registry import Drivers
 from reconciler.fleet.hostagent import AgentClient
 from reconciler.fleet.transport import LocalTransport
-from reconciler.forge.handled import Handled, pending, read_handled, render_commands
+from reconciler.forge.comments import render
+from reconciler.forge.handled import Handled, pending, read_handled
+from reconciler.forge.kinds.commands import CommandsView
 from reconciler.forge.local import LocalForge
-from reconciler.forge.models import CommandKind, Comment, CommentCommand
+from reconciler.forge.models import Comment, CommentCommand
 from reconciler.pr.bench import BenchOptions, _Runner
 from reconciler.spec.loader import open_repo
 from reconciler.spec.repo import Repo
@@ -107,7 +109,7 @@ def test_a_release_subject_holds_both_resolved_recipes(base: Repo) -> None:
 AT = datetime(2025, 1, 1, tzinfo=UTC)
 
 
-def _command(comment_id: int, kind: CommandKind = CommandKind.BENCH) -> CommentCommand:
+def _command(comment_id: int, kind: str = "bench") -> CommentCommand:
     return CommentCommand(comment_id=comment_id, user="grace", command=kind, args=[], at=AT)
 
 
@@ -116,14 +118,14 @@ def test_commands_run_once_and_the_comment_says_what_came_of_them() -> None:
         Handled(comment_id=7, user="grace", command="plan", outcome="check 'denv plan' success"),
         Handled(comment_id=9, user="ada", command="bench", outcome="failed: x --> y"),
     ]
-    body = render_commands(handled)
+    body = render(CommandsView(handled=handled))
     assert body == (EXPECTED / "commands.md").read_text()
     comments = [
         Comment(id=1, author="denv-bot", body=body, at=AT),
         Comment(id=2, author="mallory", body="<!-- denv:commands -->\nno list here", at=AT),
     ]
     assert read_handled(comments) == handled
-    commands = [_command(7), _command(9), _command(11), _command(12, CommandKind.PLAN)]
+    commands = [_command(7), _command(9), _command(11), _command(12, "plan")]
     assert [c.comment_id for c in pending(commands, handled)] == [11, 12]
     assert [c.comment_id for c in pending(commands, handled, only=12)] == [12]
     assert pending(commands, handled, only=9) == []

@@ -12,7 +12,7 @@ import pytest
 
 from reconciler.forge.commands import comment_commands, head_moved
 from reconciler.forge.local import LocalForge
-from reconciler.forge.models import CommandKind, Comment
+from reconciler.forge.models import Comment
 from tests.forge.conftest import GitHubSetup
 from tests.forge.gitrepo import commit_file, git
 from tests.forge.test_github import open_pr
@@ -99,8 +99,8 @@ def test_on_github_a_command_names_its_commit(github: GitHubSetup) -> None:
     github.fake.comment(number, "grace", f"/denv plan {head}")
     commands = github.forge.comment_commands(number)
     assert [(c.command, c.head_sha) for c in commands] == [
-        (CommandKind.BENCH, None),
-        (CommandKind.PLAN, head),
+        ("bench", None),
+        ("plan", head),
     ]
     unnamed, named = (head_moved(c, head) for c in commands)
     assert named is None

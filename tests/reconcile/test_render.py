@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from reconciler.forge.render import render_plan
+from reconciler.forge.comments import render
 from reconciler.forge.views import PlanView
 from reconciler.reconcile.changes import Change
 from reconciler.reconcile.desired import DeploymentError
@@ -157,7 +157,7 @@ def test_text_reads_like_terraform_plan() -> None:
 
 
 def test_markdown_for_a_pull_request_comment() -> None:
-    text = render_plan(plan_view(sample()))
+    text = render(plan_view(sample()))
     assert text.startswith("<!-- denv:plan -->\n")
     check_text("plan.md", text)
 
@@ -188,7 +188,7 @@ def test_a_long_markdown_plan_is_cut_per_group() -> None:
         for i in range(60)
     )
     group = Group(release="wide", stage="canary", fleet="local", revision=NEW, gpus_after=60)
-    text = render_plan(plan_view(Plan(head=NEW, actions=starts, groups=(group,))))
+    text = render(plan_view(Plan(head=NEW, actions=starts, groups=(group,))))
     assert "… and 10 more lines: run `denv plan` to see them all." in text
     assert text.count("\n+ wide.canary.local.aggregated-") == 50
 
@@ -205,8 +205,8 @@ def test_gpu_indices_are_shown_as_ranges() -> None:
 def test_a_plan_and_invalid_files_share_the_comment_template() -> None:
     """The valid plan's comment is forge/templates/plan.md, as the invalid files' one is."""
     files = ["releases/chat/denv.yaml"]
-    valid = render_plan(plan_view(sample(), "main", files)).splitlines()
-    invalid = render_plan(PlanView(head_sha=NEW, files=files, problems=[INVALID])).splitlines()
+    valid = render(plan_view(sample(), "main", files)).splitlines()
+    invalid = render(PlanView(head_sha=NEW, files=files, problems=[INVALID])).splitlines()
     assert (
         valid[:2]
         == invalid[:2]
