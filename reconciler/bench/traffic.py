@@ -16,7 +16,7 @@ from pydantic import ValidationError
 
 from reconciler.bench.traffic_stats import TraceStats, trace_stats
 from reconciler.bench.traffic_workloads import WORKLOADS, generate
-from reconciler.engines.sim.kvcache import BLOCK_TOKENS
+from reconciler.engines.model.kvcache import BLOCK_TOKENS
 from reconciler.errors import Problem, SpecError
 from reconciler.spec.bounds import MAX_JSONL_BYTES
 from reconciler.spec.jsonio import read_line

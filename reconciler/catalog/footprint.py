@@ -1,6 +1,6 @@
 """Pure logic: what a model weighs on GPUs — bytes per weight and per KV value by format, the
 split of parameters into dense and routed-expert ones, KV bytes per token, attention FLOPs,
-and how a replica's GPUs divide one engine's work. The simulator (engines/sim/perf.py) and the
+and how a replica's GPUs divide one engine's work. The simulator (engines/model/perf.py) and the
 roofline (roofline.py) both read them here; docs/simulator.md explains every constant."""
 
 from __future__ import annotations

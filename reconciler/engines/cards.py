@@ -23,9 +23,9 @@ from reconciler.spec.engines import ENGINE_CARDS, engine_names
 if TYPE_CHECKING:  # types only: cards import the modules that would import this one
     from reconciler.catalog.deployments import Deployment
     from reconciler.engines.base import FlagTable
+    from reconciler.engines.model.levers import Limits
     from reconciler.engines.placement import Placement
     from reconciler.engines.router import Router
-    from reconciler.engines.sim.levers import Limits
     from reconciler.engines.units import EngineContext, EngineSeries, MetricNames, Probe, Unit
     from reconciler.spec.catalog import Hardware
     from reconciler.spec.recipe import Recipe, Settings

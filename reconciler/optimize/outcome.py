@@ -8,7 +8,7 @@ from pydantic import PositiveInt
 
 from reconciler.bench.saturation import BEHIND
 from reconciler.catalog.latency import LatencyTarget, Verdict
-from reconciler.engines.sim.stats import Prediction
+from reconciler.engines.model.stats import Prediction
 from reconciler.optimize.goal import Goal, Served, goal_value, higher_is_better, served
 from reconciler.spec.base import Spec
 from reconciler.spec.result import Metrics

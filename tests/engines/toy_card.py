@@ -17,9 +17,9 @@ from reconciler.engines.base import (
     pick_table,
     visible_devices,
 )
+from reconciler.engines.model.levers import Limits
 from reconciler.engines.placement import HTTP, Placement
 from reconciler.engines.router import Router, worker_url
-from reconciler.engines.sim.levers import Limits
 from reconciler.engines.units import EngineContext, EngineSeries, MetricNames, Probe, Series, Unit
 from reconciler.errors import UnsupportedSetting
 from reconciler.spec.catalog import Hardware

@@ -10,6 +10,7 @@ import math
 from collections.abc import Sequence
 
 from reconciler.engines.base import check_args, parallel_where
+from reconciler.engines.model.levers import Limits, chunk_size, flag_value
 from reconciler.engines.router import SGLANG_ROUTER, sglang_pd_routes
 from reconciler.engines.sglang.argv import (
     MANAGED,
@@ -23,7 +24,6 @@ from reconciler.engines.sglang.argv import (
     table,
     units,
 )
-from reconciler.engines.sim.levers import Limits, chunk_size, flag_value
 from reconciler.engines.units import EngineSeries, Series, Unit
 from reconciler.spec.catalog import Hardware
 from reconciler.spec.recipe import Recipe, Settings

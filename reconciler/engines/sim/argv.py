@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from reconciler.catalog.deployments import Deployment
 from reconciler.engines.base import unit_name
+from reconciler.engines.model.spec import SimSpec
 from reconciler.engines.placement import BOOTSTRAP, HTTP, Placement
-from reconciler.engines.sim.spec import SimSpec
 from reconciler.engines.units import EngineContext, MetricNames, Metrics, Probe, Unit
 from reconciler.engines.vllm import argv as vllm
 from reconciler.errors import EngineError

@@ -8,8 +8,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from reconciler.engines.base import check_args, parallel_where
+from reconciler.engines.model.levers import Limits, chunk_size, flag_value
 from reconciler.engines.router import Router, worker_url
-from reconciler.engines.sim.levers import Limits, chunk_size, flag_value
 from reconciler.engines.units import EngineSeries, Series, Unit
 from reconciler.engines.vllm import cpu
 from reconciler.engines.vllm.argv import (

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from reconciler.catalog.footprint import kv_bytes_per_token, split_params
-from reconciler.engines.sim.levers import tokens_per_step
-from reconciler.engines.sim.perf import Batch, PerfModel, WeightsDoNotFit
-from tests.engines.sim.perfspecs import model, perf
+from reconciler.engines.model.levers import tokens_per_step
+from reconciler.engines.model.perf import Batch, PerfModel, WeightsDoNotFit
+from tests.engines.model.perfspecs import model, perf
 
 
 @pytest.mark.parametrize(
@@ -184,7 +184,7 @@ def test_parallel_layouts_share_weights(
 
 def test_every_recipe_of_the_repository_fits_its_first_hardware() -> None:
     """A recipe whose weights leave no KV room at its memory fraction cannot start."""
-    from reconciler.engines.sim.predict import sim_spec as predict_spec
+    from reconciler.engines.model.predict import sim_spec as predict_spec
     from reconciler.spec.loader import open_repo
     from reconciler.spec.recipe import DisaggregatedTopology
     from tests.conftest import ROOT

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from pydantic import ValidationError
 
-from reconciler.engines.sim.kvcache import BLOCK_TOKENS
+from reconciler.engines.model.kvcache import BLOCK_TOKENS
 from reconciler.errors import Problem, SpecError
 from reconciler.spec.jsonio import read_line
 from reconciler.spec.result import TrafficLine

@@ -17,10 +17,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 
 from reconciler.catalog.workloads import covered
-from reconciler.engines.sim import calibration, traffic
-from reconciler.engines.sim.perf import PerfModel, WeightsDoNotFit
-from reconciler.engines.sim.predict import PredictionError, predict, sim_spec
-from reconciler.engines.sim.stats import Prediction
+from reconciler.engines.model import calibration, traffic
+from reconciler.engines.model.perf import PerfModel, WeightsDoNotFit
+from reconciler.engines.model.predict import PredictionError, predict, sim_spec
+from reconciler.engines.model.stats import Prediction
 from reconciler.spec.catalog import Hardware, ModelArch
 from reconciler.spec.recipe import DisaggregatedTopology, Recipe, Role
 from reconciler.spec.result import (

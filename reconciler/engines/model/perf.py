@@ -23,9 +23,9 @@ from reconciler.catalog.footprint import (
     split_params,
 )
 from reconciler.engines.cards import card
-from reconciler.engines.sim.calibration import PD_HANDOFF_S, Tuning, efficiency
-from reconciler.engines.sim.levers import ACCEPTANCE, DRAFT_MODEL_SHARE, Limits, tokens_per_step
-from reconciler.engines.sim.spec import SimSpec
+from reconciler.engines.model.calibration import PD_HANDOFF_S, Tuning, efficiency
+from reconciler.engines.model.levers import ACCEPTANCE, DRAFT_MODEL_SHARE, Limits, tokens_per_step
+from reconciler.engines.model.spec import SimSpec
 from reconciler.errors import DenvError
 from reconciler.spec.catalog import Hardware, ModelArch
 from reconciler.spec.recipe import DisaggregatedTopology, Parallel, Recipe, Settings

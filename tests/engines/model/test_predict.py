@@ -12,14 +12,14 @@ from typing import Any
 
 import pytest
 
-from reconciler.engines.sim import traffic
-from reconciler.engines.sim.perf import PerfModel
-from reconciler.engines.sim.predict import predict, sim_spec
-from reconciler.engines.sim.stats import Prediction, percentile, weighted_percentile
+from reconciler.engines.model import traffic
+from reconciler.engines.model.perf import PerfModel
+from reconciler.engines.model.predict import predict, sim_spec
+from reconciler.engines.model.stats import Prediction, percentile, weighted_percentile
 from reconciler.errors import SpecError
 from reconciler.spec.recipe import Recipe
 from tests.conftest import ROOT
-from tests.engines.sim.perfspecs import hardware, model, recipe
+from tests.engines.model.perfspecs import hardware, model, recipe
 
 JSON_KEYS = {
     "ttft_ms",
