@@ -1,19 +1,22 @@
 """Pure logic: denv's simulator as an engine — one `denv sim serve` process per replica,
 on node 0's host, standing for all of the replica's GPUs (the placement still holds them
 all). It runs for recipes whose engine is `sim`, and for every recipe on a simulated fleet,
-keeping the recipe's topology; it serves vLLM's metric names. Engine flags are not
+keeping the recipe's topology; it serves the metric names of the engine it models (`MODELLED`,
+vLLM), asked of that engine's card. Engine flags are not
 checked here: render the recipe on a real fleet for that."""
 
 from __future__ import annotations
 
 from reconciler.catalog.deployments import Deployment
 from reconciler.engines.base import unit_name
+from reconciler.engines.cards import card
 from reconciler.engines.model.spec import SimSpec
 from reconciler.engines.placement import BOOTSTRAP, HTTP, Placement
 from reconciler.engines.units import EngineContext, MetricNames, Metrics, Probe, Unit
-from reconciler.engines.vllm import argv as vllm
 from reconciler.errors import EngineError
 from reconciler.spec.recipe import AggregatedTopology, Recipe
+
+MODELLED = "vllm"  # the engine whose metric names and scheduler defaults the simulator copies
 
 
 def health() -> Probe:
@@ -21,7 +24,7 @@ def health() -> Probe:
 
 
 def metric_names() -> MetricNames:
-    return vllm.metric_names()
+    return card(MODELLED).metric_names()
 
 
 def one_replica(recipe: Recipe) -> Recipe:
