@@ -74,6 +74,19 @@ def kv_bytes_per_rank_gpu(arch: ModelArch, kv_token: float, attn_tp: int) -> flo
     return kv_token
 
 
+def kv_token_bytes(arch: ModelArch, kv_dtype: str | None, attn_tp: int) -> tuple[float, float]:
+    """(KV bytes of one token over all layers, on each GPU of the attention rank holding it)
+    for a KV cache dtype; None or a dtype not in KV_DTYPE_BYTES: the model's own (bf16)."""
+    kv_token = kv_bytes_per_token(arch, KV_DTYPE_BYTES.get(kv_dtype or "auto", 2.0))
+    return kv_token, kv_bytes_per_rank_gpu(arch, kv_token, attn_tp)
+
+
+def experts_touched(miss: float, tokens: float) -> float:
+    """The share of its routed experts a step of `tokens` tokens reads, each token picking k
+    of E independently: 1 - (1 - k/E)^tokens (`miss`: `expert_miss`)."""
+    return 1.0 - math.pow(miss, tokens)
+
+
 def attention_flops_per_pair(arch: ModelArch) -> float:
     """Attention FLOPs per (query token, context token) pair per unit of head width:
     4 × layers × heads (QKᵀ and PV, a multiply-add each); times the head width used."""
