@@ -56,6 +56,16 @@ def test_prediction_is_deterministic_and_consistent() -> None:
     assert a.tpot_ms.p50 >= a.itl_ms.p50 * 0.9
 
 
+def test_a_prediction_reads_as_a_result_s_metrics_goodput_only_when_asked() -> None:
+    a = run(recipe(), fixed(count=60))
+    metrics = a.metrics()
+    assert (metrics.ttft_ms.p50, metrics.ttft_ms.p99) == (a.ttft_ms.p50, a.ttft_ms.p99)
+    assert metrics.output_tok_s_per_gpu == a.output_tok_s_per_gpu
+    assert (metrics.requests, metrics.errors) == (a.requests, a.errors)
+    assert metrics.goodput_rps is None and a.goodput_rps is not None
+    assert a.metrics(goodput=True).goodput_rps == a.goodput_rps
+
+
 def test_one_client_sees_model_step_times() -> None:
     r = recipe()
     m = PerfModel.from_spec(sim_spec(r, hardware("h200"), model(r.model)))
