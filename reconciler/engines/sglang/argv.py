@@ -23,6 +23,7 @@ from reconciler.engines.base import (
     visible_devices,
     weights_source,
 )
+from reconciler.engines.common_flags import dtype_flags, quantization_flags
 from reconciler.engines.placement import BOOTSTRAP, DIST_INIT, HTTP, Placement, Slot
 from reconciler.engines.sglang.flags import SGLANG_CHOICES, SGLANG_FLAG_HISTORY
 from reconciler.engines.units import EngineContext, MetricNames, Probe, Unit
@@ -98,6 +99,9 @@ QUANTIZATION = {
     "gptq": "gptq",
     "w8a8_fp8": "w8a8_fp8",
 }
+REFUSED_QUANTIZATION = {
+    "int4": "int4 names no one method; use awq or gptq, the checkpoint's format",
+}
 SPECULATIVE = {
     "mtp": "NEXTN",
     "eagle": "EAGLE",
@@ -144,13 +148,7 @@ def settings_flags(settings: Settings, flags: FlagTable) -> list[str]:
         argv += ["--chunked-prefill-size", str(s.chunked_prefill)]
     if s.max_model_len is not None:
         argv += ["--context-length", str(s.max_model_len)]  # a plain integer: no k/Ki
-    if s.dtype != "auto":
-        argv += ["--dtype", flags.value("--dtype", s.dtype, "settings.dtype", s.dtype)]
-    if kv.dtype != "auto":
-        value = flags.value(
-            "--kv-cache-dtype", KV_DTYPE[kv.dtype], "settings.kv_cache.dtype", kv.dtype
-        )
-        argv += ["--kv-cache-dtype", value]
+    argv += dtype_flags(s, flags, KV_DTYPE)
     if not kv.prefix_caching:
         argv.append("--disable-radix-cache")
     argv += ["--mem-fraction-static", number(kv.memory_fraction)]
@@ -165,17 +163,7 @@ def settings_flags(settings: Settings, flags: FlagTable) -> list[str]:
                     "--hicache-size takes whole GB",
                 )
             argv += ["--hicache-size", number(kv.offload_gb)]
-    if s.quantization == "int4":
-        raise UnsupportedSetting(
-            "settings.quantization",
-            "int4",
-            label,
-            "int4 names no one method; use awq or gptq, the checkpoint's format",
-        )
-    if s.quantization != "none":
-        method = QUANTIZATION[s.quantization]
-        value = flags.value("--quantization", method, "settings.quantization", s.quantization)
-        argv += ["--quantization", value]
+    argv += quantization_flags(s, flags, QUANTIZATION, REFUSED_QUANTIZATION)
     argv += _speculative(s)
     if not s.cuda_graphs:
         if flags.has("--cuda-graph-backend-decode"):

@@ -23,6 +23,7 @@ from reconciler.engines.base import (
     visible_devices,
     weights_source,
 )
+from reconciler.engines.common_flags import dtype_flags, quantization_flags
 from reconciler.engines.placement import DIST_INIT, DP_RPC, HTTP, SIDE_CHANNEL, Placement, Slot
 from reconciler.engines.units import EngineContext, MetricNames, Probe, Unit
 from reconciler.engines.vllm import cpu
@@ -159,13 +160,7 @@ def settings_flags(settings: Settings, flags: FlagTable) -> list[str]:
         argv.append("--enable-chunked-prefill" if on else _off(flags, "chunked-prefill"))
     if s.max_model_len is not None:
         argv += ["--max-model-len", str(s.max_model_len)]
-    if s.dtype != "auto":
-        argv += ["--dtype", flags.value("--dtype", s.dtype, "settings.dtype", s.dtype)]
-    if kv.dtype != "auto":
-        value = flags.value(
-            "--kv-cache-dtype", KV_DTYPE[kv.dtype], "settings.kv_cache.dtype", kv.dtype
-        )
-        argv += ["--kv-cache-dtype", value]
+    argv += dtype_flags(s, flags, KV_DTYPE)
     if not kv.prefix_caching:
         argv.append(_off(flags, "prefix-caching"))
     argv += ["--gpu-memory-utilization", number(kv.memory_fraction)]
@@ -180,14 +175,7 @@ def settings_flags(settings: Settings, flags: FlagTable) -> list[str]:
             )
         size = flags.require("--kv-offloading-size", "settings.kv_cache.offload", "cpu")
         argv += [size, number(kv.offload_gb), "--kv-offloading-backend", "native"]
-    if s.quantization in REFUSED_QUANTIZATION:
-        raise UnsupportedSetting(
-            "settings.quantization", s.quantization, label, REFUSED_QUANTIZATION[s.quantization]
-        )
-    if s.quantization != "none":
-        method = QUANTIZATION[s.quantization]
-        value = flags.value("--quantization", method, "settings.quantization", s.quantization)
-        argv += ["--quantization", value]
+    argv += quantization_flags(s, flags, QUANTIZATION, REFUSED_QUANTIZATION)
     argv += _speculative(s)
     if not s.cuda_graphs:
         argv.append(flags.require("--enforce-eager", "settings.cuda_graphs", "false"))
