@@ -221,6 +221,12 @@ def model_source(deployment: Deployment, context: EngineContext) -> tuple[str, s
     return weights_source(deployment.weights)
 
 
+def health() -> Probe:
+    """`GET /health`, 200 once the engine serves: vLLM's, SGLang's and the simulator's (503
+    until its warm-up has passed)."""
+    return Probe(path="/health", status=200)
+
+
 def number(value: float) -> str:
     """A setting's number as a flag value: 0.9, 64 (not 64.0)."""
     return f"{value:g}"

@@ -16,6 +16,7 @@ from reconciler.engines.base import (
     check_consistent,
     engine_unit,
     flag_tables,
+    health,
     model_source,
     number,
     parallel_where,
@@ -26,7 +27,7 @@ from reconciler.engines.base import (
 from reconciler.engines.common_flags import dtype_flags, quantization_flags
 from reconciler.engines.placement import BOOTSTRAP, DIST_INIT, HTTP, Placement, Slot
 from reconciler.engines.sglang.flags import SGLANG_CHOICES, SGLANG_FLAG_HISTORY
-from reconciler.engines.units import EngineContext, MetricNames, Probe, Unit
+from reconciler.engines.units import EngineContext, MetricNames, Unit
 from reconciler.errors import UnsupportedSetting
 from reconciler.spec.catalog import Hardware
 from reconciler.spec.recipe import Parallel, Pool, Recipe, Role, Settings
@@ -114,10 +115,6 @@ TRANSFER_BACKEND = {"nvidia": "nixl", "amd": "mori"}  # KV transfer between P/D 
 
 def table(version: str) -> FlagTable:
     return pick_table("sglang", version, TABLES, SGLANG_CHOICES)
-
-
-def health() -> Probe:
-    return Probe(path="/health", status=200)
 
 
 def metric_names() -> MetricNames:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from reconciler.engines.base import check_args, parallel_where
+from reconciler.engines.base import check_args, health, parallel_where
 from reconciler.engines.model.levers import Limits, chunk_size, flag_value
 from reconciler.engines.router import SGLANG_ROUTER, sglang_pd_routes
 from reconciler.engines.sglang import argv
@@ -19,7 +19,8 @@ from reconciler.spec.recipe import Recipe, Settings
 
 # The argv builder's parts (argv.py), under the names EngineCard gives them.
 MANAGED, TABLES, table, units = argv.MANAGED, argv.TABLES, argv.table, argv.units
-health, metric_names, check_hardware = argv.health, argv.metric_names, argv.check_hardware
+metric_names, check_hardware = argv.metric_names, argv.check_hardware
+__all__ = ["health"]  # the probe every OpenAI-compatible engine answers (base.py)
 
 IMAGE = "lmsysorg/sglang:v{version}"
 EXTRA_INDEX: tuple[str, ...] = ()  # none for the versions denv knows

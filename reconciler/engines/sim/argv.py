@@ -8,19 +8,15 @@ checked here: render the recipe on a real fleet for that."""
 from __future__ import annotations
 
 from reconciler.catalog.deployments import Deployment
-from reconciler.engines.base import unit_name
+from reconciler.engines.base import health, unit_name
 from reconciler.engines.cards import card
 from reconciler.engines.model.spec import SimSpec
 from reconciler.engines.placement import BOOTSTRAP, HTTP, Placement
-from reconciler.engines.units import EngineContext, MetricNames, Metrics, Probe, Unit
+from reconciler.engines.units import EngineContext, MetricNames, Metrics, Unit
 from reconciler.errors import EngineError
 from reconciler.spec.recipe import AggregatedTopology, Recipe
 
 MODELLED = "vllm"  # the engine whose metric names and scheduler defaults the simulator copies
-
-
-def health() -> Probe:
-    return Probe(path="/health", status=200)  # 503 until its warm-up has passed
 
 
 def metric_names() -> MetricNames:

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from reconciler.engines.base import FlagTable
+from reconciler.engines.base import FlagTable, health
 from reconciler.engines.cards import card
 from reconciler.engines.model.levers import Limits
 from reconciler.engines.router import SGLANG_ROUTER, sglang_pd_routes
-from reconciler.engines.sim.argv import MODELLED, health, metric_names, units
+from reconciler.engines.sim.argv import MODELLED, metric_names, units
 from reconciler.errors import EngineError
 from reconciler.spec.catalog import Hardware
 from reconciler.spec.recipe import Recipe, Settings

@@ -15,6 +15,7 @@ from reconciler.engines.base import (
     check_consistent,
     engine_unit,
     flag_tables,
+    health,
     json_arg,
     model_source,
     number,
@@ -25,7 +26,7 @@ from reconciler.engines.base import (
 )
 from reconciler.engines.common_flags import dtype_flags, quantization_flags
 from reconciler.engines.placement import DIST_INIT, DP_RPC, HTTP, SIDE_CHANNEL, Placement, Slot
-from reconciler.engines.units import EngineContext, MetricNames, Probe, Unit
+from reconciler.engines.units import EngineContext, MetricNames, Unit
 from reconciler.engines.vllm import cpu
 from reconciler.engines.vllm.flags import VLLM_CHOICES, VLLM_FLAG_HISTORY
 from reconciler.errors import UnsupportedSetting
@@ -116,10 +117,6 @@ MAX_LOCAL_DP = 16  # NIXL side-channel ports in a slot's port block
 
 def table(version: str) -> FlagTable:
     return pick_table("vllm", version, TABLES, VLLM_CHOICES)
-
-
-def health() -> Probe:
-    return Probe(path="/health", status=200)
 
 
 def metric_names() -> MetricNames:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from reconciler.engines.base import check_args, parallel_where
+from reconciler.engines.base import check_args, health, parallel_where
 from reconciler.engines.model.levers import Limits, chunk_size, flag_value
 from reconciler.engines.router import Router, worker_url
 from reconciler.engines.units import EngineSeries, Series, Unit
@@ -17,7 +17,8 @@ from reconciler.spec.recipe import Recipe, Settings
 
 # The argv builder's parts (argv.py), under the names EngineCard gives them.
 MANAGED, TABLES, table, units = argv.MANAGED, argv.TABLES, argv.table, argv.units
-health, metric_names = argv.health, argv.metric_names
+metric_names = argv.metric_names
+__all__ = ["health"]  # the probe every OpenAI-compatible engine answers (base.py)
 
 IMAGE = "vllm/vllm-openai:v{version}"
 EXTRA_INDEX: tuple[str, ...] = ()  # none for the versions denv knows
