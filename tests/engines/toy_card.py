@@ -11,7 +11,6 @@ from reconciler.catalog.deployments import Deployment
 from reconciler.engines.base import (
     FlagTable,
     check_args,
-    engine_unit,
     flag_tables,
     model_source,
     pick_table,
@@ -19,6 +18,7 @@ from reconciler.engines.base import (
 )
 from reconciler.engines.model.levers import Limits
 from reconciler.engines.placement import HTTP, Placement
+from reconciler.engines.replicas import engine_unit
 from reconciler.engines.router import Router, worker_url
 from reconciler.engines.units import EngineContext, EngineSeries, MetricNames, Probe, Series, Unit
 from reconciler.errors import UnsupportedSetting

@@ -14,7 +14,6 @@ from reconciler.engines.base import (
     FlagTable,
     check_args,
     check_consistent,
-    engine_unit,
     flag_tables,
     health,
     model_source,
@@ -26,6 +25,7 @@ from reconciler.engines.base import (
 )
 from reconciler.engines.common_flags import dtype_flags, quantization_flags
 from reconciler.engines.placement import BOOTSTRAP, DIST_INIT, HTTP, Placement, Slot
+from reconciler.engines.replicas import engine_unit, replica_units
 from reconciler.engines.sglang.flags import SGLANG_CHOICES, SGLANG_FLAG_HISTORY
 from reconciler.engines.units import EngineContext, MetricNames, Unit
 from reconciler.errors import UnsupportedSetting
@@ -304,10 +304,4 @@ def check_hardware(recipe: Recipe, hardware: Hardware) -> None:
 def units(deployment: Deployment, placement: Placement, context: EngineContext) -> list[Unit]:
     flags = table(deployment.recipe.engine.version)
     check_hardware(deployment.recipe, context.hardware)
-    found: list[Unit] = []
-    for role, pool in deployment.recipe.topology.pools():
-        for index in range(pool.replicas):
-            found += _replica(
-                deployment, role, pool, placement.replica(role, index), context, flags
-            )
-    return found
+    return replica_units(deployment, placement, context, flags, _replica)

@@ -8,10 +8,11 @@ checked here: render the recipe on a real fleet for that."""
 from __future__ import annotations
 
 from reconciler.catalog.deployments import Deployment
-from reconciler.engines.base import health, unit_name
+from reconciler.engines.base import health
 from reconciler.engines.cards import card
 from reconciler.engines.model.spec import SimSpec
 from reconciler.engines.placement import BOOTSTRAP, HTTP, Placement
+from reconciler.engines.replicas import unit_name
 from reconciler.engines.units import EngineContext, MetricNames, Metrics, Unit
 from reconciler.errors import EngineError
 from reconciler.spec.recipe import AggregatedTopology, Recipe

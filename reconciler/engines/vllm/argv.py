@@ -13,7 +13,6 @@ from reconciler.engines.base import (
     FlagTable,
     check_args,
     check_consistent,
-    engine_unit,
     flag_tables,
     health,
     json_arg,
@@ -26,6 +25,7 @@ from reconciler.engines.base import (
 )
 from reconciler.engines.common_flags import dtype_flags, quantization_flags
 from reconciler.engines.placement import DIST_INIT, DP_RPC, HTTP, SIDE_CHANNEL, Placement, Slot
+from reconciler.engines.replicas import engine_unit, replica_units
 from reconciler.engines.units import EngineContext, MetricNames, Unit
 from reconciler.engines.vllm import cpu
 from reconciler.engines.vllm.flags import VLLM_CHOICES, VLLM_FLAG_HISTORY
@@ -300,10 +300,4 @@ def _replica(
 
 def units(deployment: Deployment, placement: Placement, context: EngineContext) -> list[Unit]:
     flags = table(deployment.recipe.engine.version)
-    found: list[Unit] = []
-    for role, pool in deployment.recipe.topology.pools():
-        for index in range(pool.replicas):
-            found += _replica(
-                deployment, role, pool, placement.replica(role, index), context, flags
-            )
-    return found
+    return replica_units(deployment, placement, context, flags, _replica)
