@@ -9,6 +9,9 @@ from reconciler.engines.base import FlagTable
 from reconciler.errors import UnsupportedSetting
 from reconciler.spec.recipe import Settings
 
+# Quantizations no engine can take as they stand: which method is meant is the checkpoint's.
+NO_METHOD = {"int4": "int4 names no one method; use awq or gptq, the checkpoint's format"}
+
 
 def dtype_flags(settings: Settings, flags: FlagTable, kv_dtypes: Mapping[str, str]) -> list[str]:
     """`--dtype` and `--kv-cache-dtype`, which vLLM and SGLang name alike: the weights' dtype
@@ -25,11 +28,16 @@ def dtype_flags(settings: Settings, flags: FlagTable, kv_dtypes: Mapping[str, st
 
 
 def quantization_flags(
-    settings: Settings, flags: FlagTable, methods: Mapping[str, str], refused: Mapping[str, str]
+    settings: Settings,
+    flags: FlagTable,
+    methods: Mapping[str, str],
+    refused: Mapping[str, str] | None = None,
 ) -> list[str]:
     """`--quantization`, which vLLM and SGLang name alike: the engine's method for the
-    recipe's quantization; UnsupportedSetting, with the reason, for one in `refused`."""
+    recipe's quantization; UnsupportedSetting, with the reason, for one in NO_METHOD or in
+    what the engine refuses (`refused`)."""
     quantization = settings.quantization
+    refused = {**NO_METHOD, **(refused or {})}
     if quantization in refused:
         raise UnsupportedSetting(
             "settings.quantization", quantization, flags.label, refused[quantization]

@@ -43,6 +43,7 @@ def test_quantization_is_the_card_s_method_or_refused_with_its_reason() -> None:
         "modelopt_fp4",
     ]
     with pytest.raises(UnsupportedSetting, match="names no one method"):
-        quantization_flags(
-            settings(quantization="int4"), TABLE, {}, {"int4": "names no one method"}
-        )
+        quantization_flags(settings(quantization="int4"), TABLE, {"int4": "int4"})
+    with pytest.raises(UnsupportedSetting, match="has no w8a8_fp8"):
+        refused = {"w8a8_fp8": "has no w8a8_fp8"}
+        quantization_flags(settings(quantization="w8a8_fp8"), TABLE, {}, refused)

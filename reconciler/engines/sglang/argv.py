@@ -100,9 +100,6 @@ QUANTIZATION = {
     "gptq": "gptq",
     "w8a8_fp8": "w8a8_fp8",
 }
-REFUSED_QUANTIZATION = {
-    "int4": "int4 names no one method; use awq or gptq, the checkpoint's format",
-}
 SPECULATIVE = {
     "mtp": "NEXTN",
     "eagle": "EAGLE",
@@ -160,7 +157,7 @@ def settings_flags(settings: Settings, flags: FlagTable) -> list[str]:
                     "--hicache-size takes whole GB",
                 )
             argv += ["--hicache-size", number(kv.offload_gb)]
-    argv += quantization_flags(s, flags, QUANTIZATION, REFUSED_QUANTIZATION)
+    argv += quantization_flags(s, flags, QUANTIZATION)
     argv += _speculative(s)
     if not s.cuda_graphs:
         if flags.has("--cuda-graph-backend-decode"):

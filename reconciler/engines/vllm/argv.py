@@ -102,7 +102,6 @@ QUANTIZATION = {
     "gptq": "gptq",
 }
 REFUSED_QUANTIZATION = {
-    "int4": "int4 names no one method; use awq or gptq, the checkpoint's format",
     "w8a8_fp8": "vLLM has no w8a8_fp8 method; FP8 checkpoints load with quantization fp8",
 }
 SPECULATIVE = {
