@@ -150,15 +150,23 @@ def test_percentile_interpolates_like_numpy(values: list[float], q: float, expec
     )
 
 
+GOOD = '{"timestamp": 0, "input_length": 10, "output_length": 5, "hash_ids": [0]}'
+
+
+# The same reading as `denv bench` (engines/model/traffic.py): line, column and field.
 @pytest.mark.parametrize(
     ("text", "where"),
     [
-        ('{"timestamp": 0, "input_length": 10, "output_length": 5}\n{oops\n', "t.jsonl:2:"),
+        (f"{GOOD}\n{{oops\n", "t.jsonl:2:"),
         ('{"timestamp": 0, "input_length": 10}\n', "t.jsonl:1:1: output_length"),
-        ('\n{"timestamp": 0, "input_length": -1, "output_length": 5}\n', "t.jsonl:2:1: input"),
+        ('\n{"timestamp": 0, "input_length": -1, "output_length": 5}\n', "t.jsonl:2:18: input"),
+        (
+            '{"timestamp": 0, "input_length": 600, "output_length": 5, "hash_ids": [1]}',
+            "t.jsonl:1:59: hash_ids: 1 block ids",
+        ),
         ("", "no requests"),
     ],
-    ids=["bad-json", "missing-field", "negative", "empty"],
+    ids=["bad-json", "missing-field", "negative", "block-count", "empty"],
 )
 def test_traffic_file_errors_name_the_line(text: str, where: str) -> None:
     with pytest.raises(SpecError, match=where):
@@ -215,7 +223,10 @@ def test_cli_table_says_simulated(tmp_path: Path) -> None:
     trace = tmp_path / "trace.jsonl"
     trace.write_text(
         "\n".join(
-            json.dumps({"timestamp": i * 100, "input_length": 700, "output_length": 20})
+            json.dumps(
+                {"timestamp": i * 100, "input_length": 700, "output_length": 20}
+                | {"hash_ids": [2 * i, 2 * i + 1]}
+            )
             for i in range(60)
         )
     )
