@@ -44,10 +44,10 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from reconciler.catalog.latency import LatencyTarget, Slo  # noqa: E402
-from reconciler.engines.sim import traffic  # noqa: E402
-from reconciler.engines.sim.calibration import Tuning, efficiency  # noqa: E402
-from reconciler.engines.sim.predict import predict  # noqa: E402
-from reconciler.engines.sim.stats import percentile  # noqa: E402
+from reconciler.engines.model import traffic  # noqa: E402
+from reconciler.engines.model.calibration import Tuning, efficiency  # noqa: E402
+from reconciler.engines.model.predict import predict  # noqa: E402
+from reconciler.engines.model.stats import percentile  # noqa: E402
 from reconciler.optimize.outcome import Outcome, violation, within  # noqa: E402
 from reconciler.optimize.prescreen import Scored, ranked, scored  # noqa: E402
 from reconciler.optimize.space import Baseline, Candidate, SearchSpace  # noqa: E402

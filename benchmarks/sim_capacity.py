@@ -41,7 +41,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from reconciler.engines.sim.spec import SimSpec  # noqa: E402
+from reconciler.engines.model.spec import SimSpec  # noqa: E402
 from reconciler.spec.loader import open_repo  # noqa: E402
 
 # Linux's SO_TIMESTAMPNS (its SCM_TIMESTAMPNS cmsg has the same number), which Python's socket

@@ -28,7 +28,7 @@ from pathlib import Path
 
 sys.path.insert(0, os.environ.get("CODE", str(Path(__file__).resolve().parent.parent)))
 
-from reconciler.engines.sim.scheduler import Step
+from reconciler.engines.model.scheduler import Step
 from reconciler.engines.sim.server import SimServer
 
 sys.path.insert(1, str(Path(__file__).resolve().parent))

@@ -10,7 +10,7 @@
 Points: the InferenceX DeepSeek-R1-0528 rows of results/published/inferencex.jsonl served by
 plain SGLang, aggregated (fixed ISL/OSL drawn from [0.8 L, L], closed-loop concurrency), the
 newest run of each configuration and concurrency. Each point is predicted with
-`reconciler.engines.sim.predict` exactly as `denv sim predict` would, from a recipe rebuilt
+`reconciler.engines.model.predict` exactly as `denv sim predict` would, from a recipe rebuilt
 from the row (topology, precision, MTP) and the launch settings InferenceX's scripts use.
 
 The fit: per GPU generation (calibration.GENERATION), five efficiency constants with a physical
@@ -41,16 +41,16 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from reconciler.cli.common import load  # noqa: E402
-from reconciler.engines.sim import calibration, traffic  # noqa: E402
-from reconciler.engines.sim.calibration import Efficiency, Tuning  # noqa: E402
-from reconciler.engines.sim.error_bands import (  # noqa: E402
+from reconciler.engines.model import calibration, traffic  # noqa: E402
+from reconciler.engines.model.calibration import Efficiency, Tuning  # noqa: E402
+from reconciler.engines.model.error_bands import (  # noqa: E402
     ERRORS_FILE,
     IN_SAMPLE_FILE,
     ErrorGroup,
     ErrorTable,
     markdown_table,
 )
-from reconciler.engines.sim.error_intervals import (  # noqa: E402
+from reconciler.engines.model.error_intervals import (  # noqa: E402
     FIGURES,
     INTERVALS_FILE,
     MIN_POINTS,
@@ -64,9 +64,9 @@ from reconciler.engines.sim.error_intervals import (  # noqa: E402
     unseen,
     unseen_coverage,
 )
-from reconciler.engines.sim.perf import WeightsDoNotFit  # noqa: E402
-from reconciler.engines.sim.predict import default_requests, predict  # noqa: E402
-from reconciler.engines.sim.stats import Prediction  # noqa: E402
+from reconciler.engines.model.perf import WeightsDoNotFit  # noqa: E402
+from reconciler.engines.model.predict import default_requests, predict  # noqa: E402
+from reconciler.engines.model.stats import Prediction  # noqa: E402
 from reconciler.spec.catalog import Hardware, ModelArch  # noqa: E402
 from reconciler.spec.recipe import (  # noqa: E402
     AggregatedTopology,
@@ -86,7 +86,7 @@ EFFICIENCY_STEP = 1.6  # the pattern search's first factor (efficiencies; scalar
 SCALAR_STEP = 1.4
 PD_FIT_MAX_CONCURRENCY = 8
 SWEEPS = 12  # the pattern search's most sweeps per constant set (--sweeps)
-ERRORS_PATH = REPO / "reconciler/engines/sim" / ERRORS_FILE
+ERRORS_PATH = REPO / "reconciler/engines/model" / ERRORS_FILE
 Errors = tuple[float, float, float]  # |predicted / measured - 1|: tok/s/GPU, TTFT p50, TPOT p50
 PARAMS = ("mfu", "hbm", "kv_hbm", "layer_floor_s", "request_overhead_s")
 # Physically plausible ranges: no kernel reaches more than 80 % of peak FLOPS or 90 % of
@@ -588,8 +588,8 @@ def write_errors(
 
 
 CV_FOLDS = 5
-IN_SAMPLE_PATH = REPO / "reconciler/engines/sim" / IN_SAMPLE_FILE
-INTERVALS_PATH = REPO / "reconciler/engines/sim" / INTERVALS_FILE
+IN_SAMPLE_PATH = REPO / "reconciler/engines/model" / IN_SAMPLE_FILE
+INTERVALS_PATH = REPO / "reconciler/engines/model" / INTERVALS_FILE
 
 
 def configuration(point: Point) -> str:
@@ -1028,7 +1028,7 @@ def main() -> None:
 
 
 def _write(block: str) -> None:
-    path = REPO / "reconciler/engines/sim/calibration.py"
+    path = REPO / "reconciler/engines/model/calibration.py"
     text = path.read_text()
     begin = text.index("# --- fitted: begin ---")
     end = text.index("# --- fitted: end ---") + len("# --- fitted: end ---")

@@ -5,7 +5,7 @@
     .venv/bin/python scripts/simulate_results.py --check    # exit 1 when the file is stale
 
 Every recipe of recipes/ on every hardware it names (where its weights fit), on every profile
-of catalog/workloads.yaml, at the concurrencies of reconciler/engines/sim/simulated_results.py,
+of catalog/workloads.yaml, at the concurrencies of reconciler/engines/model/simulated_results.py,
 less what a published or measured result already covers. Rows whose inputs digest is still
 current are kept as they are; only new or changed targets are predicted. Run it after changing
 a recipe, a workload profile, the hardware or model catalog, or the simulator's constants;
@@ -24,7 +24,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from reconciler.cli.common import load  # noqa: E402
-from reconciler.engines.sim.simulated_results import (  # noqa: E402
+from reconciler.engines.model.simulated_results import (  # noqa: E402
     PATH,
     Target,
     digest_of,

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from typing import Literal
 
 from reconciler.bench.traffic import TraceLine
-from reconciler.engines.sim.predict import default_requests
+from reconciler.engines.model.predict import default_requests
 from reconciler.errors import UsageError
 
 Mode = Literal["concurrency", "rate", "replay"]

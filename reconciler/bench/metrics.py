@@ -28,8 +28,8 @@ from pydantic import NonNegativeFloat, NonNegativeInt
 from reconciler.bench.records import RequestRecord
 from reconciler.bench.saturation import Saturation, saturation
 from reconciler.catalog.latency import LatencyTarget, Slo
-from reconciler.engines.sim.predict import default_warmup
-from reconciler.engines.sim.stats import percentile
+from reconciler.engines.model.predict import default_warmup
+from reconciler.engines.model.stats import percentile
 from reconciler.spec.base import Spec
 from reconciler.spec.result import Load, Metrics, Percentiles
 

@@ -22,8 +22,7 @@ from collections import OrderedDict
 from typing import Literal
 
 from reconciler.bench.traffic import BLOCK_TOKENS, TraceLine
-from reconciler.engines.sim.protocol import render_chat
-from reconciler.engines.sim.tokens import Tokenizer
+from reconciler.engines.model.tokens import Tokenizer, chat_prompt
 
 PromptFormat = Literal["token_ids", "text"]
 
@@ -108,4 +107,4 @@ class PromptBuilder:
 def simulator_chat_overhead(vocab_size: int = 128256) -> int:
     """Tokens the simulator's chat template adds around one user message: chat prompts to a
     simulator are that much shorter, so the engine sees exactly `input_length` tokens."""
-    return len(Tokenizer(vocab_size).encode(render_chat([{"role": "user", "content": ""}])))
+    return len(Tokenizer(vocab_size).encode(chat_prompt([("user", "")])))

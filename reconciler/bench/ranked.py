@@ -133,8 +133,8 @@ def _bands(
 ) -> dict[str, dict[str, ErrorBand]]:
     """The interval `denv sim predict` gives each result's recipe, hardware, layout and
     load (error_intervals.for_prediction, the one source), in percent of the figure."""
-    from reconciler.engines.sim.calibration import generation
-    from reconciler.engines.sim.error_intervals import for_prediction, read_interval_table
+    from reconciler.engines.model.calibration import generation
+    from reconciler.engines.model.error_intervals import for_prediction, read_interval_table
 
     if not results:
         return {}

@@ -13,7 +13,7 @@ from reconciler.bench.levels import Mode
 from reconciler.bench.results import RunInfo
 from reconciler.bench.traffic import TraceLine, trace_digest
 from reconciler.catalog.cost import USER_PRICE_SOURCE, PriceChoice, canonical_key, offer_price
-from reconciler.engines.sim.predict import default_requests
+from reconciler.engines.model.predict import default_requests
 from reconciler.errors import UsageError
 from reconciler.spec.catalog import Offer
 from reconciler.spec.fleet import Fleet

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 
 from reconciler.bench.levels import Mode, level_label, level_lines
 from reconciler.bench.traffic import TraceLine
-from reconciler.engines.sim.predict import predict
-from reconciler.engines.sim.traffic import traced
+from reconciler.engines.model.predict import predict
+from reconciler.engines.model.traffic import traced
 from reconciler.errors import DenvError
 from reconciler.spec.catalog import Hardware, ModelArch
 from reconciler.spec.recipe import Recipe

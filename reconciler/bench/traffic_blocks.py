@@ -8,8 +8,8 @@ import math
 from array import array
 from collections.abc import Sequence
 
-from reconciler.engines.sim.kvcache import BLOCK_TOKENS
-from reconciler.engines.sim.tokens import block_hashes, digest64
+from reconciler.engines.model.kvcache import BLOCK_TOKENS
+from reconciler.engines.model.tokens import block_hashes, digest64
 from reconciler.spec.result import TrafficLine
 
 

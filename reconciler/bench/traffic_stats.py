@@ -7,7 +7,7 @@ import itertools
 import statistics
 from collections.abc import Sequence
 
-from reconciler.engines.sim.stats import percentile
+from reconciler.engines.model.stats import percentile
 from reconciler.spec.base import Spec
 from reconciler.spec.result import TrafficLine
 

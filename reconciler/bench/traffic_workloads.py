@@ -16,7 +16,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
 from reconciler.catalog.workloads import profile_for
-from reconciler.engines.sim.kvcache import BLOCK_TOKENS
+from reconciler.engines.model.kvcache import BLOCK_TOKENS
 from reconciler.errors import UsageError
 from reconciler.spec.result import TrafficLine
 from reconciler.spec.workload import LengthDistribution, TokenRange, WorkloadProfile

@@ -1,6 +1,6 @@
 """Pure logic: what a model weighs on GPUs — bytes per weight and per KV value by format, the
 split of parameters into dense and routed-expert ones, KV bytes per token, attention FLOPs,
-and how a replica's GPUs divide one engine's work. The simulator (engines/sim/perf.py) and the
+and how a replica's GPUs divide one engine's work. The simulator (engines/model/perf.py) and the
 roofline (roofline.py) both read them here; docs/simulator.md explains every constant."""
 
 from __future__ import annotations
@@ -72,6 +72,19 @@ def kv_bytes_per_rank_gpu(arch: ModelArch, kv_token: float, attn_tp: int) -> flo
     if arch.kv_lora_rank is None:
         return kv_token * math.ceil(arch.kv_heads / attn_tp) / arch.kv_heads
     return kv_token
+
+
+def kv_token_bytes(arch: ModelArch, kv_dtype: str | None, attn_tp: int) -> tuple[float, float]:
+    """(KV bytes of one token over all layers, on each GPU of the attention rank holding it)
+    for a KV cache dtype; None or a dtype not in KV_DTYPE_BYTES: the model's own (bf16)."""
+    kv_token = kv_bytes_per_token(arch, KV_DTYPE_BYTES.get(kv_dtype or "auto", 2.0))
+    return kv_token, kv_bytes_per_rank_gpu(arch, kv_token, attn_tp)
+
+
+def experts_touched(miss: float, tokens: float) -> float:
+    """The share of its routed experts a step of `tokens` tokens reads, each token picking k
+    of E independently: 1 - (1 - k/E)^tokens (`miss`: `expert_miss`)."""
+    return 1.0 - math.pow(miss, tokens)
 
 
 def attention_flops_per_pair(arch: ModelArch) -> float:

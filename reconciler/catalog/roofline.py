@@ -17,19 +17,9 @@ Prefill, per second:
 
 from __future__ import annotations
 
-import math
 from typing import Literal
 
-from reconciler.catalog.footprint import (
-    KV_DTYPE_BYTES,
-    WEIGHT_FORMATS,
-    Layout,
-    attention_flops_per_pair,
-    expert_miss,
-    kv_bytes_per_rank_gpu,
-    kv_bytes_per_token,
-    split_params,
-)
+from reconciler.catalog import footprint
 from reconciler.spec.base import Spec
 from reconciler.spec.catalog import Hardware, ModelArch
 from reconciler.spec.recipe import (
@@ -99,7 +89,7 @@ def weight_format(precision: str | None) -> str | None:
     """The WEIGHT_FORMATS key a result's precision names; None when it is not one."""
     if precision in SIXTEEN_BIT:
         return "none"
-    return precision if precision in WEIGHT_FORMATS else None
+    return precision if precision in footprint.WEIGHT_FORMATS else None
 
 
 def mean_length(nominal: int, ratio: float | None) -> float:
@@ -215,18 +205,18 @@ def _decode(
     if isinstance(layout, str):
         return None, layout
     replicas, parallel = layout
-    lay = Layout.of(parallel)
+    lay = footprint.Layout.of(parallel)
     copies = replicas * lay.engines
-    per_param = WEIGHT_FORMATS[fmt][0]
-    dense, experts = split_params(arch)
+    per_param = footprint.WEIGHT_FORMATS[fmt][0]
+    dense, experts = footprint.split_params(arch)
     dense_reads = lay.group // lay.attn_tp
     tokens_per_copy = batch[0] / copies
-    touched = experts * (1.0 - math.pow(expert_miss(arch), tokens_per_copy))
+    touched = experts * footprint.experts_touched(footprint.expert_miss(arch), tokens_per_copy)
     weight_bytes = copies * (dense * dense_reads + touched) * per_param
     ratio = result.workload.length_range_ratio
     context = mean_length(isl, ratio) + mean_length(osl, ratio) / 2.0
-    kv_token = kv_bytes_per_token(arch, KV_DTYPE_BYTES.get(kv_dtype or "auto", 2.0))
-    kv_reads = kv_bytes_per_rank_gpu(arch, kv_token, lay.attn_tp) * lay.attn_tp / kv_token
+    kv_token, rank_gpu = footprint.kv_token_bytes(arch, kv_dtype, lay.attn_tp)
+    kv_reads = rank_gpu * lay.attn_tp / kv_token
     kv_bytes = batch[0] * context * kv_token * kv_reads
     if kv_dtype is None:
         assumptions.append("KV cache taken as bf16 (the model's dtype): the result does not say")
@@ -285,7 +275,7 @@ def _prefill(
     if tokens is None or isl is None or fmt is None:
         return None, "no input length or throughput to count prefilled tokens from"
     peaks = hardware.tflops.model_dump()
-    wanted = WEIGHT_FORMATS[fmt][1]
+    wanted = footprint.WEIGHT_FORMATS[fmt][1]
     peak_format = next((f for f in WIDER[wanted] if peaks.get(f)), None)
     if peak_format is None:
         return None, f"{hardware.id} gives no dense {wanted} TFLOPS"
@@ -298,7 +288,7 @@ def _prefill(
         assumptions.append(f"prefix reuse {reuse:g}: that share of prompt tokens is not computed")
     gemm = 2.0 * (arch.active_params_b or arch.params_b) * GB
     mean_isl = mean_length(isl, result.workload.length_range_ratio)
-    attention = attention_flops_per_pair(arch) * arch.head_dim * mean_isl / 2.0
+    attention = footprint.attention_flops_per_pair(arch) * arch.head_dim * mean_isl / 2.0
     flops = gemm + attention
     peak = peaks[peak_format]
     return (

@@ -17,20 +17,20 @@ from rich.text import Text
 from reconciler.catalog.workloads import profile_for
 from reconciler.cli.common import JsonOption, RepoOption, console, load, print_json
 from reconciler.cli.recipe import find_recipe
-from reconciler.engines.sim import traffic
-from reconciler.engines.sim.calibration import generation
-from reconciler.engines.sim.error_intervals import (
+from reconciler.engines.model import traffic
+from reconciler.engines.model.calibration import generation
+from reconciler.engines.model.error_intervals import (
     ExpectedError,
     Interval,
     Mode,
     for_prediction,
     read_interval_table,
 )
+from reconciler.engines.model.predict import MAX_REQUESTS, default_requests
+from reconciler.engines.model.predict import predict as run_prediction
+from reconciler.engines.model.spec import SimSpec
+from reconciler.engines.model.stats import Prediction
 from reconciler.engines.sim.faults import Faults
-from reconciler.engines.sim.predict import MAX_REQUESTS, default_requests
-from reconciler.engines.sim.predict import predict as run_prediction
-from reconciler.engines.sim.spec import SimSpec
-from reconciler.engines.sim.stats import Prediction
 from reconciler.errors import DenvError, NotFound, UsageError
 from reconciler.spec.bounds import MAX_JSONL_BYTES, MAX_YAML_BYTES
 from reconciler.spec.catalog import Hardware, ModelArch

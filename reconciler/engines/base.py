@@ -15,12 +15,11 @@ from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 from reconciler.catalog.deployments import Deployment
-from reconciler.engines.placement import HTTP, Slot
-from reconciler.engines.units import EngineContext, Metrics, Probe, Unit
+from reconciler.engines.units import EngineContext, Probe
 from reconciler.errors import EngineError, UnknownFlag, UnknownVersion, UnsupportedSetting
 from reconciler.spec.base import Spec
 from reconciler.spec.catalog import Hardware
-from reconciler.spec.recipe import Role, Settings
+from reconciler.spec.recipe import Settings
 
 _VERSION = re.compile(r"^(\d+)\.(\d+)(?:\.(\d+))?(?:[.-]?(post|rc|dev)(\d*))?$")
 _PHASE = {"dev": -2, "rc": -1, "": 0, "post": 1}
@@ -221,6 +220,12 @@ def model_source(deployment: Deployment, context: EngineContext) -> tuple[str, s
     return weights_source(deployment.weights)
 
 
+def health() -> Probe:
+    """`GET /health`, 200 once the engine serves: vLLM's, SGLang's and the simulator's (503
+    until its warm-up has passed)."""
+    return Probe(path="/health", status=200)
+
+
 def number(value: float) -> str:
     """A setting's number as a flag value: 0.9, 64 (not 64.0)."""
     return f"{value:g}"
@@ -257,10 +262,6 @@ def parallel_where(role: str) -> str:
     return "topology.parallel" if role == "aggregated" else f"topology.{role}.parallel"
 
 
-def unit_name(role: str, replica: int, node: int, nodes: int) -> str:
-    return f"{role}-{replica}" + (f"-node{node}" if nodes > 1 else "")
-
-
 def json_arg(value: Mapping[str, Any]) -> str:
     """A JSON flag value, compact and in the given key order."""
     return json.dumps(value, separators=(",", ":"))
@@ -269,40 +270,3 @@ def json_arg(value: Mapping[str, Any]) -> str:
 def url(address: str, port: int) -> str:
     host = f"[{address}]" if ":" in address else address
     return f"http://{host}:{port}"
-
-
-def engine_unit(
-    engine: str,
-    role: Role,
-    slot: Slot,
-    argv: list[str],
-    env: dict[str, str],
-    probe: Probe,
-    running: str,
-    flag_table: str,
-    bootstrap_port: int | None = None,
-    cpus: list[int] | None = None,
-) -> Unit:
-    """One process of an engine replica. Only node 0 of a replica serves HTTP, so only it
-    gets a port, probes, metrics and (for a prefill replica) the bootstrap port."""
-    port = None if slot.node else slot.at(HTTP)
-    return Unit(
-        name=unit_name(role, slot.replica, slot.node, slot.nodes),
-        role=role,
-        replica=slot.replica,
-        node=slot.node,
-        engine=engine,
-        host=slot.host,
-        address=slot.address,
-        argv=argv,
-        env=env,
-        port=port,
-        gpus=len(slot.gpu_indices),
-        gpu_indices=slot.gpu_indices,
-        cpus=cpus or [],
-        bootstrap_port=bootstrap_port if port else None,
-        readiness=probe if port else None,
-        health=probe if port else None,
-        metrics=Metrics(port=port, running=running) if port else None,
-        flag_table=flag_table,
-    )

@@ -12,20 +12,20 @@ an engine, never branches on an engine's name.
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Protocol, cast, runtime_checkable
+from types import ModuleType
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
-from reconciler.cards import Registry
-from reconciler.cards import missing_parts as cards_missing_parts
 from reconciler.errors import EngineError
 from reconciler.spec.engines import ENGINE_CARDS, engine_names
 
 if TYPE_CHECKING:  # types only: cards import the modules that would import this one
     from reconciler.catalog.deployments import Deployment
     from reconciler.engines.base import FlagTable
+    from reconciler.engines.model.levers import Limits
     from reconciler.engines.placement import Placement
     from reconciler.engines.router import Router
-    from reconciler.engines.sim.levers import Limits
     from reconciler.engines.units import EngineContext, EngineSeries, Probe, Unit
     from reconciler.spec.catalog import Hardware
     from reconciler.spec.recipe import Recipe, Settings
@@ -69,8 +69,7 @@ class EngineCard(Protocol):
 
     @property
     def ALARM_SERIES(self) -> EngineSeries:
-        """The engine's series for each alarm metric it exports (the names of
-        reconciler/spec/alarm_metrics.py; the rollout reads them from its /metrics)."""
+        """Where the engine keeps each alarm metric in its /metrics (the rollout reads it)."""
 
     def table(self, version: str) -> FlagTable:
         """The flag table of a version (EngineError when there is none)."""
@@ -98,19 +97,26 @@ class EngineCard(Protocol):
         build runs one worker a replica; SGLang runs on GPUs only)."""
 
 
-_REGISTRY = Registry("engine", "reconciler/spec/engines.py", EngineError, EngineCard)
-
-
 def missing_parts(module: object) -> list[str]:
     """The parts of EngineCard that `module` lacks, in the protocol's order."""
-    return cards_missing_parts(module, EngineCard)
+    wanted = [name for name in vars(EngineCard) if not name.startswith("_")]
+    return [name for name in wanted if not hasattr(module, name)]
 
 
 def card(name: str) -> EngineCard:
     """The card of a registered engine (EngineError for a name the registry lacks, or a
     card that lacks a part)."""
-    module = _REGISTRY.load(name, ENGINE_CARDS.get(name), engine_names())
-    return cast(EngineCard, module)  # Registry.load checked every part
+    path = ENGINE_CARDS.get(name)
+    if path is None:
+        raise EngineError(
+            f"engine '{name}' is not registered (reconciler/spec/engines.py lists "
+            f"{', '.join(engine_names())})"
+        )
+    module: ModuleType = importlib.import_module(path)
+    if not isinstance(module, EngineCard):
+        missing = ", ".join(missing_parts(module))
+        raise EngineError(f"the card of engine '{name}' ({path}) lacks {missing}")
+    return module
 
 
 def cards() -> dict[str, EngineCard]:

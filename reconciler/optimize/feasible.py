@@ -8,8 +8,8 @@ from typing import Any
 
 from reconciler.engines.base import version_key
 from reconciler.engines.cards import card
-from reconciler.engines.sim.perf import PerfModel
-from reconciler.engines.sim.predict import sim_spec
+from reconciler.engines.model.perf import PerfModel
+from reconciler.engines.model.predict import sim_spec
 from reconciler.engines.versions import known_versions
 from reconciler.errors import DenvError, EngineError
 from reconciler.spec.catalog import Hardware, ModelArch

@@ -8,7 +8,7 @@ from pydantic import PositiveInt
 
 from reconciler.bench.saturation import BEHIND
 from reconciler.catalog.latency import LatencyTarget, Verdict
-from reconciler.engines.sim.stats import Prediction
+from reconciler.engines.model.stats import Prediction
 from reconciler.optimize.goal import Goal, Served, goal_value, higher_is_better, served
 from reconciler.spec.base import Spec
 from reconciler.spec.result import Metrics
@@ -46,18 +46,7 @@ class Outcome(Spec):
                 output_tok_s=prediction.output_tok_s,
             )
         return cls(
-            metrics=Metrics(
-                ttft_ms=prediction.ttft_ms.as_percentiles(),
-                tpot_ms=prediction.tpot_ms.as_percentiles(),
-                itl_ms=prediction.itl_ms.as_percentiles(),
-                e2e_ms=prediction.e2e_ms.as_percentiles(),
-                output_tok_s=prediction.output_tok_s,
-                output_tok_s_per_gpu=prediction.output_tok_s_per_gpu,
-                total_tok_s_per_gpu=prediction.total_tok_s_per_gpu,
-                goodput_rps=prediction.goodput_rps,
-                requests=prediction.requests,
-                errors=prediction.errors,
-            ),
+            metrics=prediction.metrics(goodput=True),
             gpus=prediction.gpus,
             gpu_hour=gpu_hour,
             simulated=True,

@@ -12,8 +12,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from reconciler.catalog.latency import LatencyTarget
-from reconciler.engines.sim.predict import predict
-from reconciler.engines.sim.traffic import Request, traced
+from reconciler.engines.model.predict import predict
+from reconciler.engines.model.traffic import Request, traced
 from reconciler.errors import DenvError
 from reconciler.optimize.capacity import AT_RECORDED_RATE, Found, Ladder, rounded, search
 from reconciler.optimize.goal import Goal, higher_is_better, searches_capacity

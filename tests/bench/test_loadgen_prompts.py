@@ -15,8 +15,8 @@ from reconciler.bench.prompts import (
     simulator_chat_overhead,
 )
 from reconciler.bench.traffic import TraceLine
+from reconciler.engines.model.tokens import Tokenizer
 from reconciler.engines.sim.protocol import render_chat
-from reconciler.engines.sim.tokens import Tokenizer
 
 
 def line(length: int, hash_ids: list[int]) -> TraceLine:

@@ -17,9 +17,9 @@ from reconciler.bench.loadgen import Target, closed_loop, prompt_format
 from reconciler.bench.prompts import simulator_chat_overhead
 from reconciler.bench.sweep import run_sweep
 from reconciler.bench.traffic import TraceLine
-from reconciler.engines.sim.predict import predict
-from reconciler.engines.sim.spec import SimSpec
-from reconciler.engines.sim.traffic import fixed
+from reconciler.engines.model.predict import predict
+from reconciler.engines.model.spec import SimSpec
+from reconciler.engines.model.traffic import fixed
 from tests.engines.sim.sims import Sim, http_get, router_process, sim_process, sim_spec
 
 MODEL = "llama-3.1-8b"

@@ -12,8 +12,8 @@ from reconciler.bench.run_info import parse_levels
 from reconciler.bench.run_plan import LEVEL_BUDGET_S, LevelPlan, describe, plan_levels, simulated
 from reconciler.bench.traffic import TraceLine, generate
 from reconciler.cli.bench_run import DEFAULT_LEVELS
-from reconciler.engines.sim.predict import predict
-from reconciler.engines.sim.traffic import traced
+from reconciler.engines.model.predict import predict
+from reconciler.engines.model.traffic import traced
 from reconciler.spec.loader import open_repo
 from reconciler.spec.repo import Repo
 from tests.conftest import ROOT

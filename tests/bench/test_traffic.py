@@ -19,12 +19,12 @@ from reconciler.bench.traffic import (
     WORKLOADS,
     TraceLine,
     generate,
-    parse_trace,
     read_trace,
     trace_digest,
     trace_stats,
     write_trace,
 )
+from reconciler.engines.model.traffic import parse_traffic
 from reconciler.errors import SpecError, UsageError
 from reconciler.spec.workload import WorkloadProfile, WorkloadsFile
 
@@ -49,9 +49,9 @@ def test_a_mooncake_line_reads_and_writes_back_the_same() -> None:
         '{"timestamp": 1200, "input_length": 1830, "output_length": 212,'
         ' "hash_ids": [17, 18, 901, 4]}\n'
     )
-    (read,) = parse_trace(text, "shape.jsonl")
+    (read,) = parse_traffic(text, "shape.jsonl")
     assert read == line(1200, 1830, 212, [17, 18, 901, 4])
-    assert trace_digest([read]) == trace_digest(parse_trace(text.replace(" ", ""), "other"))
+    assert trace_digest([read]) == trace_digest(parse_traffic(text.replace(" ", ""), "other"))
 
 
 @pytest.mark.parametrize(
@@ -98,20 +98,20 @@ def test_a_mooncake_line_reads_and_writes_back_the_same() -> None:
 def test_bad_lines_are_named_by_file_line_and_field(raw: str, message: str) -> None:
     good = '{"timestamp": 0, "input_length": 1, "output_length": 1, "hash_ids": [0]}'
     with pytest.raises(SpecError) as refused:
-        parse_trace(f"{good}\n{raw}\n{good}\n", "shape.jsonl")
+        parse_traffic(f"{good}\n{raw}\n{good}\n", "shape.jsonl")
     assert str(refused.value).startswith(message)
 
 
 def test_every_bad_line_is_reported_at_once() -> None:
     with pytest.raises(SpecError) as refused:
-        parse_trace("{}\n\nnope\n", "t.jsonl")
+        parse_traffic("{}\n\nnope\n", "t.jsonl")
     lines = [p.line for p in refused.value.problems]
     assert sorted(set(lines)) == [1, 3]
 
 
 def test_an_empty_or_missing_file_is_an_error(tmp_path: Path) -> None:
     with pytest.raises(SpecError, match="no requests"):
-        parse_trace("\n\n", "empty.jsonl")
+        parse_traffic("\n\n", "empty.jsonl")
     with pytest.raises(Exception, match="no such traffic file"):
         read_trace(tmp_path / "absent.jsonl")
 
@@ -144,7 +144,7 @@ def test_generators_repeat_per_seed_and_keep_the_block_rule(workload: str) -> No
         assert len(x.hash_ids) == math.ceil(x.input_length / BLOCK_TOKENS)
         assert profile.input_tokens.contains(x.input_length)
         assert profile.output_tokens.contains(x.output_length)
-    parse_trace("\n".join(json.dumps(x.model_dump()) for x in first), "again")  # valid
+    parse_traffic("\n".join(json.dumps(x.model_dump()) for x in first), "again")  # valid
 
 
 @pytest.mark.parametrize(

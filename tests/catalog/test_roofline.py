@@ -14,7 +14,7 @@ from reconciler.spec.repo import Repo
 from reconciler.spec.sources import WorkTree
 from tests.catalog.factories import result
 from tests.conftest import ROOT
-from tests.engines.sim.perfspecs import hardware, model
+from tests.engines.model.perfspecs import hardware, model
 
 TP4 = {"mode": "aggregated", "gpus": 4, "parallel": {"tp": 4}}
 

@@ -369,7 +369,7 @@ def test_help_shows_flags_as_taking_no_value(denv, command: list[str]) -> None: 
 
 
 def test_bench_and_sim_predict_give_the_same_interval_for_the_same_pair(denv) -> None:  # type: ignore[no-untyped-def]
-    """One source (engines/sim/error_intervals.py for_prediction), one confidence level (80%):
+    """One source (engines/model/error_intervals.py for_prediction), one confidence level (80%):
     the ranking's band is sim predict's interval in percent of the figure."""
     ranking = denv(
         "bench", "--workload", "agent", "--model", "llama-3.1-8b", "--hardware", "h100", "--json"

@@ -122,10 +122,10 @@ def test_ranking_imports_no_engine_and_builds_no_unread_model(tmp_path: Path) ->
     modules = set(json.loads(run.stderr.strip().splitlines()[-1]))
     assert sorted(m for m in modules if m.startswith("reconciler.engines")) == [
         "reconciler.engines",
-        "reconciler.engines.sim",
-        "reconciler.engines.sim.calibration",  # the hardware's generation, for the intervals
-        "reconciler.engines.sim.error_intervals",
-        "reconciler.engines.sim.stats",
+        "reconciler.engines.model",
+        "reconciler.engines.model.calibration",  # the hardware's generation, for the intervals
+        "reconciler.engines.model.error_intervals",
+        "reconciler.engines.model.stats",
     ]
     assert not {m for m in modules if m.startswith("built:")}
 

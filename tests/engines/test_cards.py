@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 
 from reconciler.engines.cards import EngineCard, card, missing_parts
+from reconciler.engines.model.perf import PerfModel
+from reconciler.engines.model.predict import sim_spec
 from reconciler.engines.recipe_args import check_engines
 from reconciler.engines.runtime import HostRuntime, image_for, in_runtime
-from reconciler.engines.sim.perf import PerfModel
-from reconciler.engines.sim.predict import sim_spec
 from reconciler.engines.versions import known_versions
 from reconciler.errors import EngineError
 from reconciler.optimize.feasible import engine_refusal

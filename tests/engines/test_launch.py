@@ -6,9 +6,9 @@ import pytest
 
 from reconciler.engines.cards import cards
 from reconciler.engines.launch import engine_name
+from reconciler.engines.model.spec import SimSpec
 from reconciler.engines.sglang import card as sglang
 from reconciler.engines.sim import card as simulated
-from reconciler.engines.sim.spec import SimSpec
 from reconciler.engines.vllm import card as vllm
 from reconciler.spec.repo import Repo
 from tests.engines.conftest import deployment, fleet, recipe, units_of

@@ -11,15 +11,15 @@ from reconciler.catalog.deployments import Deployment
 from reconciler.engines.base import (
     FlagTable,
     check_args,
-    engine_unit,
     flag_tables,
     model_source,
     pick_table,
     visible_devices,
 )
+from reconciler.engines.model.levers import Limits
 from reconciler.engines.placement import HTTP, Placement
+from reconciler.engines.replicas import engine_unit
 from reconciler.engines.router import Router, worker_url
-from reconciler.engines.sim.levers import Limits
 from reconciler.engines.units import EngineContext, EngineSeries, Probe, Series, Unit
 from reconciler.errors import UnsupportedSetting
 from reconciler.spec.catalog import Hardware
@@ -65,7 +65,9 @@ def units(deployment: Deployment, placement: Placement, context: EngineContext) 
             argv += [str(slot.at(HTTP)), "--tp", str(pool.parallel.tp)]
             argv += check_args(recipe.args, flags, MANAGED)
             env = visible_devices(context.hardware, slot.gpu_indices)
-            found.append(engine_unit("toy", role, slot, argv, env, health(), RUNNING, flags.source))
+            found.append(
+                engine_unit("toy", role, slot, argv, env, health(), RUNNING, flags.source)
+            )
     return found
 
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 from reconciler.catalog.latency import parse_latency_target
-from reconciler.engines.sim.predict import predict
-from reconciler.engines.sim.traffic import traced
+from reconciler.engines.model.predict import predict
+from reconciler.engines.model.traffic import traced
 from reconciler.optimize.prescreen import MODEL_MARGIN, Scored, prescreen, promising
 from reconciler.optimize.space import SearchSpace
 from reconciler.optimize.workload import Workload

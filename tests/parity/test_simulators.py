@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from reconciler.engines.model.spec import SimSpec
+from reconciler.engines.model.tokens import PERTURBED_FRACTION, Answers, Tokenizer
 from reconciler.engines.sim.protocol import render_chat
-from reconciler.engines.sim.spec import SimSpec
-from reconciler.engines.sim.tokens import PERTURBED_FRACTION, Answers, Tokenizer
 from reconciler.errors import ParityError
 from reconciler.parity.runner import RetryPolicy, run_parity
 from reconciler.parity.suite import Suite

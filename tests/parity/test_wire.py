@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
+from reconciler.engines.model.tokens import Answers, Tokenizer
 from reconciler.engines.sim.protocol import Render, parse
-from reconciler.engines.sim.tokens import Answers, Tokenizer
 from reconciler.errors import UsageError
 from reconciler.parity import wire
 from reconciler.parity.suite import SuitePrompt

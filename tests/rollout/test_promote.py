@@ -20,7 +20,7 @@ from reconciler.rollout.revisions import Revisions
 from reconciler.rollout.state import AlarmValue, Phase, PromotionPr, RolloutState, StageRecord
 from reconciler.spec.result import Result
 from reconciler.trials.plan import recipe_digest
-from tests.engines.sim.perfspecs import hardware, model
+from tests.engines.model.perfspecs import hardware, model
 from tests.reconcile.conftest import GitRepo, git_repo
 
 __all__ = ["git_repo"]  # the fixture

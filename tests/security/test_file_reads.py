@@ -59,8 +59,8 @@ def test_a_file_the_operator_names_is_measured_not_read(
 # the hosts and reads only its own files there: it is not listed.
 OWN_FILES = {
     "cli/bench.py": "the last ranking, in denv's own state folder",
-    "engines/sim/error_bands.py": "a data file of the package",
-    "engines/sim/error_intervals.py": "a data file of the package",
+    "engines/model/error_bands.py": "a data file of the package",
+    "engines/model/error_intervals.py": "a data file of the package",
     "fleet/hostagent.py": "the agent's own sources, zipped to send to hosts",
     "forge/config.py": "the GitHub App's private key, a file the operator names",
     "forge/localstore.py": "the local forge's store: its boundary is the filesystem",

@@ -14,8 +14,8 @@ from reconciler.engines.base import (
     FlagTable,
     check_args,
     check_consistent,
-    engine_unit,
     flag_tables,
+    health,
     model_source,
     number,
     parallel_where,
@@ -23,9 +23,11 @@ from reconciler.engines.base import (
     visible_devices,
     weights_source,
 )
+from reconciler.engines.common_flags import dtype_flags, quantization_flags
 from reconciler.engines.placement import BOOTSTRAP, DIST_INIT, HTTP, Placement, Slot
+from reconciler.engines.replicas import engine_unit, replica_units
 from reconciler.engines.sglang.flags import SGLANG_CHOICES, SGLANG_FLAG_HISTORY
-from reconciler.engines.units import EngineContext, Probe, Unit
+from reconciler.engines.units import EngineContext, Unit
 from reconciler.errors import UnsupportedSetting
 from reconciler.spec.catalog import Hardware
 from reconciler.spec.recipe import Parallel, Pool, Recipe, Role, Settings
@@ -113,10 +115,6 @@ def table(version: str) -> FlagTable:
     return pick_table("sglang", version, TABLES, SGLANG_CHOICES)
 
 
-def health() -> Probe:
-    return Probe(path="/health", status=200)
-
-
 def settings_flags(settings: Settings, flags: FlagTable) -> list[str]:
     """The engine-neutral settings as SGLang flags; UnsupportedSetting for what it lacks."""
     label, s, kv = flags.label, settings, settings.kv_cache
@@ -132,13 +130,7 @@ def settings_flags(settings: Settings, flags: FlagTable) -> list[str]:
         argv += ["--chunked-prefill-size", str(s.chunked_prefill)]
     if s.max_model_len is not None:
         argv += ["--context-length", str(s.max_model_len)]  # a plain integer: no k/Ki
-    if s.dtype != "auto":
-        argv += ["--dtype", flags.value("--dtype", s.dtype, "settings.dtype", s.dtype)]
-    if kv.dtype != "auto":
-        value = flags.value(
-            "--kv-cache-dtype", KV_DTYPE[kv.dtype], "settings.kv_cache.dtype", kv.dtype
-        )
-        argv += ["--kv-cache-dtype", value]
+    argv += dtype_flags(s, flags, KV_DTYPE)
     if not kv.prefix_caching:
         argv.append("--disable-radix-cache")
     argv += ["--mem-fraction-static", number(kv.memory_fraction)]
@@ -153,17 +145,7 @@ def settings_flags(settings: Settings, flags: FlagTable) -> list[str]:
                     "--hicache-size takes whole GB",
                 )
             argv += ["--hicache-size", number(kv.offload_gb)]
-    if s.quantization == "int4":
-        raise UnsupportedSetting(
-            "settings.quantization",
-            "int4",
-            label,
-            "int4 names no one method; use awq or gptq, the checkpoint's format",
-        )
-    if s.quantization != "none":
-        method = QUANTIZATION[s.quantization]
-        value = flags.value("--quantization", method, "settings.quantization", s.quantization)
-        argv += ["--quantization", value]
+    argv += quantization_flags(s, flags, QUANTIZATION)
     argv += _speculative(s)
     if not s.cuda_graphs:
         if flags.has("--cuda-graph-backend-decode"):
@@ -307,10 +289,4 @@ def check_hardware(recipe: Recipe, hardware: Hardware) -> None:
 def units(deployment: Deployment, placement: Placement, context: EngineContext) -> list[Unit]:
     flags = table(deployment.recipe.engine.version)
     check_hardware(deployment.recipe, context.hardware)
-    found: list[Unit] = []
-    for role, pool in deployment.recipe.topology.pools():
-        for index in range(pool.replicas):
-            found += _replica(
-                deployment, role, pool, placement.replica(role, index), context, flags
-            )
-    return found
+    return replica_units(deployment, placement, context, flags, _replica)

@@ -9,25 +9,18 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from reconciler.engines.base import check_args, parallel_where
+from reconciler.engines.base import check_args, health, parallel_where
+from reconciler.engines.model.levers import Limits, chunk_size, flag_value
 from reconciler.engines.router import SGLANG_ROUTER, sglang_pd_routes
-from reconciler.engines.sglang.argv import (
-    MANAGED,
-    TABLES,
-    check_hardware,
-    check_pool,
-    health,
-    parallel,
-    settings_flags,
-    table,
-    units,
-)
-from reconciler.engines.sim.levers import Limits, chunk_size, flag_value
+from reconciler.engines.sglang import argv
 from reconciler.engines.units import EngineSeries, Series, Unit
 from reconciler.spec.catalog import Hardware
 from reconciler.spec.recipe import Recipe, Settings
 
-__all__ = ["MANAGED", "TABLES", "check_hardware", "health", "table", "units"]
+# The argv builder's parts (argv.py), under the names EngineCard gives them.
+MANAGED, TABLES, table, units = argv.MANAGED, argv.TABLES, argv.table, argv.units
+check_hardware = argv.check_hardware
+__all__ = ["health"]  # the probe every OpenAI-compatible engine answers (base.py)
 
 IMAGE = "lmsysorg/sglang:v{version}"
 EXTRA_INDEX: tuple[str, ...] = ()  # none for the versions denv knows
@@ -112,9 +105,9 @@ def sim_limits(settings: Settings, hardware: Hardware, args: Sequence[str]) -> L
 
 def check_recipe(recipe: Recipe, largest_host: int) -> None:
     flags = table(recipe.engine.version)
-    settings_flags(recipe.settings, flags)
+    argv.settings_flags(recipe.settings, flags)
     for role, pool in recipe.topology.pools():
         nodes = math.ceil(pool.gpus / largest_host)
-        parallel(pool.parallel, nodes, parallel_where(role), flags)
-        check_pool(recipe.settings, pool.parallel, parallel_where(role), flags)
+        argv.parallel(pool.parallel, nodes, parallel_where(role), flags)
+        argv.check_pool(recipe.settings, pool.parallel, parallel_where(role), flags)
     check_args(recipe.args, flags, MANAGED)

@@ -1,1 +1,1 @@
-"""denv's engine simulator: an OpenAI-compatible server with a performance model."""
+"""denv's engine simulator: an OpenAI-compatible server of the engine model (engines/model)."""

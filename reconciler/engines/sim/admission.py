@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from reconciler.engines.model.tokens import Answer, Answers, Tokenizer
 from reconciler.engines.sim.protocol import ApiError, GenRequest
-from reconciler.engines.sim.tokens import Answer, Answers, Tokenizer
 
 
 @dataclass(frozen=True)

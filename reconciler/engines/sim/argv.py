@@ -1,24 +1,23 @@
 """Pure logic: denv's simulator as an engine — one `denv sim serve` process per replica,
 on node 0's host, standing for all of the replica's GPUs (the placement still holds them
 all). It runs for recipes whose engine is `sim`, and for every recipe on a simulated fleet,
-keeping the recipe's topology; it serves vLLM's metric names. Engine flags are not
-checked here: render the recipe on a real fleet for that."""
+keeping the recipe's topology; it serves the metric names of the engine it models (`MODELLED`,
+vLLM: metrics.py). Engine flags are not checked here: render the recipe on a real fleet for
+that."""
 
 from __future__ import annotations
 
 from reconciler.catalog.deployments import Deployment
-from reconciler.engines.base import unit_name
+from reconciler.engines.base import health
+from reconciler.engines.model.spec import SimSpec
 from reconciler.engines.placement import BOOTSTRAP, HTTP, Placement
-from reconciler.engines.sim.spec import SimSpec
-from reconciler.engines.units import EngineContext, Metrics, Probe, Unit
+from reconciler.engines.replicas import unit_name
+from reconciler.engines.units import EngineContext, Metrics, Unit
 from reconciler.errors import EngineError
 from reconciler.spec.recipe import AggregatedTopology, Recipe
 
-RUNNING = "vllm:num_requests_running"  # it serves vLLM's names (metrics.py)
-
-
-def health() -> Probe:
-    return Probe(path="/health", status=200)  # 503 until its warm-up has passed
+MODELLED = "vllm"  # the engine whose metric names and scheduler defaults the simulator copies
+RUNNING = "vllm:num_requests_running"  # the modelled engine's running gauge (metrics.py)
 
 
 def one_replica(recipe: Recipe) -> Recipe:

@@ -13,9 +13,9 @@ import time
 from collections import deque
 from collections.abc import Callable
 
+from reconciler.engines.model.scheduler import Scheduler, Step
 from reconciler.engines.sim.faults import FaultState
 from reconciler.engines.sim.metrics import EngineMetrics
-from reconciler.engines.sim.scheduler import Scheduler, Step
 
 # How far behind its deadline the loop may run and still catch up by shortening steps;
 # beyond this (a CPU that cannot hand out a step's tokens within the next step) the lost time

@@ -11,7 +11,7 @@ from typing import Any
 
 from pydantic import Field, NonNegativeFloat, PositiveInt
 
-from reconciler.engines.sim.tokens import mix64
+from reconciler.engines.model.tokens import mix64
 from reconciler.spec.base import Spec
 
 

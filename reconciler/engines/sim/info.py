@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from reconciler.engines.sim.spec import SimSpec
+from reconciler.engines.model.spec import SimSpec
 
 OWNER = "denv-sim"
 

@@ -7,7 +7,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from reconciler.engines.sim.tokens import MAX_TOP_LOGPROBS, Answer, Tokenizer
+from reconciler.engines.model.tokens import MAX_TOP_LOGPROBS, Answer, Tokenizer, chat_prompt
 
 Kind = Literal["completion", "chat"]
 DONE = b"data: [DONE]\n\n"
@@ -101,10 +101,11 @@ def _prompt(value: Any) -> tuple[list[int] | None, str | None]:
 
 
 def render_chat(messages: Any) -> str:
-    """A plain chat template: one `<|role|>` line and the content per message."""
+    """A chat request's messages, checked, in the simulator's chat template
+    (engines/model/tokens.py `chat_prompt`)."""
     if not isinstance(messages, list) or not messages:
         raise ApiError(400, "messages must be a non-empty list", "messages")
-    lines = []
+    turns = []
     for message in messages:
         if not isinstance(message, dict) or not isinstance(message.get("role"), str):
             raise ApiError(400, "each message needs a role and a content", "messages")
@@ -115,9 +116,8 @@ def render_chat(messages: Any) -> str:
             content = "".join(str(p.get("text", "")) for p in content)
         if not isinstance(content, str):
             raise ApiError(400, "message content must be text", "messages")
-        lines.append(f"<|{message['role']}|>\n{content}")
-    lines.append("<|assistant|>\n")
-    return "\n".join(lines)
+        turns.append((message["role"], content))
+    return chat_prompt(turns)
 
 
 def parse(kind: Kind, body: Any, served_model: str) -> GenRequest:

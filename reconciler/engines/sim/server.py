@@ -26,19 +26,19 @@ import aiohttp
 from aiohttp import hdrs, web
 from pydantic import ValidationError
 
+from reconciler.engines.model.perf import PerfModel
+from reconciler.engines.model.scheduler import RequestTooLarge, Scheduler
+from reconciler.engines.model.spec import SimSpec
+from reconciler.engines.model.tokens import Answers, Tokenizer, block_hashes
 from reconciler.engines.sim import info
 from reconciler.engines.sim.admission import admit
 from reconciler.engines.sim.engine import Engine, Stream
 from reconciler.engines.sim.faults import CRASH_EXIT_CODE, Faults, FaultState
 from reconciler.engines.sim.metrics import EngineMetrics
 from reconciler.engines.sim.pd import Rooms, bootstrap_app, receive_kv
-from reconciler.engines.sim.perf import PerfModel
 from reconciler.engines.sim.protocol import DONE, ApiError, GenRequest, Kind, Render, parse
-from reconciler.engines.sim.scheduler import RequestTooLarge, Scheduler
-from reconciler.engines.sim.spec import SimSpec
 from reconciler.engines.sim.sse import ChunkSink
 from reconciler.engines.sim.tokenize import tokenize
-from reconciler.engines.sim.tokens import Answers, Tokenizer, block_hashes
 
 KV_TIMEOUT_S = 60.0  # how long a decode request waits for its prefill's KV
 SSE_HEADERS = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}

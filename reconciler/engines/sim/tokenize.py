@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from reconciler.engines.model.tokens import Tokenizer
 from reconciler.engines.sim.protocol import ApiError, render_chat
-from reconciler.engines.sim.tokens import Tokenizer
 
 _GENERATION_PROMPT = "\n<|assistant|>\n"  # what render_chat appends for the answer
 

@@ -13,8 +13,8 @@ from reconciler.engines.base import (
     FlagTable,
     check_args,
     check_consistent,
-    engine_unit,
     flag_tables,
+    health,
     json_arg,
     model_source,
     number,
@@ -23,8 +23,10 @@ from reconciler.engines.base import (
     visible_devices,
     weights_source,
 )
+from reconciler.engines.common_flags import dtype_flags, quantization_flags
 from reconciler.engines.placement import DIST_INIT, DP_RPC, HTTP, SIDE_CHANNEL, Placement, Slot
-from reconciler.engines.units import EngineContext, Probe, Unit
+from reconciler.engines.replicas import engine_unit, replica_units
+from reconciler.engines.units import EngineContext, Unit
 from reconciler.engines.vllm import cpu
 from reconciler.engines.vllm.flags import VLLM_CHOICES, VLLM_FLAG_HISTORY
 from reconciler.errors import UnsupportedSetting
@@ -100,7 +102,6 @@ QUANTIZATION = {
     "gptq": "gptq",
 }
 REFUSED_QUANTIZATION = {
-    "int4": "int4 names no one method; use awq or gptq, the checkpoint's format",
     "w8a8_fp8": "vLLM has no w8a8_fp8 method; FP8 checkpoints load with quantization fp8",
 }
 SPECULATIVE = {
@@ -116,10 +117,6 @@ MAX_LOCAL_DP = 16  # NIXL side-channel ports in a slot's port block
 
 def table(version: str) -> FlagTable:
     return pick_table("vllm", version, TABLES, VLLM_CHOICES)
-
-
-def health() -> Probe:
-    return Probe(path="/health", status=200)
 
 
 def settings_flags(settings: Settings, flags: FlagTable) -> list[str]:
@@ -147,13 +144,7 @@ def settings_flags(settings: Settings, flags: FlagTable) -> list[str]:
         argv.append("--enable-chunked-prefill" if on else _off(flags, "chunked-prefill"))
     if s.max_model_len is not None:
         argv += ["--max-model-len", str(s.max_model_len)]
-    if s.dtype != "auto":
-        argv += ["--dtype", flags.value("--dtype", s.dtype, "settings.dtype", s.dtype)]
-    if kv.dtype != "auto":
-        value = flags.value(
-            "--kv-cache-dtype", KV_DTYPE[kv.dtype], "settings.kv_cache.dtype", kv.dtype
-        )
-        argv += ["--kv-cache-dtype", value]
+    argv += dtype_flags(s, flags, KV_DTYPE)
     if not kv.prefix_caching:
         argv.append(_off(flags, "prefix-caching"))
     argv += ["--gpu-memory-utilization", number(kv.memory_fraction)]
@@ -168,14 +159,7 @@ def settings_flags(settings: Settings, flags: FlagTable) -> list[str]:
             )
         size = flags.require("--kv-offloading-size", "settings.kv_cache.offload", "cpu")
         argv += [size, number(kv.offload_gb), "--kv-offloading-backend", "native"]
-    if s.quantization in REFUSED_QUANTIZATION:
-        raise UnsupportedSetting(
-            "settings.quantization", s.quantization, label, REFUSED_QUANTIZATION[s.quantization]
-        )
-    if s.quantization != "none":
-        method = QUANTIZATION[s.quantization]
-        value = flags.value("--quantization", method, "settings.quantization", s.quantization)
-        argv += ["--quantization", value]
+    argv += quantization_flags(s, flags, QUANTIZATION, REFUSED_QUANTIZATION)
     argv += _speculative(s)
     if not s.cuda_graphs:
         argv.append(flags.require("--enforce-eager", "settings.cuda_graphs", "false"))
@@ -303,10 +287,4 @@ def _replica(
 
 def units(deployment: Deployment, placement: Placement, context: EngineContext) -> list[Unit]:
     flags = table(deployment.recipe.engine.version)
-    found: list[Unit] = []
-    for role, pool in deployment.recipe.topology.pools():
-        for index in range(pool.replicas):
-            found += _replica(
-                deployment, role, pool, placement.replica(role, index), context, flags
-            )
-    return found
+    return replica_units(deployment, placement, context, flags, _replica)

@@ -7,24 +7,17 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from reconciler.engines.base import check_args, parallel_where
+from reconciler.engines.base import check_args, health, parallel_where
+from reconciler.engines.model.levers import Limits, chunk_size, flag_value
 from reconciler.engines.router import Router, worker_url
-from reconciler.engines.sim.levers import Limits, chunk_size, flag_value
 from reconciler.engines.units import EngineSeries, Series, Unit
-from reconciler.engines.vllm import cpu
-from reconciler.engines.vllm.argv import (
-    MANAGED,
-    TABLES,
-    health,
-    parallel,
-    settings_flags,
-    table,
-    units,
-)
+from reconciler.engines.vllm import argv, cpu
 from reconciler.spec.catalog import Hardware
 from reconciler.spec.recipe import Recipe, Settings
 
-__all__ = ["MANAGED", "TABLES", "health", "table", "units"]
+# The argv builder's parts (argv.py), under the names EngineCard gives them.
+MANAGED, TABLES, table, units = argv.MANAGED, argv.TABLES, argv.table, argv.units
+__all__ = ["health"]  # the probe every OpenAI-compatible engine answers (base.py)
 
 IMAGE = "vllm/vllm-openai:v{version}"
 EXTRA_INDEX: tuple[str, ...] = ()  # none for the versions denv knows
@@ -89,7 +82,7 @@ def check_hardware(recipe: Recipe, hardware: Hardware) -> None:
 
 def check_recipe(recipe: Recipe, largest_host: int) -> None:
     flags = table(recipe.engine.version)
-    settings_flags(recipe.settings, flags)
+    argv.settings_flags(recipe.settings, flags)
     for role, pool in recipe.topology.pools():
-        parallel(pool.parallel, parallel_where(role), flags.label)
+        argv.parallel(pool.parallel, parallel_where(role), flags.label)
     check_args(recipe.args, flags, MANAGED)

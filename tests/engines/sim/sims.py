@@ -24,9 +24,9 @@ from typing import Any, TypeVar
 import pytest
 from ruamel.yaml import YAML
 
+from reconciler.engines.model.spec import SimSpec
 from reconciler.engines.placement import Placement, RouterSlot
 from reconciler.engines.router import router_unit
-from reconciler.engines.sim.spec import SimSpec
 from reconciler.engines.units import EngineContext, Metrics, Unit
 from reconciler.spec.catalog import HardwareFile, ModelsFile
 from reconciler.spec.recipe import RecipeFile

@@ -12,9 +12,9 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from reconciler.engines.sim import traffic
-from reconciler.engines.sim.predict import default_warmup, predict
-from tests.engines.sim.perfspecs import hardware, model
+from reconciler.engines.model import traffic
+from reconciler.engines.model.predict import default_warmup, predict
+from tests.engines.model.perfspecs import hardware, model
 from tests.engines.sim.sims import sim_process, sim_spec
 
 pytestmark = pytest.mark.serial  # compares wall-clock timings with a model

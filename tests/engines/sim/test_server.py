@@ -23,11 +23,11 @@ import openai
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from reconciler.engines.model.perf import PerfModel
+from reconciler.engines.model.scheduler import Scheduler
+from reconciler.engines.model.spec import SimSpec
+from reconciler.engines.model.tokens import block_hashes
 from reconciler.engines.sim.faults import CRASH_EXIT_CODE
-from reconciler.engines.sim.perf import PerfModel
-from reconciler.engines.sim.scheduler import Scheduler
-from reconciler.engines.sim.spec import SimSpec
-from reconciler.engines.sim.tokens import block_hashes
 from tests.engines.sim.sims import Sim, http_get, http_post, sim_process, sim_spec, wait_until
 
 MODEL = "llama-3.1-8b"

@@ -8,10 +8,10 @@ from typing import Any, cast
 
 from aiohttp import web
 
+from reconciler.engines.model.tokens import Answers, Tokenizer
 from reconciler.engines.sim.engine import Stream
 from reconciler.engines.sim.protocol import Render, parse
 from reconciler.engines.sim.sse import CONGESTED_BYTES, ChunkSink
-from reconciler.engines.sim.tokens import Answers, Tokenizer
 
 VOCAB = 128_256
 

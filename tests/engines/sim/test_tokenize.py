@@ -9,9 +9,9 @@ from typing import Any
 import openai
 import pytest
 
+from reconciler.engines.model.tokens import Tokenizer
 from reconciler.engines.sim.protocol import ApiError
 from reconciler.engines.sim.tokenize import tokenize
-from reconciler.engines.sim.tokens import Tokenizer
 from tests.engines.sim.sims import Sim, http_get, http_post, sim_process, sim_spec, wait_until
 
 MODEL = "llama-3.1-8b"

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from reconciler.engines.sim.calibration import MTP_ACCEPTANCE
+from reconciler.engines.model.calibration import MTP_ACCEPTANCE
 
 # Per-draft-token acceptance rate by speculative method. MTP is fitted (calibration.py);
 # the others are assumptions, stated in docs/simulator.md, not calibrated.

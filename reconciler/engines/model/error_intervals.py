@@ -15,7 +15,7 @@ from collections.abc import Iterable, Sequence
 from importlib.resources import files
 from typing import Literal
 
-from reconciler.engines.sim.stats import percentile
+from reconciler.engines.model.stats import percentile
 from reconciler.spec.base import Spec
 from reconciler.spec.catalog import ModelArch
 
@@ -112,7 +112,7 @@ class IntervalTable(Spec):
 
 def read_interval_table() -> IntervalTable:
     """The table the calibration script last wrote (a file of this package)."""
-    text = files("reconciler.engines.sim").joinpath(INTERVALS_FILE).read_text()
+    text = files("reconciler.engines.model").joinpath(INTERVALS_FILE).read_text()
     return IntervalTable.model_validate_json(text)
 
 

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from reconciler.engines.sim.error_bands import (
+from reconciler.engines.model.error_bands import (
     IN_SAMPLE_FILE,
     ErrorGroup,
     ErrorTable,

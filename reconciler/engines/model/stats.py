@@ -8,7 +8,7 @@ import math
 from collections.abc import Sequence
 
 from reconciler.spec.base import Spec
-from reconciler.spec.result import Percentiles
+from reconciler.spec.result import Metrics, Percentiles
 
 
 class Pcts(Spec):
@@ -47,6 +47,22 @@ class Prediction(Spec):
     # to last answer), as bench/saturation.py takes them; None in closed loop.
     arrival_rps: float | None = None
     answer_rps: float | None = None
+
+    def metrics(self, goodput: bool = False) -> Metrics:
+        """The figures as a result's metrics. Goodput only when asked for: it counts against
+        the target the prediction was given, which a result file does not record."""
+        return Metrics(
+            ttft_ms=self.ttft_ms.as_percentiles(),
+            tpot_ms=self.tpot_ms.as_percentiles(),
+            itl_ms=self.itl_ms.as_percentiles(),
+            e2e_ms=self.e2e_ms.as_percentiles(),
+            output_tok_s=self.output_tok_s,
+            output_tok_s_per_gpu=self.output_tok_s_per_gpu,
+            total_tok_s_per_gpu=self.total_tok_s_per_gpu,
+            goodput_rps=self.goodput_rps if goodput else None,
+            requests=self.requests,
+            errors=self.errors,
+        )
 
 
 def percentile(values: Sequence[float], q: float) -> float:

@@ -17,15 +17,14 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 
 from reconciler.catalog.workloads import covered
-from reconciler.engines.sim import calibration, traffic
-from reconciler.engines.sim.perf import PerfModel, WeightsDoNotFit
-from reconciler.engines.sim.predict import PredictionError, predict, sim_spec
-from reconciler.engines.sim.stats import Prediction
+from reconciler.engines.model import calibration, traffic
+from reconciler.engines.model.perf import PerfModel, WeightsDoNotFit
+from reconciler.engines.model.predict import PredictionError, predict, sim_spec
+from reconciler.engines.model.stats import Prediction
 from reconciler.spec.catalog import Hardware, ModelArch
 from reconciler.spec.recipe import DisaggregatedTopology, Recipe, Role
 from reconciler.spec.result import (
     Load,
-    Metrics,
     Result,
     ResultEngine,
     ResultRecipe,
@@ -177,17 +176,7 @@ def _result(target: Target, p: Prediction, concurrency: int) -> Result:
             dataset=f"catalog/workloads.yaml {profile.id} generator",
         ),
         load=Load(concurrency=concurrency),
-        metrics=Metrics(
-            ttft_ms=p.ttft_ms.as_percentiles(),
-            tpot_ms=p.tpot_ms.as_percentiles(),
-            itl_ms=p.itl_ms.as_percentiles(),
-            e2e_ms=p.e2e_ms.as_percentiles(),
-            output_tok_s=p.output_tok_s,
-            output_tok_s_per_gpu=p.output_tok_s_per_gpu,
-            total_tok_s_per_gpu=p.total_tok_s_per_gpu,
-            requests=p.requests,
-            errors=p.errors,
-        ),
+        metrics=p.metrics(),
         source=Source(
             kind="simulated",
             by="denv sim predict (scripts/simulate_results.py)",

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
-from reconciler.engines.sim.kvcache import BLOCK_TOKENS
+from reconciler.engines.model.kvcache import BLOCK_TOKENS
 
 MASK64 = (1 << 64) - 1
 GOLDEN = 0x9E3779B97F4A7C15
@@ -31,6 +31,14 @@ _PIECE = re.compile(r"\w{1,6}|[^\w\s]")
 _CONSONANTS = "bdfgklmnprstvz"
 _VOWELS = "aeiou"
 _SYLLABLES = [c + v for c in _CONSONANTS for v in _VOWELS]  # 70 two-letter syllables
+
+
+def chat_prompt(turns: Sequence[tuple[str, str]]) -> str:
+    """The simulator's chat template: one `<|role|>` line and the content per (role, content)
+    turn, then the assistant's opening line the answer follows."""
+    lines = [f"<|{role}|>\n{content}" for role, content in turns]
+    lines.append("<|assistant|>\n")
+    return "\n".join(lines)
 
 
 def mix64(x: int) -> int:

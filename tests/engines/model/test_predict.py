@@ -12,14 +12,14 @@ from typing import Any
 
 import pytest
 
-from reconciler.engines.sim import traffic
-from reconciler.engines.sim.perf import PerfModel
-from reconciler.engines.sim.predict import predict, sim_spec
-from reconciler.engines.sim.stats import Prediction, percentile, weighted_percentile
+from reconciler.engines.model import traffic
+from reconciler.engines.model.perf import PerfModel
+from reconciler.engines.model.predict import predict, sim_spec
+from reconciler.engines.model.stats import Prediction, percentile, weighted_percentile
 from reconciler.errors import SpecError
 from reconciler.spec.recipe import Recipe
 from tests.conftest import ROOT
-from tests.engines.sim.perfspecs import hardware, model, recipe
+from tests.engines.model.perfspecs import hardware, model, recipe
 
 JSON_KEYS = {
     "ttft_ms",
@@ -54,6 +54,16 @@ def test_prediction_is_deterministic_and_consistent() -> None:
     assert a.e2e_ms.p50 > a.ttft_ms.p50
     # TPOT is (E2E - TTFT) / (tokens - 1): between the ITL median and the E2E
     assert a.tpot_ms.p50 >= a.itl_ms.p50 * 0.9
+
+
+def test_a_prediction_reads_as_a_result_s_metrics_goodput_only_when_asked() -> None:
+    a = run(recipe(), fixed(count=60))
+    metrics = a.metrics()
+    assert (metrics.ttft_ms.p50, metrics.ttft_ms.p99) == (a.ttft_ms.p50, a.ttft_ms.p99)
+    assert metrics.output_tok_s_per_gpu == a.output_tok_s_per_gpu
+    assert (metrics.requests, metrics.errors) == (a.requests, a.errors)
+    assert metrics.goodput_rps is None and a.goodput_rps is not None
+    assert a.metrics(goodput=True).goodput_rps == a.goodput_rps
 
 
 def test_one_client_sees_model_step_times() -> None:
@@ -140,15 +150,23 @@ def test_percentile_interpolates_like_numpy(values: list[float], q: float, expec
     )
 
 
+GOOD = '{"timestamp": 0, "input_length": 10, "output_length": 5, "hash_ids": [0]}'
+
+
+# The same reading as `denv bench` (engines/model/traffic.py): line, column and field.
 @pytest.mark.parametrize(
     ("text", "where"),
     [
-        ('{"timestamp": 0, "input_length": 10, "output_length": 5}\n{oops\n', "t.jsonl:2:"),
+        (f"{GOOD}\n{{oops\n", "t.jsonl:2:"),
         ('{"timestamp": 0, "input_length": 10}\n', "t.jsonl:1:1: output_length"),
-        ('\n{"timestamp": 0, "input_length": -1, "output_length": 5}\n', "t.jsonl:2:1: input"),
+        ('\n{"timestamp": 0, "input_length": -1, "output_length": 5}\n', "t.jsonl:2:18: input"),
+        (
+            '{"timestamp": 0, "input_length": 600, "output_length": 5, "hash_ids": [1]}',
+            "t.jsonl:1:59: hash_ids: 1 block ids",
+        ),
         ("", "no requests"),
     ],
-    ids=["bad-json", "missing-field", "negative", "empty"],
+    ids=["bad-json", "missing-field", "negative", "block-count", "empty"],
 )
 def test_traffic_file_errors_name_the_line(text: str, where: str) -> None:
     with pytest.raises(SpecError, match=where):
@@ -205,7 +223,10 @@ def test_cli_table_says_simulated(tmp_path: Path) -> None:
     trace = tmp_path / "trace.jsonl"
     trace.write_text(
         "\n".join(
-            json.dumps({"timestamp": i * 100, "input_length": 700, "output_length": 20})
+            json.dumps(
+                {"timestamp": i * 100, "input_length": 700, "output_length": 20}
+                | {"hash_ids": [2 * i, 2 * i + 1]}
+            )
             for i in range(60)
         )
     )

@@ -15,12 +15,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from reconciler.catalog.latency import LatencyTarget
-from reconciler.engines.sim.calibration import Tuning
-from reconciler.engines.sim.perf import PerfModel
-from reconciler.engines.sim.scheduler import RequestTooLarge, Scheduler, Span
-from reconciler.engines.sim.spec import SimSpec
-from reconciler.engines.sim.stats import Prediction, pcts_ms, pcts_ms_weighted
-from reconciler.engines.sim.traffic import Request
+from reconciler.engines.model.calibration import Tuning
+from reconciler.engines.model.perf import PerfModel
+from reconciler.engines.model.scheduler import RequestTooLarge, Scheduler, Span
+from reconciler.engines.model.spec import SimSpec
+from reconciler.engines.model.stats import Prediction, pcts_ms, pcts_ms_weighted
+from reconciler.engines.model.traffic import Request
 from reconciler.errors import DenvError
 from reconciler.spec.catalog import Hardware, ModelArch
 from reconciler.spec.recipe import DisaggregatedTopology, Recipe, Role, total_gpus

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from reconciler.engines.sim.simulated_results import (
+from reconciler.engines.model.simulated_results import (
     CONCURRENCIES,
     Target,
     digest_of,

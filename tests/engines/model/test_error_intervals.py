@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from reconciler.engines.sim.error_intervals import (
+from reconciler.engines.model.error_intervals import (
     FIGURES,
     Cell,
     IntervalTable,
@@ -29,7 +29,7 @@ from reconciler.engines.sim.error_intervals import (
     widened,
     widening,
 )
-from tests.engines.sim.perfspecs import model
+from tests.engines.model.perfspecs import model
 
 
 def _residual(i: int, hardware: str = "b200", concurrency: int = 4, value: float = 0.0) -> Residual:

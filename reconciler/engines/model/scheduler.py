@@ -15,9 +15,9 @@ import math
 from collections import deque
 from collections.abc import Sequence
 
-from reconciler.engines.sim.kvcache import BLOCK_TOKENS, KvCache
-from reconciler.engines.sim.perf import Batch, PerfModel
-from reconciler.engines.sim.steps import EPS, RequestTooLarge, Span, Step, Tracked, span_of
+from reconciler.engines.model.kvcache import BLOCK_TOKENS, KvCache
+from reconciler.engines.model.perf import Batch, PerfModel
+from reconciler.engines.model.steps import EPS, RequestTooLarge, Span, Step, Tracked, span_of
 
 __all__ = ["RequestTooLarge", "Scheduler", "Span", "Step"]
 

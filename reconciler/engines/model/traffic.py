@@ -1,17 +1,21 @@
 """Pure logic: the requests a prediction sends — fixed lengths, a workload profile's
 distributions, or a Mooncake traffic file — each drawn with a fixed seed, so a prediction is
-the same on every run."""
+the same on every run; and the one reading of a traffic file's text (`parse_traffic`), for
+`denv bench` and `denv traffic` too."""
 
 from __future__ import annotations
 
+import math
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from pydantic import ValidationError
 
-from reconciler.engines.sim.kvcache import BLOCK_TOKENS
+from reconciler.engines.model.kvcache import BLOCK_TOKENS
 from reconciler.errors import Problem, SpecError
 from reconciler.spec.jsonio import read_line
+from reconciler.spec.problems import from_validation
 from reconciler.spec.result import TrafficLine
 from reconciler.spec.workload import TokenRange, WorkloadProfile
 
@@ -83,23 +87,54 @@ def poisson(requests: list[Request], rate: float, seed: int = SEED) -> list[Requ
     return out
 
 
+def blocks_for(input_length: int) -> int:
+    """How many hash ids a prompt of this many tokens has: one per 512-token block, the last
+    one possibly partial."""
+    return math.ceil(input_length / BLOCK_TOKENS)
+
+
+def _column(raw: str, key: str | int | None) -> int:
+    at = raw.find(f'"{key}"') if isinstance(key, str) else -1
+    return at + 1 if at >= 0 else 1
+
+
+def _line_problems(path: str, number: int, raw: str) -> tuple[TrafficLine | None, list[Problem]]:
+    data, problem = read_line(path, number, raw)
+    if problem is not None:
+        return None, [problem]
+    if not isinstance(data, dict):
+        return None, [Problem(path, number, 1, "a trace line must be a JSON object")]
+
+    def locate(where: Sequence[str | int]) -> tuple[int, int]:
+        return number, _column(raw, where[0] if where else None)
+
+    try:
+        line = TrafficLine.model_validate(data)
+    except ValidationError as exc:
+        return None, from_validation(path, data, exc, locate)
+    expected = blocks_for(line.input_length)
+    if len(line.hash_ids) != expected:
+        message = (
+            f"hash_ids: {len(line.hash_ids)} block ids for input_length {line.input_length}; "
+            f"expected {expected} (one per {BLOCK_TOKENS}-token block, the last may be partial)"
+        )
+        return None, [Problem(path, number, _column(raw, "hash_ids"), message)]
+    return line, []
+
+
 def parse_traffic(text: str, path: str) -> list[TrafficLine]:
-    """Every line of a Mooncake JSONL file, or SpecError naming each bad line."""
+    """Every line of a Mooncake trace, sorted by timestamp (stable: a recorder writes lines as
+    requests finish), or SpecError naming file:line:col and the field of each bad line — the
+    one reading of a traffic file, for `denv bench`, `denv traffic` and `denv sim predict`."""
     lines: list[TrafficLine] = []
     problems: list[Problem] = []
     for number, raw in enumerate(text.splitlines(), start=1):
         if not raw.strip():
             continue
-        data, problem = read_line(path, number, raw)
-        if problem is not None:
-            problems.append(problem)
-            continue
-        try:
-            lines.append(TrafficLine.model_validate(data))
-        except ValidationError as exc:
-            for err in exc.errors():
-                where = ".".join(str(part) for part in err["loc"]) or "line"
-                problems.append(Problem(path, number, 1, f"{where}: {err['msg']}"))
+        line, found = _line_problems(path, number, raw)
+        problems += found
+        if line is not None:
+            lines.append(line)
     if problems:
         raise SpecError(problems)
     if not lines:

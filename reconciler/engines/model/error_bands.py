@@ -49,7 +49,7 @@ class ErrorTable(Spec):
 
 def read_error_table(name: str = ERRORS_FILE) -> ErrorTable:
     """The table the calibration script last wrote (a file of this package)."""
-    text = files("reconciler.engines.sim").joinpath(name).read_text()
+    text = files("reconciler.engines.model").joinpath(name).read_text()
     return ErrorTable.model_validate_json(text)
 
 

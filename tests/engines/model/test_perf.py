@@ -4,10 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from reconciler.catalog.footprint import kv_bytes_per_token, split_params
-from reconciler.engines.sim.levers import tokens_per_step
-from reconciler.engines.sim.perf import Batch, PerfModel, WeightsDoNotFit
-from tests.engines.sim.perfspecs import model, perf
+from reconciler.catalog.footprint import (
+    experts_touched,
+    kv_bytes_per_token,
+    kv_token_bytes,
+    split_params,
+)
+from reconciler.engines.model.levers import tokens_per_step
+from reconciler.engines.model.perf import Batch, PerfModel, WeightsDoNotFit
+from tests.engines.model.perfspecs import model, perf
 
 
 @pytest.mark.parametrize(
@@ -21,6 +26,20 @@ from tests.engines.sim.perfspecs import model, perf
 )
 def test_kv_bytes_per_token(key: str, value_bytes: float, expected: float) -> None:
     assert kv_bytes_per_token(model(key), value_bytes) == expected
+
+
+def test_kv_token_bytes_reads_the_dtype_and_shards_gqa_heads() -> None:
+    arch = model("llama-3.1-70b")  # 8 KV heads
+    whole = 2 * 80 * 8 * 128 * 2
+    assert kv_token_bytes(arch, "auto", 4) == (whole, whole / 4)
+    assert kv_token_bytes(arch, None, 4) == kv_token_bytes(arch, "bf16", 4)  # unknown: bf16
+    assert kv_token_bytes(arch, "fp8", 16) == (whole / 2, whole / 2 / 8)  # a head is never split
+
+
+def test_experts_touched_grows_with_the_tokens_of_a_step() -> None:
+    assert experts_touched(0.0, 1) == 1.0  # dense: every weight is read
+    assert experts_touched(1 - 8 / 256, 1) == pytest.approx(8 / 256)
+    assert experts_touched(1 - 8 / 256, 1000) == pytest.approx(1.0, abs=1e-12)
 
 
 def test_moe_split_adds_up_to_total_and_active() -> None:
@@ -184,7 +203,7 @@ def test_parallel_layouts_share_weights(
 
 def test_every_recipe_of_the_repository_fits_its_first_hardware() -> None:
     """A recipe whose weights leave no KV room at its memory fraction cannot start."""
-    from reconciler.engines.sim.predict import sim_spec as predict_spec
+    from reconciler.engines.model.predict import sim_spec as predict_spec
     from reconciler.spec.loader import open_repo
     from reconciler.spec.recipe import DisaggregatedTopology
     from tests.conftest import ROOT

@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 
-from reconciler.engines.sim.kvcache import BLOCK_TOKENS
-from reconciler.engines.sim.perf import PerfModel
-from reconciler.engines.sim.predict import sim_spec
-from reconciler.engines.sim.scheduler import RequestTooLarge, Scheduler, Step
-from tests.engines.sim.perfspecs import hardware, model, perf, recipe
+from reconciler.engines.model.kvcache import BLOCK_TOKENS
+from reconciler.engines.model.perf import PerfModel
+from reconciler.engines.model.predict import sim_spec
+from reconciler.engines.model.scheduler import RequestTooLarge, Scheduler, Step
+from tests.engines.model.perfspecs import hardware, model, perf, recipe
 
 
 @dataclass

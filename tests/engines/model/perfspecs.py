@@ -8,8 +8,8 @@ from typing import Any
 
 from ruamel.yaml import YAML
 
-from reconciler.engines.sim.perf import PerfModel
-from reconciler.engines.sim.predict import sim_spec
+from reconciler.engines.model.perf import PerfModel
+from reconciler.engines.model.predict import sim_spec
 from reconciler.spec.catalog import Hardware, HardwareFile, ModelArch, ModelsFile
 from reconciler.spec.recipe import Recipe, Role
 from tests.conftest import ROOT

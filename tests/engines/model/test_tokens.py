@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from reconciler.engines.sim.tokens import (
+from reconciler.engines.model.tokens import (
     BLOCK_TOKENS,
     NATURAL_LENGTH,
     PERTURBED_FRACTION,

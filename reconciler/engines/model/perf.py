@@ -9,23 +9,21 @@ floor and the launch cost are added. docs/simulator.md gives every formula and i
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, replace
 
 from reconciler.catalog.footprint import (
-    KV_DTYPE_BYTES,
     WEIGHT_FORMATS,
     Layout,
     attention_flops_per_pair,
     expert_miss,
-    kv_bytes_per_rank_gpu,
-    kv_bytes_per_token,
+    experts_touched,
+    kv_token_bytes,
     split_params,
 )
 from reconciler.engines.cards import card
-from reconciler.engines.sim.calibration import PD_HANDOFF_S, Tuning, efficiency
-from reconciler.engines.sim.levers import ACCEPTANCE, DRAFT_MODEL_SHARE, Limits, tokens_per_step
-from reconciler.engines.sim.spec import SimSpec
+from reconciler.engines.model.calibration import PD_HANDOFF_S, Tuning, efficiency
+from reconciler.engines.model.levers import ACCEPTANCE, DRAFT_MODEL_SHARE, Limits, tokens_per_step
+from reconciler.engines.model.spec import SimSpec
 from reconciler.errors import DenvError
 from reconciler.spec.catalog import Hardware, ModelArch
 from reconciler.spec.recipe import DisaggregatedTopology, Parallel, Recipe, Settings
@@ -220,7 +218,7 @@ class PerfModel:
         """GPU time of one pass of `tokens` through the model, per engine of the replica."""
         e = self._engines
         tokens /= e
-        touched = self._expert_bytes * (1.0 - math.pow(self._expert_miss, tokens))
+        touched = self._expert_bytes * experts_touched(self._expert_miss, tokens)
         weights = self._dense_bytes + touched
         gemm = max(tokens * self._gemm_flops_per_token / self._gemm_flops_s, weights / self._bw)
         attn_flops = (decode_pairs * self._attn_decode_flops + pairs * self._attn_prefill_flops) / e
@@ -306,8 +304,8 @@ def _kv_room(
             f"{settings.quantization} weights, tp {lay.tp} and pp {lay.pp}; {hw.id} gives "
             f"{hw.memory_gb * fraction:.1f} GB (memory_fraction {fraction})"
         )
-    kv_token = kv_bytes_per_token(arch, KV_DTYPE_BYTES[settings.kv_cache.dtype])
-    per_gpu = kv_bytes_per_rank_gpu(arch, kv_token, lay.attn_tp) / lay.pp
+    kv_token, rank_gpu = kv_token_bytes(arch, settings.kv_cache.dtype, lay.attn_tp)
+    per_gpu = rank_gpu / lay.pp
     return int(budget / per_gpu), kv_token, per_gpu
 
 

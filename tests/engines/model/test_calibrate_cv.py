@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from reconciler.engines.sim.error_intervals import Residual
+from reconciler.engines.model.error_intervals import Residual
 from scripts import calibrate_sim
 from scripts.calibrate_sim import CrossValidation, load_cv, report_cv, save_cv
 
