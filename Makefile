@@ -61,10 +61,17 @@ system-deps:
 	@test -x /usr/bin/chromium || { apt-get update -q && \
 		apt-get install -y -q --no-install-recommends chromium fonts-liberation; }
 
+# What a clean clone would otherwise fetch or build again on every run is kept once per
+# machine in this folder (tests/labs/cache.py reads the same variable): GitHub's schemas below,
+# and the real engine's venv (tests/real_engine/lab.py, built by its first test). Each thing in
+# it is named by what determines its content (a pinned version; the Python a venv is built from).
+DENV_TEST_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/denv-tests
+export DENV_TEST_CACHE
+
 # GitHub's own published descriptions, pinned, that the fake GitHub checks every request and
 # answer against (tests/forge/github_openapi.py): the REST API's OpenAPI description and the
-# webhook payloads' JSON Schemas. Fetched once by npm (not committed: tens of MB), then kept.
-OCTOKIT := .cache/octokit
+# webhook payloads' JSON Schemas. Fetched once per machine by npm (tens of MB), then kept.
+OCTOKIT := $(DENV_TEST_CACHE)/octokit
 OCTOKIT_OPENAPI := 23.0.2
 OCTOKIT_WEBHOOKS := 7.6.1
 
