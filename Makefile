@@ -93,10 +93,12 @@ $(OCTOKIT)/webhooks-%.stamp:
 	mv $(OCTOKIT)/webhooks.json.part $(OCTOKIT)/webhooks.json
 	rm -rf $(OCTOKIT)/pack-webhooks $(OCTOKIT)/webhooks-*.stamp && touch $@
 
-# Two workers, a test file each at a time (a module's lab fixture is built once), in the
-# order tests/conftest.py collects them (longest first; xdist would reorder by test count);
-# then a real vLLM (its CPU build) under denv, one engine a core, with the machine to itself;
-# then the tests that compare wall-clock timings with a model, alone.
+# Three phases (docs/testing.md). Two workers, a test file each at a time (a module's lab
+# fixture is built once), in the order tests/conftest.py collects them (longest first; xdist
+# would reorder by test count); the walk of docs/optimize.md on a busy machine runs here, a hog
+# beside the other worker (tests/labs/busy.py). Then a real vLLM (its CPU build, its venv kept
+# once per machine) under denv, one engine a core, with the machine to itself; then the tests
+# that compare wall-clock timings with a model, alone.
 PYTEST_PARALLEL = $(BIN)/pytest -q -n 2 --dist loadfile --no-loadscope-reorder \
 	-m "not serial and not real_engine"
 test: lint workflows system-deps github-schemas
@@ -106,8 +108,9 @@ test: lint workflows system-deps github-schemas
 
 # The same tests with every core kept busy by a CPU hog (stress-ng when installed, else shell
 # busy loops; stopped whatever happens), as on a loaded CI machine: tests wait on conditions and
-# compare with the model's tolerances, never with the clock. The serial tests measure timings
-# and need the machine alone, and the real engine's pin a core each: they are left out here.
+# compare with the model's tolerances, never with the clock (the busy walk of docs/optimize.md
+# starts no hog of its own here). The serial tests measure timings and need the machine alone,
+# and the real engine's pin a core each: they are left out here.
 test-stress: lint system-deps github-schemas
 	scripts/cpu_hog.sh $(PYTEST_PARALLEL) --durations=25
 

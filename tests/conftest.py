@@ -55,10 +55,12 @@ def edit(denv_repo: Path) -> Edit:
     return _edit
 
 
-# The longest test files (minutes each: engines over sshd), collected first so that under
+# The longest test files (minutes each: engines over sshd; the guides' file walks
+# docs/optimize.md on a busy machine, tests/labs/busy.py), collected first so that under
 # `pytest -n 2 --dist loadfile --no-loadscope-reorder` they start first and the two workers
 # finish together (by default xdist orders files by their number of tests instead).
 LONGEST_FIRST = (
+    "tests/e2e/test_guides.py",
     "tests/e2e/test_reconcile.py",
     "tests/e2e/test_rollout.py",
     "tests/e2e/test_optimize.py",
@@ -69,7 +71,6 @@ LONGEST_FIRST = (
     "tests/e2e/test_bench_run.py",
     "tests/e2e/test_trial_reclaim.py",
     "tests/e2e/test_pr_walkthrough.py",
-    "tests/e2e/test_guides.py",
     "tests/ui/test_live_overview.py",
     "tests/ui/test_browser_pages.py",
 )
