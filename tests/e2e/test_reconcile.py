@@ -25,22 +25,10 @@ from tests.e2e.bot import bot_env, run_denv
 from tests.e2e.load import ask, light_load
 from tests.fleet.conftest import ssh_lab, ssh_settings, wait_for
 from tests.fleet.sshd import SshLab, SshServer
+from tests.labs.release import release_yaml, stage
 from tests.reconcile.conftest import GitRepo
 
 __all__ = ["ssh_lab"]  # the fixture, shared with the fleet tests
-
-RELEASE = """\
-release:
-  model: chat-8b
-  weights: hf://meta-llama/Llama-3.1-8B-Instruct@0e9e39f249a16976918f6564b8830bc894c89659
-  recipe: llama-3.1-8b/vllm@1
-  overrides:
-    settings: {{ max_batch: {batch} }}
-  topology: {{ mode: aggregated, replicas: {replicas}, gpus: 1, parallel: {{ tp: 1 }} }}
-stages:
-  - name: canary
-    fleets: [{fleets}]
-"""
 
 
 def fleet_file(name: str, server: SshServer, lab: SshLab) -> str:
@@ -61,7 +49,7 @@ class Lab:
     cache: Path
 
     def release(self, replicas: int = 2, batch: int = 128, fleets: str = "lab") -> str:
-        text = RELEASE.format(replicas=replicas, batch=batch, fleets=fleets)
+        text = release_yaml(stage("canary", fleets), replicas=replicas, batch=batch)
         self.repo.write("releases/chat-8b/denv.yaml", text)
         return self.repo.commit(f"chat-8b: {replicas} replicas, max_batch {batch}")
 

@@ -34,28 +34,9 @@ from tests.fleet.sshd import SshLab, SshServer
 from tests.forge.fake_github import FakeGitHub
 from tests.forge.gitrepo import git
 from tests.forge.loopback import LoopbackServer
+from tests.labs.release import release_yaml, stage
 from tests.reconcile.conftest import GitRepo
 
-WEIGHTS = "hf://meta-llama/Llama-3.1-8B-Instruct@0e9e39f249a16976918f6564b8830bc894c89659"
-RELEASE = f"""\
-release:
-  model: chat-8b
-  weights: {WEIGHTS}
-  recipe: llama-3.1-8b/vllm@1
-  overrides:
-    settings: {{{{ max_batch: {{batch}} }}}}
-  topology: {{{{ mode: aggregated, replicas: 1, gpus: 1, parallel: {{{{ tp: 1 }}}} }}}}
-stages:
-  - name: canary
-    fleets: [lab]
-    bake: {{bake}}
-    alarms: [ttft-fast]
-  - name: prod
-    fleets: [lab2]
-    bake: 4s
-    alarms: [ttft-fast]
-    promotion: {{promotion}}
-"""
 ALARMS = (
     "alarms:\n  ttft-fast: { metric: ttft, stat: p99, max: 500ms, window: 3s, min_requests: 3 }\n"
 )
@@ -115,7 +96,11 @@ class Stages:
             git(path, "fetch", "-q", str(self.remote), "main")
             git(path, "reset", "-q", "--hard", "FETCH_HEAD")
         sync(self.lab.repo)
-        text = RELEASE.format(batch=batch, promotion=promotion, bake=bake)
+        text = release_yaml(
+            stage("canary", "lab", f"bake: {bake}", "alarms: [ttft-fast]"),
+            stage("prod", "lab2", "bake: 4s", "alarms: [ttft-fast]", f"promotion: {promotion}"),
+            batch=batch,
+        )
         self.lab.repo.write("releases/chat-8b/denv.yaml", text)
         commit = self.lab.repo.commit(f"chat-8b: max_batch {batch}")
         if self.remote is not None:

@@ -30,21 +30,11 @@ from reconciler.spec.result import Metrics, Percentiles, TrafficLine
 from reconciler.spec.yamlio import parse_yaml, plain
 from tests.conftest import ROOT
 from tests.forge.gitrepo import git, init_repo
+from tests.labs.release import release_yaml
 
 AT = dt.datetime(2026, 12, 1, 12, 0, tzinfo=dt.UTC)
-RELEASE = """\
-# the chat release
-release:
-  model: chat-8b
-  weights: hf://meta-llama/Llama-3.1-8B-Instruct@0e9e39f249a16976918f6564b8830bc894c89659
-  recipe: llama-3.1-8b/vllm@1
-  overrides:
-    settings: { max_batch: 8 }   # deliberately small
-  topology: { mode: aggregated, replicas: 1, gpus: 1, parallel: { tp: 1 } }
-stages:
-  - name: canary
-    fleets: [local]
-"""
+
+RELEASE = release_yaml(batch=8, head="# the chat release\n", note="   # deliberately small")
 
 
 def run(goodput: float, ttft: float) -> Run:

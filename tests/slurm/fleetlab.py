@@ -14,21 +14,9 @@ from typing import Any
 from reconciler.fleet.hostagent import AgentClient
 from reconciler.fleet.transport import LocalTransport
 from tests.e2e.bot import bot_env, run_denv
+from tests.labs.release import release_yaml, stage
 from tests.reconcile.conftest import GitRepo
 from tests.slurm.lab import SlurmLab
-
-RELEASE = """\
-release:
-  model: chat-8b
-  weights: hf://meta-llama/Llama-3.1-8B-Instruct@0e9e39f249a16976918f6564b8830bc894c89659
-  recipe: llama-3.1-8b/vllm@1
-  overrides:
-    settings: {{ max_batch: {batch} }}
-  topology: {{ mode: aggregated, replicas: {replicas}, gpus: {gpus}, parallel: {{ tp: {gpus} }} }}
-stages:
-  - name: canary
-    fleets: [hpc]
-"""
 
 
 def fleet_file(lab: SlurmLab, trial_gpus: int = 4, rack: tuple[str, ...] = ()) -> str:
@@ -61,7 +49,7 @@ class SlurmFleet:
         return self.cache / "home"
 
     def release(self, replicas: int = 2, batch: int = 128, gpus: int = 1) -> str:
-        text = RELEASE.format(replicas=replicas, batch=batch, gpus=gpus)
+        text = release_yaml(stage("canary", "hpc"), replicas=replicas, batch=batch, gpus=gpus)
         self.repo.write("releases/chat-8b/denv.yaml", text)
         return self.repo.commit(f"chat-8b: {replicas} replicas, max_batch {batch}")
 
