@@ -7,8 +7,8 @@ from __future__ import annotations
 from typing import Any
 
 from tests.e2e.test_reconcile import Lab, lab
-from tests.fleet.conftest import ssh_lab
 from tests.labs.release import release_yaml, stage
+from tests.labs.sshd import ssh_lab
 
 __all__ = ["lab", "ssh_lab"]  # fixtures
 

@@ -23,9 +23,9 @@ from reconciler.fleet.ssh import SshTransport
 from reconciler.spec.fleet import Host
 from tests.e2e.bot import bot_env, run_denv
 from tests.e2e.load import ask, light_load
-from tests.fleet.conftest import ssh_lab, ssh_settings, wait_for
-from tests.fleet.sshd import SshLab, SshServer
+from tests.fleet.conftest import wait_for
 from tests.labs.release import release_yaml, stage
+from tests.labs.sshd import SshLab, SshServer, ssh_lab, ssh_settings
 from tests.reconcile.conftest import GitRepo
 
 __all__ = ["ssh_lab"]  # the fixture, shared with the fleet tests

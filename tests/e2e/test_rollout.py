@@ -30,11 +30,11 @@ from reconciler.forge.models import PrState
 from tests.conftest import DENV_DIRS, ROOT
 from tests.e2e.test_reconcile import Lab, fleet_file
 from tests.fleet.conftest import wait_for
-from tests.fleet.sshd import SshLab, SshServer
 from tests.forge.fake_github import FakeGitHub
 from tests.forge.gitrepo import git
 from tests.forge.loopback import LoopbackServer
 from tests.labs.release import release_yaml, stage
+from tests.labs.sshd import SshLab, SshServer
 from tests.reconcile.conftest import GitRepo
 
 ALARMS = (

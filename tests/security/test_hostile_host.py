@@ -23,9 +23,8 @@ from reconciler.reconcile.hostrun import weights_dir
 from reconciler.reconcile.snapshot import snapshot
 from reconciler.spec.fleet import Fleet, Host
 from tests.e2e.bot import bot_env, run_denv
-from tests.fleet.conftest import ssh_lab, ssh_settings
-from tests.fleet.sshd import SshLab, SshServer
 from tests.labs.release import WEIGHTS, release_yaml, stage
+from tests.labs.sshd import SshLab, SshServer, ssh_lab, ssh_settings
 from tests.reconcile.conftest import GitRepo, git_repo
 from tests.security.hostile_host import HostileHost, fleet_file, good_entry
 

@@ -7,16 +7,25 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from reconciler.fleet.hostagent import AgentClient
 from reconciler.fleet.transport import LocalTransport
+from tests.conftest import require_installed
 from tests.e2e.bot import bot_env, run_denv
 from tests.labs.release import release_yaml, stage
+from tests.labs.slurm import SlurmLab, installed
 from tests.reconcile.conftest import GitRepo
-from tests.slurm.lab import SlurmLab
+
+
+def release_text(replicas: int = 2, batch: int = 128, gpus: int = 1) -> str:
+    """chat-8b's denv.yaml: its canary on fleet `hpc`."""
+    return release_yaml(stage("canary", "hpc"), replicas=replicas, batch=batch, gpus=gpus)
 
 
 def fleet_file(lab: SlurmLab, trial_gpus: int = 4, rack: tuple[str, ...] = ()) -> str:
@@ -49,8 +58,7 @@ class SlurmFleet:
         return self.cache / "home"
 
     def release(self, replicas: int = 2, batch: int = 128, gpus: int = 1) -> str:
-        text = release_yaml(stage("canary", "hpc"), replicas=replicas, batch=batch, gpus=gpus)
-        self.repo.write("releases/chat-8b/denv.yaml", text)
+        self.repo.write("releases/chat-8b/denv.yaml", release_text(replicas, batch, gpus))
         return self.repo.commit(f"chat-8b: {replicas} replicas, max_batch {batch}")
 
     def denv(self, *args: str, fault: str | None = None) -> subprocess.CompletedProcess[str]:
@@ -89,3 +97,28 @@ class SlurmFleet:
         agent = self.login_agent()
         for unit in agent.units():
             agent.stop(unit.id, grace=1)
+
+
+@pytest.fixture
+def slurm_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SlurmLab]:
+    """One slurmctld, three slurmd nodes (4 GPUs each) in namespaces of their own, its own
+    munged; everything stopped and every namespace removed afterwards, also on failure."""
+    require_installed(installed(), "Slurm (slurmctld, slurmd, slurm-client, munge)")
+    lab = SlurmLab(tmp_path_factory.mktemp("slurm"))
+    lab.start()  # stops what it started when it fails
+    try:
+        yield lab
+    finally:
+        lab.stop()
+
+
+@pytest.fixture
+def slurm_fleet(slurm_lab: SlurmLab, git_repo: GitRepo, tmp_path: Path) -> Iterator[SlurmFleet]:
+    """Fleet `hpc` on the lab (tests/labs/slurm_fleet.py) in a repository of denv's files;
+    every job cancelled and every router stopped afterwards."""
+    git_repo.write("fleets/hpc.yaml", fleet_file(slurm_lab))
+    found = SlurmFleet(git_repo, slurm_lab, tmp_path / "cache")
+    try:
+        yield found
+    finally:
+        found.stop_all()
