@@ -4,7 +4,6 @@ client through the endpoint."""
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import signal
@@ -13,7 +12,7 @@ import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
@@ -24,6 +23,7 @@ from reconciler.spec.fleet import Host
 from tests.e2e.bot import bot_env, run_denv
 from tests.e2e.load import ask, light_load
 from tests.fleet.conftest import wait_for
+from tests.labs.operated import Operated
 from tests.labs.release import release_yaml, stage
 from tests.labs.sshd import SshLab, SshServer, ssh_lab, ssh_settings
 from tests.reconcile.conftest import GitRepo
@@ -42,11 +42,12 @@ def fleet_file(name: str, server: SshServer, lab: SshLab) -> str:
 
 
 @dataclass
-class Lab:
+class Lab(Operated):
     repo: GitRepo
     ssh: SshLab
     servers: dict[str, SshServer]
     cache: Path
+    timing: ClassVar[tuple[str, ...]] = ("--ready-timeout", "60s", "--drain", "5s")
 
     def release(self, replicas: int = 2, batch: int = 128, fleets: str = "lab") -> str:
         text = release_yaml(stage("canary", fleets), replicas=replicas, batch=batch)
@@ -55,21 +56,6 @@ class Lab:
 
     def denv(self, *args: str, fault: str | None = None) -> subprocess.CompletedProcess[str]:
         return run_denv(self.repo.path, bot_env(self.cache), *args, fault=fault, timeout=240)
-
-    def reconcile(
-        self, *args: str, fault: str | None = None, ok: bool = True
-    ) -> subprocess.CompletedProcess[str]:
-        timing = ("--ready-timeout", "60s", "--drain", "5s")
-        done = self.denv("reconcile", "--once", *timing, *args, fault=fault)
-        if ok:
-            assert done.returncode == 0, done.stdout + done.stderr
-        return done
-
-    def status(self) -> dict[str, Any]:
-        done = self.denv("status", "--json")
-        assert done.returncode == 0, done.stderr
-        answer: dict[str, Any] = json.loads(done.stdout)
-        return answer
 
     def agent(self, fleet: str = "lab") -> AgentClient:
         server = self.servers[fleet]

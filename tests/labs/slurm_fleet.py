@@ -4,13 +4,12 @@ compute nodes are the lab's, and `denv` runs as a subprocess with the lab's SLUR
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import ClassVar
 
 import pytest
 
@@ -18,6 +17,7 @@ from reconciler.fleet.hostagent import AgentClient
 from reconciler.fleet.transport import LocalTransport
 from tests.conftest import require_installed
 from tests.e2e.bot import bot_env, run_denv
+from tests.labs.operated import Operated
 from tests.labs.release import release_yaml, stage
 from tests.labs.slurm import SlurmLab, installed
 from tests.reconcile.conftest import GitRepo
@@ -44,10 +44,11 @@ def fleet_file(lab: SlurmLab, trial_gpus: int = 4, rack: tuple[str, ...] = ()) -
 
 
 @dataclass
-class SlurmFleet:
+class SlurmFleet(Operated):
     repo: GitRepo
     lab: SlurmLab
     cache: Path
+    timing: ClassVar[tuple[str, ...]] = ("--ready-timeout", "90s", "--drain", "3s")
 
     @property
     def env(self) -> dict[str, str]:
@@ -63,21 +64,6 @@ class SlurmFleet:
 
     def denv(self, *args: str, fault: str | None = None) -> subprocess.CompletedProcess[str]:
         return run_denv(self.repo.path, self.env, *args, fault=fault)
-
-    def reconcile(
-        self, *args: str, fault: str | None = None, ok: bool = True
-    ) -> subprocess.CompletedProcess[str]:
-        timing = ("--ready-timeout", "90s", "--drain", "3s")
-        done = self.denv("reconcile", "--once", *timing, *args, fault=fault)
-        if ok:
-            assert done.returncode == 0, done.stdout + done.stderr
-        return done
-
-    def status(self) -> dict[str, Any]:
-        done = self.denv("status", "--json")
-        assert done.returncode == 0, done.stdout + done.stderr
-        answer: dict[str, Any] = json.loads(done.stdout)
-        return answer
 
     def jobs(self, active: bool = True) -> list[dict[str, str]]:
         """denv's jobs in the queue: id, name, state, nodes, partition."""
