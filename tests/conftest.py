@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import shutil
 from collections.abc import Callable
 from pathlib import Path
 
@@ -36,10 +35,9 @@ def _state_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.Mo
 @pytest.fixture
 def denv_repo(tmp_path: Path) -> Path:
     """A copy of this repository's denv files (results left out: they are large)."""
-    for name in DENV_DIRS:
-        if (ROOT / name).is_dir():
-            shutil.copytree(ROOT / name, tmp_path / name)
-    return tmp_path
+    from tests.labs.workspace import copy_denv_files  # it imports this module
+
+    return copy_denv_files(tmp_path)
 
 
 @pytest.fixture

@@ -31,6 +31,7 @@ from reconciler.forge.local import LocalForge
 from reconciler.forge.models import PrState
 from tests.conftest import ROOT
 from tests.fleet.conftest import wait_for
+from tests.labs.processes import stop_process
 from tests.labs.release import release_yaml, stage
 from tests.reconcile.conftest import GitRepo, git_repo
 
@@ -225,11 +226,7 @@ def flows_through_the_stages(repo: GitRepo, env: dict[str, str], merged: str, ba
         assert batches("canary") == {batch}
         print(f"merge to prod: {time.monotonic() - started:.1f}s")
     finally:
-        bot.terminate()
-        try:
-            bot.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            bot.kill()
+        stop_process(bot, grace=60)
     promotions = [p for p in LocalForge(repo.path).pull_requests(PrState.MERGED)
                   if p.head_branch.startswith("denv/promote/")]  # fmt: skip
     assert [p.author for p in promotions] == ["denv-bot"], log.read_text()[-3000:]

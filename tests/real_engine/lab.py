@@ -24,8 +24,9 @@ from reconciler.engines.vllm import cpu
 from reconciler.fleet.hostagent import AgentClient
 from reconciler.fleet.model.observed import UnitRecord
 from reconciler.fleet.transport import LocalTransport
-from tests.conftest import DENV_DIRS, ROOT
+from tests.conftest import ROOT
 from tests.labs.cache import interpreter_key, machine_cache
+from tests.labs.workspace import copy_denv_files
 from tests.reconcile.conftest import GitRepo
 
 VERSION = "0.32.0"
@@ -161,9 +162,7 @@ class CpuLab:
 def make_lab(folder: Path) -> CpuLab:
     """The repository (this project's denv files, only the CPU release in it), the tiny model,
     and the agent's home with the kept engines folder linked in."""
-    repo_dir = folder / "repo"
-    for name in DENV_DIRS:
-        shutil.copytree(ROOT / name, repo_dir / name)
+    repo_dir = copy_denv_files(folder / "repo")
     shutil.rmtree(repo_dir / "releases")  # the example release runs on the simulated fleet
     model = folder / "tiny-llama"
     subprocess.run(
