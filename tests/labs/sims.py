@@ -3,7 +3,7 @@ by the official openai client, given faults through their admin API."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
@@ -11,7 +11,18 @@ from typing import Any
 
 import openai
 
-from tests.engines.sim.sims import Sim, http_get, http_post, sim_process, sim_spec, wait_until
+from reconciler.engines.sim.spec import SimSpec
+from tests.engines.sim.sims import (
+    Sim,
+    denv_router,
+    http_get,
+    http_post,
+    router_args,
+    router_process,
+    sim_process,
+    sim_spec,
+    wait_until,
+)
 
 MODEL = "llama-3.1-8b"
 
@@ -53,3 +64,18 @@ def faults(sims: Sim | Sequence[Sim], **patch: Any) -> None:
     for sim in _each(sims):
         status, body = http_post(sim.url + "/admin/faults", patch)
         assert status == 200, body
+
+
+@contextmanager
+def routed(
+    sims: Sequence[Sim],
+    spec: SimSpec,
+    logs: Path,
+    ready: Callable[[str], bool],
+    metrics_port: int | None = None,
+) -> Iterator[str]:
+    """The real sglang-router in front of `sims`, with the flags denv gives it (its router
+    unit for them); its URL once `ready(url)` holds."""
+    args = router_args(denv_router(list(sims), spec))
+    with router_process(args, logs, ready, metrics_port) as url:
+        yield url

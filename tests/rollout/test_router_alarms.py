@@ -15,12 +15,11 @@ from tests.engines.sim.sims import (
     http_get,
     http_post,
     require_sglang_router,
-    router_args,
-    router_process,
     sim_process,
     sim_spec,
     wait_until,
 )
+from tests.labs.sims import routed
 
 require_sglang_router()
 
@@ -34,12 +33,12 @@ def test_router_only_5xx_fire_the_error_alarm(tmp_path: Path) -> None:
     fail: the engines' error rate reads 0%, the router's fires the alarm."""
     spec = sim_spec(time_scale=10.0)
     with sim_process(spec, tmp_path) as sim:
-        router, metrics = denv_router([sim], spec), free_port()
+        metrics = free_port()
 
         def ready(url: str) -> bool:
             return http_get(url + "/readiness", 2)[0] == 200
 
-        with router_process(router_args(router), tmp_path, ready, metrics) as url:
+        with routed([sim], spec, tmp_path, ready, metrics) as url:
             router = denv_router([sim], spec, url, metrics)
             targets = metrics_targets([engine_unit(sim), router])
             assert ("sglang-router", f"http://127.0.0.1:{metrics}/metrics") in targets
