@@ -66,6 +66,7 @@ LONGEST_FIRST = (
     "tests/parity/test_targets.py",
     "tests/slurm/test_trials.py",
     "tests/e2e/test_deploy_parity.py",
+    "tests/security/test_inputs.py",
     "tests/e2e/test_bench_run.py",
     "tests/e2e/test_trial_reclaim.py",
     "tests/e2e/test_pr_walkthrough.py",
