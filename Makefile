@@ -4,6 +4,14 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
+# What a clean clone would otherwise fetch or build again on every run is kept once per
+# machine in this folder (tests/labs/cache.py reads the same variable; docs/testing.md):
+# GitHub's schemas (github-schemas), mypy's cache (lint; mypy checks each file's hash against
+# it), the real engine's venv (tests/real_engine/lab.py, built by its first test). Each thing
+# is named by what determines its content (a pinned version; the Python a venv is built from).
+DENV_TEST_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/denv-tests
+export DENV_TEST_CACHE
+
 .PHONY: demo screenshots test test-stress lint workflows schemas clean system-deps github-schemas
 
 # Once, and again when pyproject.toml changes: a few minutes, so each step says what it does
@@ -28,7 +36,7 @@ screenshots: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check reconciler tests scripts benchmarks
 	$(BIN)/ruff format --check reconciler tests scripts benchmarks
-	$(BIN)/mypy
+	$(BIN)/mypy --cache-dir $(DENV_TEST_CACHE)/mypy  # a clean clone checks only what changed
 	$(BIN)/lint-imports
 	$(BIN)/pytest -q -p no:cacheprovider tests/test_pure_modules.py  # docstrings that say pure
 
@@ -60,13 +68,6 @@ system-deps:
 		slurmctld slurmd slurm-client munge; }
 	@test -x /usr/bin/chromium || { apt-get update -q && \
 		apt-get install -y -q --no-install-recommends chromium fonts-liberation; }
-
-# What a clean clone would otherwise fetch or build again on every run is kept once per
-# machine in this folder (tests/labs/cache.py reads the same variable): GitHub's schemas below,
-# and the real engine's venv (tests/real_engine/lab.py, built by its first test). Each thing in
-# it is named by what determines its content (a pinned version; the Python a venv is built from).
-DENV_TEST_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/denv-tests
-export DENV_TEST_CACHE
 
 # GitHub's own published descriptions, pinned, that the fake GitHub checks every request and
 # answer against (tests/forge/github_openapi.py): the REST API's OpenAPI description and the
