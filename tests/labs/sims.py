@@ -25,6 +25,7 @@ from tests.engines.sim.sims import (
 )
 
 MODEL = "llama-3.1-8b"
+GOOD = {"model": MODEL, "prompt": "hello", "max_tokens": 2}  # a completion every engine serves
 
 
 @contextmanager
@@ -79,3 +80,13 @@ def routed(
     args = router_args(denv_router(list(sims), spec))
     with router_process(args, logs, ready, metrics_port) as url:
         yield url
+
+
+def router_ready(url: str) -> bool:
+    """The router at `url` says it is ready (its /readiness answers 200)."""
+    return http_get(url + "/readiness", 2)[0] == 200
+
+
+def completion(url: str) -> int:
+    """The status of one short completion (GOOD) sent to `url`."""
+    return http_post(url + "/v1/completions", GOOD)[0]
