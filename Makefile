@@ -4,6 +4,14 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
+# What a clean clone would otherwise fetch or build again on every run is kept once per
+# machine in this folder (tests/labs/cache.py reads the same variable; docs/testing.md):
+# GitHub's schemas (github-schemas), mypy's cache (lint; mypy checks each file's hash against
+# it), the real engine's venv (tests/real_engine/lab.py, built by its first test). Each thing
+# is named by what determines its content (a pinned version; the Python a venv is built from).
+DENV_TEST_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/denv-tests
+export DENV_TEST_CACHE
+
 .PHONY: demo screenshots test test-stress lint workflows schemas clean system-deps github-schemas
 
 # Once, and again when pyproject.toml changes: a few minutes, so each step says what it does
@@ -28,7 +36,7 @@ screenshots: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check reconciler tests scripts benchmarks
 	$(BIN)/ruff format --check reconciler tests scripts benchmarks
-	$(BIN)/mypy
+	$(BIN)/mypy --cache-dir $(DENV_TEST_CACHE)/mypy  # a clean clone checks only what changed
 	$(BIN)/lint-imports
 	$(BIN)/pytest -q -p no:cacheprovider tests/test_pure_modules.py  # docstrings that say pure
 
@@ -63,8 +71,8 @@ system-deps:
 
 # GitHub's own published descriptions, pinned, that the fake GitHub checks every request and
 # answer against (tests/forge/github_openapi.py): the REST API's OpenAPI description and the
-# webhook payloads' JSON Schemas. Fetched once by npm (not committed: tens of MB), then kept.
-OCTOKIT := .cache/octokit
+# webhook payloads' JSON Schemas. Fetched once per machine by npm (tens of MB), then kept.
+OCTOKIT := $(DENV_TEST_CACHE)/octokit
 OCTOKIT_OPENAPI := 23.0.2
 OCTOKIT_WEBHOOKS := 7.6.1
 
@@ -86,10 +94,12 @@ $(OCTOKIT)/webhooks-%.stamp:
 	mv $(OCTOKIT)/webhooks.json.part $(OCTOKIT)/webhooks.json
 	rm -rf $(OCTOKIT)/pack-webhooks $(OCTOKIT)/webhooks-*.stamp && touch $@
 
-# Two workers, a test file each at a time (a module's lab fixture is built once), in the
-# order tests/conftest.py collects them (longest first; xdist would reorder by test count);
-# then a real vLLM (its CPU build) under denv, one engine a core, with the machine to itself;
-# then the tests that compare wall-clock timings with a model, alone.
+# Three phases (docs/testing.md). Two workers, a test file each at a time (a module's lab
+# fixture is built once), in the order tests/conftest.py collects them (longest first; xdist
+# would reorder by test count); the walk of docs/optimize.md on a busy machine runs here, a hog
+# beside the other worker (tests/labs/busy.py). Then a real vLLM (its CPU build, its venv kept
+# once per machine) under denv, one engine a core, with the machine to itself; then the tests
+# that compare wall-clock timings with a model, alone.
 PYTEST_PARALLEL = $(BIN)/pytest -q -n 2 --dist loadfile --no-loadscope-reorder \
 	-m "not serial and not real_engine"
 test: lint workflows system-deps github-schemas
@@ -99,8 +109,9 @@ test: lint workflows system-deps github-schemas
 
 # The same tests with every core kept busy by a CPU hog (stress-ng when installed, else shell
 # busy loops; stopped whatever happens), as on a loaded CI machine: tests wait on conditions and
-# compare with the model's tolerances, never with the clock. The serial tests measure timings
-# and need the machine alone, and the real engine's pin a core each: they are left out here.
+# compare with the model's tolerances, never with the clock (the busy walk of docs/optimize.md
+# starts no hog of its own here). The serial tests measure timings and need the machine alone,
+# and the real engine's pin a core each: they are left out here.
 test-stress: lint system-deps github-schemas
 	scripts/cpu_hog.sh $(PYTEST_PARALLEL) --durations=25
 

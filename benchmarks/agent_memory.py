@@ -28,7 +28,7 @@ sys.path.insert(0, str(HERE))
 from fleet_observe import fleet_of, install_agent  # noqa: E402
 
 from reconciler.fleet.drivers.registry import Drivers  # noqa: E402
-from tests.fleet.sshd import SshLab  # noqa: E402
+from tests.labs.sshd import SshLab  # noqa: E402
 
 
 def status_mib(field: str) -> float:

@@ -48,7 +48,7 @@ from reconciler.fleet.drivers.registry import Drivers  # noqa: E402
 from reconciler.fleet.drivers.ssh import SshDriver  # noqa: E402
 from reconciler.fleet.hostagent import AgentClient, agent_source  # noqa: E402
 from reconciler.spec.fleet import Fleet, Host, SshSettings  # noqa: E402
-from tests.fleet.sshd import SshLab  # noqa: E402
+from tests.labs.sshd import SshLab  # noqa: E402
 
 ANSIBLE_VENV = ROOT / "benchmarks" / ".venv-ansible"
 # mitogen 0.3.5x supports ansible-core up to 2.21 (its release notes); 2.19 is the newest

@@ -4,8 +4,8 @@ operator's script that asks Slurm once per job, in the same run; and time to pla
     .venv/bin/python benchmarks/slurm_observe.py [--jobs 0,4,12] [--repeats 30] [--replicas 8]
         [--plan-repeats 20] [--json]
 
-The cluster is the tests' (tests/slurm/lab.py: a real slurmctld, three slurmd nodes of 4 GPUs in
-network namespaces on this machine) and the fleet tests/slurm/fleetlab.py's `hpc` (the login
+The cluster is the tests' (tests/labs/slurm.py: a real slurmctld, three slurmd nodes of 4 GPUs in
+network namespaces on this machine) and the fleet tests/labs/slurm_fleet.py's `hpc` (the login
 node is this machine; its agent is local). At each jobs point, denv's jobs are that many units
 launched through the driver (`SlurmDriver.launch`: sbatch on the login node), a `sleep` of one
 GPU each, four to a node; the point is timed once every one of them runs, after 3 untimed
@@ -68,8 +68,8 @@ from reconciler.reconcile.revisions import StageRevision, Stages  # noqa: E402
 from reconciler.spec.fleet import Fleet, FleetFile  # noqa: E402
 from reconciler.spec.loader import open_repo  # noqa: E402
 from reconciler.spec.release import Release  # noqa: E402
-from tests.slurm.fleetlab import RELEASE, fleet_file  # noqa: E402
-from tests.slurm.lab import GPUS_PER_NODE, SlurmLab, installed  # noqa: E402
+from tests.labs.slurm import GPUS_PER_NODE, SlurmLab, installed  # noqa: E402
+from tests.labs.slurm_fleet import fleet_file, release_text  # noqa: E402
 
 PEERS = ("driver", "floor", "squeue_each", "scontrol_each")
 PARTS = ("slurm_call", "login_probe")  # the driver's two calls, each alone
@@ -240,7 +240,7 @@ def measure_plan(
 ) -> dict[str, Any]:
     repo = open_repo(ROOT)
     repo.fleets = {fleet.name: fleet}
-    text = RELEASE.format(replicas=replicas, batch=128, gpus=1)
+    text = release_text(replicas=replicas, batch=128, gpus=1)
     repo.releases = {"chat-8b": Release.model_validate(YAML(typ="safe").load(text))}
     repo.promotions = {}
     stages = Stages(

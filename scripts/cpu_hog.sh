@@ -22,5 +22,6 @@ else
         hogs+=($!)
     done
 fi
+export CPU_HOG_CORES="$cores"  # what runs under the hogs knows they run (tests/labs/busy.py)
 echo "cpu_hog: $cores busy core(s) ($(command -v stress-ng >/dev/null && echo stress-ng || echo sh loops)) while: $*" >&2
 "$@"

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import shutil
 from collections.abc import Callable
 from pathlib import Path
 
@@ -36,10 +35,9 @@ def _state_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.Mo
 @pytest.fixture
 def denv_repo(tmp_path: Path) -> Path:
     """A copy of this repository's denv files (results left out: they are large)."""
-    for name in DENV_DIRS:
-        if (ROOT / name).is_dir():
-            shutil.copytree(ROOT / name, tmp_path / name)
-    return tmp_path
+    from tests.labs.workspace import copy_denv_files  # it imports this module
+
+    return copy_denv_files(tmp_path)
 
 
 @pytest.fixture
@@ -55,10 +53,12 @@ def edit(denv_repo: Path) -> Edit:
     return _edit
 
 
-# The longest test files (minutes each: engines over sshd), collected first so that under
+# The longest test files (minutes each: engines over sshd; the guides' file walks
+# docs/optimize.md on a busy machine, tests/labs/busy.py), collected first so that under
 # `pytest -n 2 --dist loadfile --no-loadscope-reorder` they start first and the two workers
 # finish together (by default xdist orders files by their number of tests instead).
 LONGEST_FIRST = (
+    "tests/e2e/test_guides.py",
     "tests/e2e/test_reconcile.py",
     "tests/e2e/test_rollout.py",
     "tests/e2e/test_optimize.py",
@@ -66,10 +66,10 @@ LONGEST_FIRST = (
     "tests/parity/test_targets.py",
     "tests/slurm/test_trials.py",
     "tests/e2e/test_deploy_parity.py",
+    "tests/security/test_inputs.py",
     "tests/e2e/test_bench_run.py",
     "tests/e2e/test_trial_reclaim.py",
     "tests/e2e/test_pr_walkthrough.py",
-    "tests/e2e/test_guides.py",
     "tests/ui/test_live_overview.py",
     "tests/ui/test_browser_pages.py",
 )

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from tests.conftest import require_installed
-from tests.slurm.lab import installed
+from tests.labs.slurm import installed
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 PEERS = ("driver", "floor", "squeue_each", "scontrol_each", "slurm_call", "login_probe")
@@ -38,6 +38,6 @@ def test_smallest_run_reports_every_peer_and_the_plan_and_stops_its_lab() -> Non
     assert (result["repeats"], result["plan_repeats"]) == (1, 1)
     assert len(result["load_average"]) == 2
 
-    tag = f"dsl{process.pid % 10000}"  # the lab's namespaces (tests/slurm/lab.py)
+    tag = f"dsl{process.pid % 10000}"  # the lab's namespaces (tests/labs/slurm.py)
     namespaces = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
     assert not [line for line in namespaces.splitlines() if line.startswith(tag)], namespaces

@@ -24,8 +24,8 @@ from reconciler.fleet.hostagent import AgentClient
 from reconciler.fleet.model.observed import UnitRecord
 from reconciler.fleet.ssh import SshTransport
 from reconciler.spec.fleet import Host
-from tests.fleet.conftest import ssh_lab, ssh_settings, wait_for
-from tests.fleet.sshd import SshLab, SshServer
+from tests.fleet.conftest import wait_for
+from tests.labs.sshd import SshLab, SshServer, ssh_lab, ssh_settings
 from tests.reconcile.conftest import GitRepo, git_repo
 
 __all__ = ["git_repo", "ssh_lab"]  # fixtures shared with the fleet and reconciler tests

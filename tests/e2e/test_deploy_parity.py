@@ -6,8 +6,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.e2e.test_reconcile import RELEASE, Lab, lab
-from tests.fleet.conftest import ssh_lab
+from tests.e2e.test_reconcile import Lab, lab
+from tests.labs.release import release_yaml, stage
+from tests.labs.sshd import ssh_lab
 
 __all__ = ["lab", "ssh_lab"]  # fixtures
 
@@ -23,7 +24,7 @@ recipe:
 
 
 def mixed(lab: Lab, recipe: str) -> dict[str, Any]:
-    text = RELEASE.format(replicas=1, batch=128, fleets="lab, lab2")
+    text = release_yaml(stage("canary", "lab, lab2"))
     lab.repo.write("releases/chat-8b/denv.yaml", text + f"    recipes: {{lab2: {recipe}}}\n")
     lab.repo.commit(f"chat-8b on lab2 with {recipe}")
     done = lab.reconcile()

@@ -6,14 +6,12 @@ output into the guides."""
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
 from collections.abc import Iterator
 
 import pytest
 
 from scripts.walk_guides import GUIDES, ROOT, Block, Command, Outcome, parse, rewrite, walk_guide
+from tests.labs.busy import busy_machine
 
 # Steps that fail today because of bugs fixed elsewhere under issue 17. The guides keep these
 # commands as a user would type them; empty this list as the fixes land (a step listed here
@@ -123,9 +121,10 @@ def test_guide_commands_are_real_and_plain(guide: str) -> None:
     assert [c.where for c in commands if "--json" in c.text] == []
 
 
-# docs/optimize.md is walked once, alone and with every core kept busy (the last test here):
-# its optimizer step verifies a gain measured on simulated GPUs that share the CPUs, so a busy
-# machine is the harder walk, and a quiet walk of it would add minutes and prove nothing more.
+# docs/optimize.md is walked once, with every core kept busy (the last test here; a hog or
+# another test worker on each core, tests/labs/busy.py): its optimizer step verifies a gain
+# measured on simulated GPUs that share the CPUs, so a busy machine is the harder walk, and a
+# quiet walk of it would add minutes and prove nothing more.
 # docs/choose.md reads stored results and the catalog, measuring nothing: it runs with the rest.
 MEASURES_A_GAIN = ("docs/optimize.md",)
 WALKS = [g for g in GUIDES if g not in MEASURES_A_GAIN]
@@ -145,28 +144,14 @@ def test_walk_the_guide(guide: str) -> None:
 
 
 @pytest.fixture
-def busy_machine() -> Iterator[None]:
-    """Every core kept busy by scripts/cpu_hog.sh for the test (its hogs and the command they
-    wait on share one process group, stopped together at the end)."""
-    hog = subprocess.Popen(
-        [str(ROOT / "scripts" / "cpu_hog.sh"), "sleep", "7200"],
-        start_new_session=True,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert hog.stderr is not None
-        assert "busy core" in hog.stderr.readline()  # the hogs run from here on
+def busy() -> Iterator[None]:
+    with busy_machine():
         yield
-    finally:
-        os.killpg(hog.pid, signal.SIGKILL)
-        hog.wait()
 
 
-@pytest.mark.serial
 @pytest.mark.slow
-def test_the_optimizer_guide_on_a_busy_machine(busy_machine: None) -> None:
-    """docs/optimize.md walked with a CPU hog on every core: the candidate may come out
+def test_the_optimizer_guide_on_a_busy_machine(busy: None) -> None:
+    """docs/optimize.md walked with every core kept busy: the candidate may come out
     inconclusive, never rejected for noise, and the guide's retry (`--verify`) then verifies
     it: the walk ends with the guide's pull request, every step as the guide states it."""
     outcomes = walk_guide("docs/optimize.md", report=print_outcome)

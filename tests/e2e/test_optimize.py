@@ -31,28 +31,28 @@ from reconciler.forge.local import LocalForge
 from reconciler.forge.models import PrState
 from tests.conftest import ROOT
 from tests.fleet.conftest import wait_for
+from tests.labs.processes import stop_process
+from tests.labs.release import release_yaml, stage
 from tests.reconcile.conftest import GitRepo, git_repo
 
 __all__ = ["git_repo"]
 
-POOR = """\
-# chat-8b with a deliberately poor recipe: the optimizer should find better.
-release:
-  model: chat-8b
-  weights: hf://meta-llama/Llama-3.1-8B-Instruct@0e9e39f249a16976918f6564b8830bc894c89659
-  recipe: llama-3.1-8b/vllm@1
-  overrides:
-    settings: { max_batch: 4 }       # far too small for this traffic
-  topology: { mode: aggregated, replicas: 1, gpus: 1, parallel: { tp: 1 } }
-stages:
-  - name: canary
-    fleets: [local]
-    bake: 2s
-    alarms: [ttft-p99-1.5s, errors-1pct]   # quiet during the test: not judged, never firing
-  - name: prod
-    fleets: [local]
-    promotion: auto                         # the bot merges the promotion PR into prod
-"""
+POOR = release_yaml(
+    stage(
+        "canary",
+        "local",
+        "bake: 2s",
+        "alarms: [ttft-p99-1.5s, errors-1pct]   # quiet during the test: not judged, never firing",
+    ),
+    stage(
+        "prod",
+        "local",
+        "promotion: auto                         # the bot merges the promotion PR into prod",
+    ),
+    batch=4,
+    head="# chat-8b with a deliberately poor recipe: the optimizer should find better.\n",
+    note="       # far too small for this traffic",
+)
 RULES = """\
 optimizer:
   max_trials: 3
@@ -226,11 +226,7 @@ def flows_through_the_stages(repo: GitRepo, env: dict[str, str], merged: str, ba
         assert batches("canary") == {batch}
         print(f"merge to prod: {time.monotonic() - started:.1f}s")
     finally:
-        bot.terminate()
-        try:
-            bot.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            bot.kill()
+        stop_process(bot, grace=60)
     promotions = [p for p in LocalForge(repo.path).pull_requests(PrState.MERGED)
                   if p.head_branch.startswith("denv/promote/")]  # fmt: skip
     assert [p.author for p in promotions] == ["denv-bot"], log.read_text()[-3000:]

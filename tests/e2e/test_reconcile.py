@@ -4,7 +4,6 @@ client through the endpoint."""
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import signal
@@ -13,7 +12,7 @@ import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
@@ -23,24 +22,13 @@ from reconciler.fleet.ssh import SshTransport
 from reconciler.spec.fleet import Host
 from tests.e2e.bot import bot_env, run_denv
 from tests.e2e.load import ask, light_load
-from tests.fleet.conftest import ssh_lab, ssh_settings, wait_for
-from tests.fleet.sshd import SshLab, SshServer
+from tests.fleet.conftest import wait_for
+from tests.labs.operated import Operated
+from tests.labs.release import release_yaml, stage
+from tests.labs.sshd import SshLab, SshServer, ssh_lab, ssh_settings
 from tests.reconcile.conftest import GitRepo
 
 __all__ = ["ssh_lab"]  # the fixture, shared with the fleet tests
-
-RELEASE = """\
-release:
-  model: chat-8b
-  weights: hf://meta-llama/Llama-3.1-8B-Instruct@0e9e39f249a16976918f6564b8830bc894c89659
-  recipe: llama-3.1-8b/vllm@1
-  overrides:
-    settings: {{ max_batch: {batch} }}
-  topology: {{ mode: aggregated, replicas: {replicas}, gpus: 1, parallel: {{ tp: 1 }} }}
-stages:
-  - name: canary
-    fleets: [{fleets}]
-"""
 
 
 def fleet_file(name: str, server: SshServer, lab: SshLab) -> str:
@@ -54,34 +42,20 @@ def fleet_file(name: str, server: SshServer, lab: SshLab) -> str:
 
 
 @dataclass
-class Lab:
+class Lab(Operated):
     repo: GitRepo
     ssh: SshLab
     servers: dict[str, SshServer]
     cache: Path
+    timing: ClassVar[tuple[str, ...]] = ("--ready-timeout", "60s", "--drain", "5s")
 
     def release(self, replicas: int = 2, batch: int = 128, fleets: str = "lab") -> str:
-        text = RELEASE.format(replicas=replicas, batch=batch, fleets=fleets)
+        text = release_yaml(stage("canary", fleets), replicas=replicas, batch=batch)
         self.repo.write("releases/chat-8b/denv.yaml", text)
         return self.repo.commit(f"chat-8b: {replicas} replicas, max_batch {batch}")
 
     def denv(self, *args: str, fault: str | None = None) -> subprocess.CompletedProcess[str]:
         return run_denv(self.repo.path, bot_env(self.cache), *args, fault=fault, timeout=240)
-
-    def reconcile(
-        self, *args: str, fault: str | None = None, ok: bool = True
-    ) -> subprocess.CompletedProcess[str]:
-        timing = ("--ready-timeout", "60s", "--drain", "5s")
-        done = self.denv("reconcile", "--once", *timing, *args, fault=fault)
-        if ok:
-            assert done.returncode == 0, done.stdout + done.stderr
-        return done
-
-    def status(self) -> dict[str, Any]:
-        done = self.denv("status", "--json")
-        assert done.returncode == 0, done.stderr
-        answer: dict[str, Any] = json.loads(done.stdout)
-        return answer
 
     def agent(self, fleet: str = "lab") -> AgentClient:
         server = self.servers[fleet]

@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import signal
 import subprocess
 import sys
 import threading
@@ -27,35 +25,17 @@ from pygit2.enums import CheckoutStrategy
 from reconciler.fleet.model.observed import UnitRecord
 from reconciler.forge.local import LocalForge
 from reconciler.forge.models import PrState
-from tests.conftest import DENV_DIRS, ROOT
 from tests.e2e.test_reconcile import Lab, fleet_file
 from tests.fleet.conftest import wait_for
-from tests.fleet.sshd import SshLab, SshServer
 from tests.forge.fake_github import FakeGitHub
 from tests.forge.gitrepo import git
 from tests.forge.loopback import LoopbackServer
+from tests.labs.processes import stop_process
+from tests.labs.release import release_yaml, stage
+from tests.labs.sshd import SshLab, SshServer
+from tests.labs.workspace import copy_denv_files
 from tests.reconcile.conftest import GitRepo
 
-WEIGHTS = "hf://meta-llama/Llama-3.1-8B-Instruct@0e9e39f249a16976918f6564b8830bc894c89659"
-RELEASE = f"""\
-release:
-  model: chat-8b
-  weights: {WEIGHTS}
-  recipe: llama-3.1-8b/vllm@1
-  overrides:
-    settings: {{{{ max_batch: {{batch}} }}}}
-  topology: {{{{ mode: aggregated, replicas: 1, gpus: 1, parallel: {{{{ tp: 1 }}}} }}}}
-stages:
-  - name: canary
-    fleets: [lab]
-    bake: {{bake}}
-    alarms: [ttft-fast]
-  - name: prod
-    fleets: [lab2]
-    bake: 4s
-    alarms: [ttft-fast]
-    promotion: {{promotion}}
-"""
 ALARMS = (
     "alarms:\n  ttft-fast: { metric: ttft, stat: p99, max: 500ms, window: 3s, min_requests: 3 }\n"
 )
@@ -88,13 +68,7 @@ class Bot:
         return self.log.read_text(errors="replace")
 
     def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        stop_process(self.process, grace=60)
 
 
 @dataclass
@@ -115,7 +89,11 @@ class Stages:
             git(path, "fetch", "-q", str(self.remote), "main")
             git(path, "reset", "-q", "--hard", "FETCH_HEAD")
         sync(self.lab.repo)
-        text = RELEASE.format(batch=batch, promotion=promotion, bake=bake)
+        text = release_yaml(
+            stage("canary", "lab", f"bake: {bake}", "alarms: [ttft-fast]"),
+            stage("prod", "lab2", "bake: 4s", "alarms: [ttft-fast]", f"promotion: {promotion}"),
+            batch=batch,
+        )
         self.lab.repo.write("releases/chat-8b/denv.yaml", text)
         commit = self.lab.repo.commit(f"chat-8b: max_batch {batch}")
         if self.remote is not None:
@@ -190,11 +168,7 @@ class Stages:
 @pytest.fixture
 def stages(hosts: tuple[SshLab, dict[str, SshServer]], tmp_path: Path) -> Iterator[Stages]:
     ssh, servers = hosts
-    root = tmp_path / "repo"
-    for name in DENV_DIRS:
-        if (ROOT / name).is_dir():
-            shutil.copytree(ROOT / name, root / name)
-    repo = GitRepo(root, tmp_path / "clones")
+    repo = GitRepo(copy_denv_files(tmp_path / "repo"), tmp_path / "clones")
     for name, server in servers.items():
         repo.write(f"fleets/{name}.yaml", fleet_file(name, server, ssh))
     repo.write("policies/alarms.yaml", ALARMS)

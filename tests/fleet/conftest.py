@@ -13,8 +13,9 @@ import pytest
 
 from reconciler.fleet.hostagent import AgentClient
 from reconciler.fleet.transport import LocalTransport
-from reconciler.spec.fleet import SshSettings
-from tests.fleet.sshd import SshLab
+from tests.labs.sshd import ssh_lab
+
+__all__ = ["ssh_lab"]  # the fixture (tests/labs/sshd.py), for the fleet tests
 
 
 def wait_for(condition: Callable[[], object], timeout: float = 10.0, what: str = "") -> object:
@@ -101,25 +102,3 @@ def agent(denv_home: Path) -> Iterator[AgentClient]:
     yield client
     for unit in client.units():  # never leave a process behind, also when a test failed
         client.stop(unit.id, grace=1)
-
-
-@pytest.fixture
-def ssh_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SshLab]:
-    """Real sshd servers; every one is stopped and every namespace removed afterwards. Their
-    folder is not under the test's tmp_path, which is often a git work tree the test commits
-    (its sshd logs, growing as they are read, must not be in it)."""
-    lab = SshLab(tmp_path_factory.mktemp("ssh"))
-    try:
-        yield lab
-    finally:
-        lab.stop()
-
-
-def ssh_settings(lab: SshLab, port: int = 22) -> SshSettings:
-    return SshSettings(
-        user="root",
-        key_file=str(lab.client_key),
-        port=port,
-        known_hosts=str(lab.known_hosts),
-        connect_timeout=3,
-    )

@@ -14,8 +14,8 @@ from reconciler.fleet.hostagent import AgentClient
 from reconciler.fleet.transport import LocalTransport
 from tests.conftest import ROOT
 from tests.fleet.conftest import SilentListener, free_port
-from tests.fleet.sshd import SshLab, keygen
 from tests.forge.gitrepo import init_repo
+from tests.labs.sshd import SshLab, keygen
 
 
 def denv(
@@ -107,7 +107,8 @@ def test_logs_of_a_unit_on_an_ssh_host(tmp_path: Path, ssh_lab: SshLab) -> None:
     repo = _lab_repo(tmp_path, ssh_lab, [server.address])
     from reconciler.fleet.ssh import SshTransport
     from reconciler.spec.fleet import Host
-    from tests.fleet.conftest import ssh_settings, wait_for
+    from tests.fleet.conftest import wait_for
+    from tests.labs.sshd import ssh_settings
 
     agent = AgentClient(
         SshTransport(Host(name="n0", address=server.address, gpus=4), ssh_settings(ssh_lab)),

@@ -12,7 +12,7 @@ from pathlib import Path
 from types import ModuleType
 
 from tests.conftest import ROOT
-from tests.fleet.sshd import SshLab
+from tests.labs.sshd import SshLab
 
 
 def fleet_observe() -> ModuleType:

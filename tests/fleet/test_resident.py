@@ -25,8 +25,8 @@ from reconciler.fleet.model.observed import Cause
 from reconciler.fleet.threads import run_all
 from reconciler.fleet.transport import HostUnreachable
 from reconciler.spec.fleet import Fleet, Host
-from tests.fleet.conftest import ssh_settings, wait_for
-from tests.fleet.sshd import SshLab, SshServer, _descendants
+from tests.fleet.conftest import wait_for
+from tests.labs.sshd import SshLab, SshServer, _descendants, ssh_settings
 
 MARK = "denv-resident-test-unit"
 

@@ -17,17 +17,14 @@ from reconciler.fleet.transport import LocalTransport
 from tests.engines.sim.sims import (
     denv_router,
     free_port,
-    http_get,
-    http_post,
     require_sglang_router,
     sim_process,
     sim_spec,
     wait_until,
 )
+from tests.labs.sims import completion, router_ready
 
 require_sglang_router()
-
-GOOD = {"model": "llama-3.1-8b", "prompt": "hello", "max_tokens": 2}
 
 
 @pytest.fixture
@@ -40,9 +37,7 @@ def agent(tmp_path: Path) -> Iterator[AgentClient]:
 
 
 def serving(url: str) -> bool:
-    return http_get(url + "/readiness", 2)[0] == 200 and (
-        http_post(url + "/v1/completions", GOOD)[0] == 200
-    )
+    return router_ready(url) and completion(url) == 200
 
 
 def test_a_killed_router_is_started_again_by_its_supervisor(

@@ -20,8 +20,8 @@ from reconciler.fleet.launching import launch_payload
 from reconciler.fleet.prepare import JobState, follow, prepare_hosts, prepare_payload
 from reconciler.fleet.ssh import SshTransport
 from reconciler.spec.fleet import Host
-from tests.fleet.conftest import answers, free_port, ssh_settings, wait_for
-from tests.fleet.sshd import SshLab, SshServer
+from tests.fleet.conftest import answers, free_port, wait_for
+from tests.labs.sshd import SshLab, SshServer, ssh_settings
 
 SIX = Need(kind="venv", name="six-1.16.0", packages=("six==1.16.0",))
 

@@ -16,8 +16,8 @@ from reconciler.fleet.ssh import SshTransport
 from reconciler.spec.fleet import Fleet, Host
 from reconciler.spec.loader import open_repo
 from tests.conftest import ROOT
-from tests.fleet.conftest import answers_at, ssh_settings, wait_for
-from tests.fleet.sshd import SshLab
+from tests.fleet.conftest import answers_at, wait_for
+from tests.labs.sshd import SshLab, ssh_settings
 
 
 def health(address: str, port: int) -> int:

@@ -12,8 +12,8 @@ from reconciler.fleet.model.observed import Cause
 from reconciler.fleet.ssh import SshTransport
 from reconciler.fleet.transport import HostUnreachable
 from reconciler.spec.fleet import Host
-from tests.fleet.conftest import SilentListener, ssh_settings, wait_for
-from tests.fleet.sshd import SshLab, keygen
+from tests.fleet.conftest import SilentListener, wait_for
+from tests.labs.sshd import SshLab, keygen, ssh_settings
 
 
 def transport(lab: SshLab, name: str, address: str, port: int) -> SshTransport:

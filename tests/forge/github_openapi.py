@@ -1,12 +1,12 @@
 """GitHub's own published descriptions, for the fake GitHub to check itself against.
 
 The REST API's OpenAPI description (npm `@octokit/openapi`) and the webhook payloads' JSON
-Schemas (npm `@octokit/webhooks-schemas`), pinned and fetched by `make github-schemas` into
-`.cache/octokit/` (not committed: tens of MB). The description is read once per test process
-and its operations indexed by path template; each operation gets its own small OpenAPI
-document (one path, GitHub's shared components) so that openapi-core never searches GitHub's
-eight hundred paths. A request no operation documents, or a body or answer that does not
-validate, is a problem, named in words.
+Schemas (npm `@octokit/webhooks-schemas`), pinned and fetched by `make github-schemas` once
+per machine into the tests' cache (tests/labs/cache.py; tens of MB). The description is read
+once per test process and its operations indexed by path template; each operation gets its
+own small OpenAPI document (one path, GitHub's shared components) so that openapi-core never
+searches GitHub's eight hundred paths. A request no operation documents, or a body or answer
+that does not validate, is a problem, named in words.
 """
 
 from __future__ import annotations
@@ -26,9 +26,10 @@ from openapi_core.testing import MockRequest, MockResponse
 from openapi_schema_validator import OAS30Validator
 from werkzeug.datastructures import ImmutableMultiDict
 
-from tests.conftest import ROOT, require_installed
+from tests.conftest import require_installed
+from tests.labs.cache import machine_cache
 
-SCHEMAS = ROOT / ".cache" / "octokit"
+SCHEMAS = machine_cache() / "octokit"
 REST = SCHEMAS / "api.github.com.json"
 WEBHOOKS = SCHEMAS / "webhooks.json"
 HOST = "https://api.github.com"
@@ -197,7 +198,7 @@ def _webhooks() -> Json:
 
 
 def _require(path: Path) -> None:
-    what = f"GitHub's published description ({path.relative_to(ROOT)})"
+    what = f"GitHub's published description ({path})"
     require_installed(path.is_file(), what, target="github-schemas")
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import os
 import subprocess
@@ -11,10 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from reconciler.bench.traffic_stats import trace_stats
 from reconciler.errors import DenvError, NotFound
 from reconciler.forge.local import LocalForge
-from reconciler.optimize.candidates import Row, Run, Status, StudyState, headers, table
+from reconciler.optimize.candidates import Row, Status, StudyState, headers, table
 from reconciler.optimize.promote import (
     candidate_view,
     edit_release,
@@ -26,57 +24,17 @@ from reconciler.optimize.state import StateStore, StudyBusy, shown_storage
 from reconciler.optimize.verify import gain_interval
 from reconciler.spec.overrides import apply_overrides
 from reconciler.spec.recipe import RecipeFile
-from reconciler.spec.result import Metrics, Percentiles, TrafficLine
 from reconciler.spec.yamlio import parse_yaml, plain
 from tests.conftest import ROOT
 from tests.forge.gitrepo import git, init_repo
+from tests.labs.release import release_yaml
+from tests.optimize.states import row, run, study_state
 
-AT = dt.datetime(2026, 12, 1, 12, 0, tzinfo=dt.UTC)
-RELEASE = """\
-# the chat release
-release:
-  model: chat-8b
-  weights: hf://meta-llama/Llama-3.1-8B-Instruct@0e9e39f249a16976918f6564b8830bc894c89659
-  recipe: llama-3.1-8b/vllm@1
-  overrides:
-    settings: { max_batch: 8 }   # deliberately small
-  topology: { mode: aggregated, replicas: 1, gpus: 1, parallel: { tp: 1 } }
-stages:
-  - name: canary
-    fleets: [local]
-"""
-
-
-def run(goodput: float, ttft: float) -> Run:
-    """A capacity run: `goodput` req/s/GPU on one GPU, at a rate of 2 × that."""
-    metrics = Metrics(ttft_ms=Percentiles(p99=ttft), requests=10)
-    return Run(metrics=metrics, goal=goodput, rate=2 * goodput, speed=1.0)
-
-
-def row(cid: str, status: Status, tok: float, ttft: float, **extra: object) -> Row:
-    return Row(
-        id=cid, change=f"change {cid}", gpus=1, status=status, runs=[run(tok, ttft)], at=AT, **extra
-    )  # type: ignore[arg-type]
+RELEASE = release_yaml(batch=8, head="# the chat release\n", note="   # deliberately small")
 
 
 def state(*rows: Row) -> StudyState:
-    line = TrafficLine(timestamp=0, input_length=900, output_length=32, hash_ids=[1])
-    current = row("current", Status.VERIFIED, 10.0, 400.0)
-    return StudyState(
-        release="chat-8b",
-        stage="canary",
-        fleet="local",
-        goal="throughput",
-        budget_gpus=4,
-        study="chat-8b.canary.throughput",
-        storage="sqlite:///x.db",
-        traffic="t.jsonl",
-        traffic_digest="d",
-        shape=trace_stats([line]),
-        started=AT,
-        current=current,
-        candidates=list(rows),
-    )
+    return study_state(row("current", Status.VERIFIED, 10.0, 400.0), list(rows))
 
 
 def test_table_shows_changes_against_current_and_ranks_verified_first() -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from tests.e2e.test_reconcile import Lab, fleet_file, lab
-from tests.fleet.conftest import ssh_lab
+from tests.labs.sshd import ssh_lab
 from tests.reconcile.conftest import git_repo
 
 __all__ = ["git_repo", "lab", "ssh_lab"]  # fixtures

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import sys
 from collections.abc import Callable
 from dataclasses import replace
@@ -32,8 +31,9 @@ from reconciler.forge.models import Comment, CommentCommand
 from reconciler.pr.bench import BenchOptions, _Runner
 from reconciler.spec.loader import open_repo
 from reconciler.spec.repo import Repo
-from tests.conftest import DENV_DIRS, ROOT
+from tests.conftest import ROOT
 from tests.forge.gitrepo import commit_file, git
+from tests.labs.workspace import copy_denv_files
 from tests.pr.test_plan import denv
 
 EXPECTED = Path(__file__).parents[1] / "forge" / "expected"  # golden files of the templates
@@ -44,10 +44,7 @@ RECIPE = "llama-3.1-8b/vllm@1"
 @pytest.fixture(scope="module")
 def base(tmp_path_factory: pytest.TempPathFactory) -> Repo:
     """This repository's denv files, loaded once; each case changes a copy in memory."""
-    root = tmp_path_factory.mktemp("base")
-    for name in DENV_DIRS:
-        shutil.copytree(ROOT / name, root / name)
-    return open_repo(root)
+    return open_repo(copy_denv_files(tmp_path_factory.mktemp("base")))
 
 
 def _release_settings(repo: Repo) -> Repo:

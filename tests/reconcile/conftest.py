@@ -21,6 +21,7 @@ from reconciler.fleet.model.observed import (
 from reconciler.reconcile.desired import Desired, desired_units
 from reconciler.reconcile.plan import Plan, plan
 from reconciler.reconcile.source import GitSource
+from tests.labs.release import release_yaml
 
 SIGNATURE = pygit2.Signature("denv tests", "tests@denv.invalid", 1_700_000_000, 0)
 
@@ -144,17 +145,5 @@ def kinds(result: Plan) -> list[tuple[str, str]]:
 
 def add_release(repo: GitRepo, name: str, replicas: int, gpus: int = 1, batch: int = 64) -> None:
     """One more release of the 8B recipe, one stage on the local fleet."""
-    repo.write(
-        f"releases/{name}/denv.yaml",
-        f"""release:
-  model: {name}
-  weights: hf://meta-llama/Llama-3.1-8B-Instruct@0e9e39f249a16976918f6564b8830bc894c89659
-  recipe: llama-3.1-8b/vllm@1
-  overrides:
-    settings: {{ max_batch: {batch} }}
-  topology: {{ mode: aggregated, replicas: {replicas}, gpus: {gpus}, parallel: {{ tp: {gpus} }} }}
-stages:
-  - name: canary
-    fleets: [local]
-""",
-    )
+    text = release_yaml(model=name, replicas=replicas, gpus=gpus, batch=batch)
+    repo.write(f"releases/{name}/denv.yaml", text)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from reconciler.forge.comments import render
@@ -11,7 +12,9 @@ from reconciler.reconcile.desired import DeploymentError
 from reconciler.reconcile.plan import Action, ActionKind, FleetUsage, Group, Plan, Wave
 from reconciler.reconcile.render import indices, plan_view, render_text
 from reconciler.reconcile.revisions import Pending
-from tests.reconcile.golden import check_text
+from tests.labs.golden import check_text
+
+GOLDEN = Path(__file__).resolve().parent / "golden"
 
 OLD, NEW = "1" * 40, "2" * 40
 NO_ROOM = "replica 2 needs 1 GPU in one domain; the most free in one domain of local is 0"
@@ -153,13 +156,13 @@ def sample() -> Plan:
 
 
 def test_text_reads_like_terraform_plan() -> None:
-    check_text("plan.txt", render_text(sample()))
+    check_text(GOLDEN / "plan.txt", render_text(sample()))
 
 
 def test_markdown_for_a_pull_request_comment() -> None:
     text = render(plan_view(sample()))
     assert text.startswith("<!-- denv:plan -->\n")
-    check_text("plan.md", text)
+    check_text(GOLDEN / "plan.md", text)
 
 
 def test_an_empty_plan_says_there_is_nothing_to_do() -> None:
@@ -179,7 +182,7 @@ def test_an_empty_plan_says_there_is_nothing_to_do() -> None:
     )
     assert empty.empty
     assert render_text(empty).splitlines()[-1] == "No changes: 1 unit up to date."
-    check_text("empty.txt", render_text(empty))
+    check_text(GOLDEN / "empty.txt", render_text(empty))
 
 
 def test_a_long_markdown_plan_is_cut_per_group() -> None:

@@ -30,21 +30,12 @@ from reconciler.rollout.state import RolloutState
 from reconciler.rollout.status import rollout_status
 from reconciler.spec.loader import open_repo
 from tests.engines.sim.sims import Sim, http_post, sim_process, sim_spec
+from tests.labs.release import release_yaml
 from tests.reconcile.conftest import GitRepo, git_repo
 
 __all__ = ["git_repo"]  # the fixture
 
-WEIGHTS = "hf://meta-llama/Llama-3.1-8B-Instruct@0e9e39f249a16976918f6564b8830bc894c89659"
-HEAD = f"""\
-release:
-  model: chat-8b
-  weights: {WEIGHTS}
-  recipe: llama-3.1-8b/vllm@1
-  overrides:
-    settings: {{ max_batch: BATCH }}
-  topology: {{ mode: aggregated, replicas: 1, gpus: 1, parallel: {{ tp: 1 }} }}
-stages:
-"""
+HEAD = release_yaml("", batch="BATCH")  # the stages follow
 MIXED = (
     HEAD
     + """\

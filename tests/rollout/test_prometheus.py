@@ -10,11 +10,9 @@ import json
 import time
 import urllib.parse
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-import openai
 import pytest
 
 from reconciler.engines.cards import card
@@ -23,18 +21,10 @@ from reconciler.rollout.alarms import Reading
 from reconciler.rollout.promql import instance, queries
 from reconciler.rollout.watch import AlarmWatch
 from reconciler.spec.policy import Alarm
-from tests.engines.sim.sims import (
-    Sim,
-    free_port,
-    http_get,
-    http_post,
-    sim_process,
-    sim_spec,
-    wait_until,
-)
+from tests.engines.sim.sims import Sim, free_port, http_get, wait_until
+from tests.labs.sims import faults, traffic, warm_sims
 from tests.rollout.prometheus import SCRAPE_S, prometheus_process
 
-MODEL = "llama-3.1-8b"
 KEY = "chat/canary"
 TTFT = Alarm(metric="ttft", stat="p99", max="250ms", window="1m", min_requests=20)
 ERRORS = Alarm(metric="error_rate", max="1%", window="1m", min_requests=20)
@@ -62,10 +52,7 @@ def ask(prometheus: str, promql: str) -> list[dict[str, Any]]:
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
     logs = tmp_path_factory.mktemp("prometheus-lab")
-    spec = sim_spec(time_scale=10.0)
-    with sim_process(spec, logs) as one, sim_process(spec, logs) as two:
-        for sim in (one, two):
-            wait_until(lambda s=sim: http_get(s.url + "/health")[0] == 200, 20, "warm-up")
+    with warm_sims(logs, 2) as (one, two):
         targets = [instance(s.url) for s in (one, two)]
         with prometheus_process(targets, logs / "prometheus") as url:
             wait_until(
@@ -74,28 +61,6 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
                 "Prometheus scraping both engines",
             )
             yield Lab((one, two), url, time.time())
-
-
-def traffic(sims: tuple[Sim, ...], each: int) -> list[int]:
-    """`each` short completions to every engine, 12 at a time; the status of each."""
-
-    def one(job: tuple[Sim, int]) -> int:
-        sim, i = job
-        client = openai.OpenAI(base_url=sim.url + "/v1", api_key="none", max_retries=0)
-        try:
-            client.completions.create(model=MODEL, prompt=f"hello {i}", max_tokens=2)
-            return 200
-        except openai.APIStatusError as exc:
-            return exc.status_code
-
-    with ThreadPoolExecutor(12) as pool:
-        return list(pool.map(one, [(s, i) for s in sims for i in range(each)]))
-
-
-def faults(sims: tuple[Sim, ...], **patch: Any) -> None:
-    for sim in sims:
-        status, body = http_post(sim.url + "/admin/faults", patch)
-        assert status == 200, body
 
 
 def prometheus_reading(lab: Lab, alarm: Alarm, targets: list[tuple[str, str]]) -> Reading:

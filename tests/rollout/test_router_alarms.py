@@ -12,21 +12,17 @@ from tests.engines.sim.sims import (
     denv_router,
     engine_unit,
     free_port,
-    http_get,
-    http_post,
     require_sglang_router,
-    router_args,
-    router_process,
     sim_process,
     sim_spec,
     wait_until,
 )
+from tests.labs.sims import completion, routed, router_ready
 
 require_sglang_router()
 
 T0 = 1_800_000_000.0  # the watch's clock is passed in
 ALARMS = {"errors-1pct": Alarm(metric="error_rate", max="1%", window="1m", min_requests=20)}
-GOOD = {"model": "llama-3.1-8b", "prompt": "hello", "max_tokens": 2}
 
 
 def test_router_only_5xx_fire_the_error_alarm(tmp_path: Path) -> None:
@@ -34,24 +30,20 @@ def test_router_only_5xx_fire_the_error_alarm(tmp_path: Path) -> None:
     fail: the engines' error rate reads 0%, the router's fires the alarm."""
     spec = sim_spec(time_scale=10.0)
     with sim_process(spec, tmp_path) as sim:
-        router, metrics = denv_router([sim], spec), free_port()
-
-        def ready(url: str) -> bool:
-            return http_get(url + "/readiness", 2)[0] == 200
-
-        with router_process(router_args(router), tmp_path, ready, metrics) as url:
+        metrics = free_port()
+        with routed([sim], spec, tmp_path, router_ready, metrics) as url:
             router = denv_router([sim], spec, url, metrics)
             targets = metrics_targets([engine_unit(sim), router])
             assert ("sglang-router", f"http://127.0.0.1:{metrics}/metrics") in targets
             watch, engines = AlarmWatch(ALARMS), AlarmWatch(ALARMS)
             watch.scrape("chat/canary", targets, T0)
             engines.scrape("chat/canary", targets[:1], T0)
-            served = [http_post(url + "/v1/completions", GOOD)[0] for _ in range(24)]
+            served = [completion(url) for _ in range(24)]
             assert served == [200] * 24
             listed = probes.router_workers(router) or {}
             assert [probes.remove_worker(router, worker) for worker in listed.values()] == [True]
             wait_until(lambda: not probes.router_workers(router), 10, "the worker to leave")
-            refused = [http_post(url + "/v1/completions", GOOD)[0] for _ in range(24)]
+            refused = [completion(url) for _ in range(24)]
             assert set(refused) and all(status >= 500 for status in refused), refused
             watch.scrape("chat/canary", targets, T0 + 60)
             engines.scrape("chat/canary", targets[:1], T0 + 60)

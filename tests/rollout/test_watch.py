@@ -6,10 +6,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
-from typing import Any
 
-import openai
 import pytest
 from pydantic import ValidationError
 
@@ -17,17 +14,9 @@ from reconciler.engines.units import Metrics, Unit
 from reconciler.rollout.alarms import Reading
 from reconciler.rollout.watch import AlarmWatch, metrics_targets
 from reconciler.spec.policy import Alarm, AlarmsFile
-from tests.engines.sim.sims import (
-    Sim,
-    free_port,
-    http_get,
-    http_post,
-    sim_process,
-    sim_spec,
-    wait_until,
-)
+from tests.engines.sim.sims import Sim, free_port
+from tests.labs.sims import faults, traffic, warm_sims
 
-MODEL = "llama-3.1-8b"
 KEY = "chat/canary"
 T0 = 1_800_000_000.0  # the watch's clock is passed in: windows are 60 s of it
 ALARMS = {
@@ -39,29 +28,8 @@ ALARMS = {
 @pytest.fixture(scope="module")
 def sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sim]:
     logs = tmp_path_factory.mktemp("sim-logs")
-    with sim_process(sim_spec(time_scale=10.0), logs) as running:
-        wait_until(lambda: http_get(running.url + "/health")[0] == 200, 20, "warm-up")
+    with warm_sims(logs) as (running,):
         yield running
-
-
-def traffic(sim: Sim, count: int) -> list[int]:
-    """`count` short completions, 12 at a time; the status of each (200 or the error's)."""
-    client = openai.OpenAI(base_url=sim.url + "/v1", api_key="none", max_retries=0, timeout=60)
-
-    def one(i: int) -> int:
-        try:
-            client.completions.create(model=MODEL, prompt=f"hello {i}", max_tokens=2)
-            return 200
-        except openai.APIStatusError as exc:
-            return exc.status_code
-
-    with ThreadPoolExecutor(12) as pool:
-        return list(pool.map(one, range(count)))
-
-
-def faults(sim: Sim, **patch: Any) -> None:
-    status, body = http_post(sim.url + "/admin/faults", patch)
-    assert status == 200, body
 
 
 def by_name(readings: list[Reading]) -> dict[str, Reading]:

@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from tests.fleet.sshd import SshLab, SshServer
+from tests.labs.sshd import SshLab, SshServer
 
 PROGRAM = """#!{python}
 import json, os, subprocess, sys, threading

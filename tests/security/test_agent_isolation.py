@@ -38,8 +38,8 @@ from reconciler.fleet.ssh import SshTransport
 from reconciler.fleet.transport import LocalTransport
 from reconciler.spec.fleet import Fleet, Host
 from tests.conftest import require_installed
-from tests.fleet.conftest import ssh_settings, wait_for
-from tests.fleet.sshd import SshLab
+from tests.fleet.conftest import wait_for
+from tests.labs.sshd import SshLab, ssh_settings
 
 TOKEN = "hf_securityTestSecret0123456789"
 INDEX_PASSWORD = "pip-index-password-0123"

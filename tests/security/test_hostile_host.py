@@ -23,24 +23,13 @@ from reconciler.fleet.ssh import SshTransport
 from reconciler.reconcile.snapshot import snapshot
 from reconciler.spec.fleet import Fleet, Host
 from tests.e2e.bot import bot_env, run_denv
-from tests.fleet.conftest import ssh_lab, ssh_settings
-from tests.fleet.sshd import SshLab, SshServer
+from tests.labs.release import WEIGHTS, release_yaml, stage
+from tests.labs.sshd import SshLab, SshServer, ssh_lab, ssh_settings
 from tests.reconcile.conftest import GitRepo, git_repo
 from tests.security.hostile_host import HostileHost, fleet_file, good_entry
 
 __all__ = ["git_repo", "ssh_lab"]
 
-WEIGHTS = "hf://meta-llama/Llama-3.1-8B-Instruct@0e9e39f249a16976918f6564b8830bc894c89659"
-RELEASE = f"""\
-release:
-  model: chat-8b
-  weights: {WEIGHTS}
-  recipe: llama-3.1-8b/vllm@1
-  topology: {{{{ mode: aggregated, replicas: 1, gpus: 1, parallel: {{{{ tp: 1 }}}} }}}}
-stages:
-  - name: canary
-    fleets: [{{fleets}}]
-"""
 MIB = 1024 * 1024
 
 
@@ -88,7 +77,8 @@ def lab(git_repo: GitRepo, ssh_lab: SshLab, tmp_path: Path) -> Iterator[Lab]:
     git_repo.write("fleets/good.yaml", fleet_file("good", [good_entry(good, "good-h0")], ssh_lab))
     hostile = fleet_file("bad", [bad.entry()], ssh_lab, python=str(bad.program))
     git_repo.write("fleets/bad.yaml", hostile)
-    git_repo.write("releases/chat-8b/denv.yaml", RELEASE.format(fleets="good, bad"))
+    release = release_yaml(stage("canary", "good, bad"), batch=None)
+    git_repo.write("releases/chat-8b/denv.yaml", release)
     git_repo.commit("chat-8b on a good fleet and a hostile one")
     found = Lab(git_repo, ssh_lab, good, bad, tmp_path / "cache")
     yield found
@@ -241,7 +231,7 @@ def test_one_hosts_home_never_sets_another_hosts_paths(git_repo: GitRepo, ssh_la
     entries = [first.entry(gpus=1), second.entry(gpus=1)]
     text = fleet_file("pair", entries, ssh_lab, python=str(first.program), simulated=False)
     git_repo.write("fleets/pair.yaml", text)
-    git_repo.write("releases/chat-8b/denv.yaml", RELEASE.format(fleets="pair"))
+    git_repo.write("releases/chat-8b/denv.yaml", release_yaml(stage("canary", "pair"), batch=None))
     git_repo.commit("chat-8b on a pair of hosts")
     drivers = Drivers()
     try:

@@ -10,7 +10,7 @@ from pathlib import Path
 from reconciler.fleet.drivers.slurm import SlurmDriver
 from reconciler.spec.fleet import Fleet
 from tests.fleet.conftest import wait_for
-from tests.slurm.lab import SlurmLab
+from tests.labs.slurm import SlurmLab
 
 
 def test_one_job_runs_each_nodes_own_process(slurm_lab: SlurmLab, tmp_path: Path) -> None:

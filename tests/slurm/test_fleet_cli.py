@@ -8,7 +8,7 @@ import json
 from typing import Any
 
 from tests.fleet.conftest import wait_for
-from tests.slurm.fleetlab import SlurmFleet
+from tests.labs.slurm_fleet import SlurmFleet
 
 UNIT = "chat-8b.canary.hpc.aggregated-0"
 

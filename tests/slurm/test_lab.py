@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from tests.fleet.conftest import wait_for
-from tests.slurm.lab import GPUS_PER_NODE, SlurmLab
+from tests.labs.slurm import GPUS_PER_NODE, SlurmLab
 
 
 def queue(lab: SlurmLab) -> list[dict[str, str]]:

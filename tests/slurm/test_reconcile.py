@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from tests.e2e.load import ask, light_load
 from tests.fleet.conftest import wait_for
-from tests.slurm.fleetlab import SlurmFleet
+from tests.labs.slurm_fleet import SlurmFleet
 
 
 def endpoint(status: dict[str, object]) -> str:
@@ -91,7 +91,7 @@ def test_a_two_node_replica_takes_its_rank_and_master_from_slurm(
     slurm_fleet: SlurmFleet,
 ) -> None:
     lab = slurm_fleet.lab
-    from tests.slurm.fleetlab import fleet_file
+    from tests.labs.slurm_fleet import fleet_file
 
     slurm_fleet.repo.write("fleets/hpc.yaml", fleet_file(lab, trial_gpus=0, rack=("n1", "n2")))
     slurm_fleet.release(replicas=1, gpus=8)

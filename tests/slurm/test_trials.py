@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from tests.slurm.fleetlab import SlurmFleet
+from tests.labs.slurm_fleet import SlurmFleet
 
 RECIPE = "llama-3.1-8b/vllm@1"
 # No candidate can be 100 times better: each trial is one run, none verified (no parity).

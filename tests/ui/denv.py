@@ -6,7 +6,6 @@ started on the local fleet."""
 from __future__ import annotations
 
 import re
-import signal
 import subprocess
 import sys
 from collections.abc import Mapping
@@ -17,6 +16,7 @@ from reconciler.fleet.hostagent import AgentClient
 from reconciler.fleet.model.observed import UnitRecord
 from reconciler.fleet.transport import LocalTransport
 from tests.fleet.conftest import wait_for
+from tests.labs.processes import stop_process
 from tests.reconcile.conftest import GitRepo
 
 # the contract of `denv ui`: its first line, flushed, says where the overview is
@@ -58,13 +58,7 @@ class Denv:
 
     def stop(self) -> None:
         for process, log in reversed(self.processes):
-            if process.poll() is None:
-                process.send_signal(signal.SIGTERM)
-                try:
-                    process.wait(timeout=60)
-                except subprocess.TimeoutExpired:
-                    process.kill()
-                    process.wait()
+            stop_process(process, grace=60)
             # pytest shows it when the test failed
             print(f"--- {log.name}\n{log.read_text(errors='replace')[-4000:]}")
         agent = self.agent()

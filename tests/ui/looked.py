@@ -7,11 +7,17 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
+
+import pytest
 
 from reconciler.fleet.hostagent import AgentClient
 from reconciler.fleet.transport import LocalTransport
 from reconciler.ui.state import Gather, Refresher, UiState
+from tests.labs.workspace import copy_denv_files
+from tests.reconcile.conftest import GitRepo
 
 
 def agent(home: Path) -> AgentClient:
@@ -49,3 +55,24 @@ def stop_units(home: Path) -> None:
     client = agent(home)
     for unit in client.units():
         client.stop(unit.id, grace=2)
+
+
+@contextmanager
+def reconciled(
+    factory: pytest.TempPathFactory, env: Mapping[str, str] | None = None
+) -> Iterator[tuple[GitRepo, Path]]:
+    """This project's denv files in a git repository, chat-8b reconciled onto the local fleet
+    by an agent of a home of its own: (repository, home). DENV_HOME (and `env`) are set for
+    the block; the agent's units are stopped at its end, whatever happened."""
+    repo = GitRepo(copy_denv_files(factory.mktemp("repo")), factory.mktemp("cache"))
+    repo.commit("initial")
+    home = factory.mktemp("home")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("DENV_HOME", str(home))
+        for name, value in (env or {}).items():
+            patch.setenv(name, value)
+        try:
+            reconcile(repo.path, repo.cache, home)
+            yield repo, home
+        finally:
+            stop_units(home)

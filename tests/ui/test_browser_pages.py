@@ -6,7 +6,6 @@ over one real look (chat-8b reconciled onto the local fleet) and this repository
 from __future__ import annotations
 
 import re
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,10 +16,8 @@ from reconciler.ui.export import export
 from reconciler.ui.pages import ROUTES
 from reconciler.ui.server import UiServer
 from reconciler.ui.state import UiState
-from tests.conftest import DENV_DIRS, ROOT
-from tests.reconcile.conftest import GitRepo
 from tests.ui.conftest import Pages, screenshot
-from tests.ui.looked import look, reconcile, stop_units
+from tests.ui.looked import look, reconciled
 from tests.ui.results_support import small
 
 TOKEN = "a-token-for-the-test"
@@ -30,19 +27,8 @@ TOKEN = "a-token-for-the-test"
 def looked(tmp_path_factory: pytest.TempPathFactory) -> Iterator[UiState]:
     """chat-8b running on the local fleet, looked at once; every tenth result of this
     repository for the explorer (a quicker page, the same ranking code)."""
-    folder = tmp_path_factory.mktemp("repo")
-    for name in DENV_DIRS:
-        shutil.copytree(ROOT / name, folder / name)
-    repo = GitRepo(folder, tmp_path_factory.mktemp("cache"))
-    repo.commit("initial")
-    home = tmp_path_factory.mktemp("home")
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("DENV_HOME", str(home))
-        try:
-            reconcile(repo.path, repo.cache, home)
-            state = look(repo.path, repo.cache)
-        finally:
-            stop_units(home)
+    with reconciled(tmp_path_factory) as (repo, _):
+        state = look(repo.path, repo.cache)
     state.repo = small(10)
     yield state
 

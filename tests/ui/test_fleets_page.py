@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import socket
 import sys
 from collections.abc import Iterator
@@ -17,40 +16,26 @@ from reconciler.trials.owner import this_process
 from reconciler.ui.pages import ROUTES
 from reconciler.ui.site import Links, render
 from reconciler.ui.state import UiState
-from tests.conftest import DENV_DIRS, ROOT
-from tests.reconcile.conftest import GitRepo
-from tests.ui.looked import agent, look, reconcile, stop_units
+from tests.ui.looked import agent, look, reconciled
 
 SLEEP = [sys.executable, "-c", "import time; time.sleep(300)"]
 
 
 @pytest.fixture(scope="module")
 def looked(tmp_path_factory: pytest.TempPathFactory) -> Iterator[UiState]:
-    folder = tmp_path_factory.mktemp("repo")
-    for name in DENV_DIRS:
-        if (ROOT / name).is_dir():
-            shutil.copytree(ROOT / name, folder / name)
-    repo = GitRepo(folder, tmp_path_factory.mktemp("cache"))
-    repo.commit("initial")
-    home = tmp_path_factory.mktemp("home")
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("DENV_HOME", str(home))
-        patch.setenv("XDG_STATE_HOME", str(tmp_path_factory.mktemp("state")))
-        try:
-            reconcile(repo.path, repo.cache, home)
-            trial = {"trial": "t-live", "purpose": "bench", "recipe": "llama-3.1-8b/vllm@1"}
-            agent(home).launch(
-                {"id": "t-live.w", "digest": "t", "gpus": [15], "argv": SLEEP,
-                 "labels": {**trial, "role": "aggregated", "owner": this_process()}}
-            )  # fmt: skip
-            gone = f"{socket.gethostname()}/{os.getpid()}/1"  # this pid, another start: gone
-            agent(home).launch(
-                {"id": "t-gone.w", "digest": "t", "gpus": [14], "argv": SLEEP,
-                 "labels": {"trial": "t-gone", "purpose": "optimize", "owner": gone}}
-            )  # fmt: skip
-            yield look(repo.path, repo.cache)
-        finally:
-            stop_units(home)
+    state = {"XDG_STATE_HOME": str(tmp_path_factory.mktemp("state"))}
+    with reconciled(tmp_path_factory, state) as (repo, home):
+        trial = {"trial": "t-live", "purpose": "bench", "recipe": "llama-3.1-8b/vllm@1"}
+        agent(home).launch(
+            {"id": "t-live.w", "digest": "t", "gpus": [15], "argv": SLEEP,
+             "labels": {**trial, "role": "aggregated", "owner": this_process()}}
+        )  # fmt: skip
+        gone = f"{socket.gethostname()}/{os.getpid()}/1"  # this pid, another start: gone
+        agent(home).launch(
+            {"id": "t-gone.w", "digest": "t", "gpus": [14], "argv": SLEEP,
+             "labels": {"trial": "t-gone", "purpose": "optimize", "owner": gone}}
+        )  # fmt: skip
+        yield look(repo.path, repo.cache)
 
 
 def page(state: UiState, route: str, **params: str) -> str:

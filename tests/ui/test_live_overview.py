@@ -15,29 +15,14 @@ from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 
 from reconciler.fleet.model.observed import UnitRecord
 from tests.e2e.load import light_load
-from tests.e2e.test_rollout import WEIGHTS
+from tests.labs.release import release_yaml, stage
 from tests.ui.conftest import Pages, screenshot
 from tests.ui.denv import Denv
 
-RELEASE = """\
-release:
-  model: chat-8b
-  weights: {weights}
-  recipe: llama-3.1-8b/vllm@1
-  overrides:
-    settings: {{ max_batch: {batch} }}
-  topology: {{ mode: aggregated, replicas: 1, gpus: 1, parallel: {{ tp: 1 }} }}
-stages:
-  - name: canary
-    fleets: [local]
-    bake: 60s
-    alarms: [ttft-fast]
-  - name: prod
-    fleets: [local]
-    bake: 3s
-    alarms: [ttft-fast]
-    approvals: 1
-"""
+STAGES = (
+    stage("canary", "local", "bake: 60s", "alarms: [ttft-fast]"),
+    stage("prod", "local", "bake: 3s", "alarms: [ttft-fast]", "approvals: 1"),
+)
 # (the canary's bake is long: a loaded machine's slow passes never let it turn green before the
 # fault's alarm fires, and a rollback ends the bake at once)
 
@@ -98,9 +83,9 @@ def test_the_overview_shows_a_rollout_deploy_bake_and_roll_back_live(
     denv: Denv, pages: Pages, page: Page
 ) -> None:
     denv.repo.write("policies/alarms.yaml", ALARMS)
-    denv.repo.write("releases/chat-8b/denv.yaml", RELEASE.format(weights=WEIGHTS, batch=128))
+    denv.repo.write("releases/chat-8b/denv.yaml", release_yaml(*STAGES, batch=128))
     good = denv.repo.commit("chat-8b: max_batch 128")
-    denv.repo.write("releases/chat-8b/denv.yaml", RELEASE.format(weights=WEIGHTS, batch=64))
+    denv.repo.write("releases/chat-8b/denv.yaml", release_yaml(*STAGES, batch=64))
     bad = denv.repo.commit("chat-8b: max_batch 64")
 
     page.goto(denv.ui("--refresh", "0.5s"))

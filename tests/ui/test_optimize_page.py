@@ -5,7 +5,6 @@ an approval that does not count."""
 
 from __future__ import annotations
 
-import datetime as dt
 import os
 import re
 from pathlib import Path
@@ -13,53 +12,32 @@ from pathlib import Path
 import pygit2
 import pytest
 
-from reconciler.bench.traffic_stats import trace_stats
 from reconciler.forge.local import LocalForge
 from reconciler.forge.models import CheckRun, Conclusion
-from reconciler.optimize.candidates import Row, Run, Status, StudyState, table
+from reconciler.optimize.candidates import Status, StudyState, table
 from reconciler.optimize.state import StateStore, state_home
 from reconciler.rollout.state import PromotionPr, RolloutState, StageRecord
-from reconciler.spec.result import Metrics, Percentiles, TrafficLine
 from reconciler.ui.export import export
 from reconciler.ui.pages import ROUTES
 from reconciler.ui.pulls import mentioned
 from reconciler.ui.site import Links, NotFoundPage, render
 from reconciler.ui.state import UiState
+from tests.optimize.states import row, study_state
 from tests.reconcile.conftest import GitRepo, git_repo
 from tests.ui.looked import look
 
 __all__ = ["git_repo"]  # the fixture
 
-AT = dt.datetime(2026, 12, 1, 12, 0, tzinfo=dt.UTC)
-
-
-def candidate(cid: str, status: Status, goodput: float, **extra: object) -> Row:
-    metrics = Metrics(ttft_ms=Percentiles(p99=400.0), requests=10)
-    run = Run(metrics=metrics, goal=goodput, rate=2 * goodput, speed=1.0)
-    return Row(id=cid, change=f"change {cid}", gpus=1, status=status, runs=[run], at=AT, **extra)  # type: ignore[arg-type]
-
 
 def study(pr: int) -> StudyState:
-    line = TrafficLine(timestamp=0, input_length=900, output_length=32, hash_ids=[1])
-    return StudyState(
-        release="chat-8b",
-        stage="canary",
-        fleet="local",
-        goal="throughput",
-        budget_gpus=4,
-        study="chat-8b.canary.throughput",
-        storage="sqlite:///x.db",
-        traffic="t.jsonl",
-        traffic_digest="d",
-        shape=trace_stats([line]),
-        started=AT,
+    return study_state(
+        row("current", Status.VERIFIED, 10.0),
+        [
+            row("c-fp8", Status.REJECTED, 15.0, reason="parity", parity_passed=False),
+            row("c-win", Status.VERIFIED, 13.0, parity_passed=True, pr=pr),
+        ],
         state="finished",
         trials=12,
-        current=candidate("current", Status.VERIFIED, 10.0),
-        candidates=[
-            candidate("c-fp8", Status.REJECTED, 15.0, reason="parity", parity_passed=False),
-            candidate("c-win", Status.VERIFIED, 13.0, parity_passed=True, pr=pr),
-        ],
     )
 
 

@@ -30,6 +30,7 @@ from reconciler.engines.router import router_unit
 from reconciler.engines.units import EngineContext, Metrics, Unit
 from reconciler.spec.catalog import HardwareFile, ModelsFile
 from reconciler.spec.recipe import RecipeFile
+from tests.labs.processes import stop_process
 
 ROOT = Path(__file__).resolve().parents[3]
 T = TypeVar("T")
@@ -119,16 +120,6 @@ def http_post(url: str, body: dict[str, Any], timeout_s: float = 10.0) -> tuple[
             return r.status, json.loads(r.read())
     except urllib.error.HTTPError as exc:
         return exc.code, json.loads(exc.read() or b"null")
-
-
-def stop_process(proc: subprocess.Popen[Any]) -> None:
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(5)
 
 
 @dataclass

@@ -13,16 +13,15 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.engines.sim.sims import (
     Sim,
-    denv_router,
     http_get,
     http_post,
     require_sglang_router,
-    router_args,
     router_process,
     sim_process,
     sim_spec,
     wait_until,
 )
+from tests.labs.sims import routed
 
 require_sglang_router()
 
@@ -186,11 +185,13 @@ def test_a_burst_of_client_errors_does_not_fail_good_requests(logs: Path) -> Non
     """48 requests for a model nobody serves (404s, the client's fault) opened sglang-router's
     circuit breakers with its defaults: good clients then got 503s for a minute."""
     spec = sim_spec(time_scale=SCALE)
-    with sim_process(spec, logs) as a, sim_process(spec, logs) as b:
-        args = router_args(denv_router([a, b], spec))
-        with router_process(args, logs, healthy_workers(2)) as url:  # type: ignore[arg-type]
-            bad = {"model": "no-such-model", "prompt": "hi", "max_tokens": 2}
-            refused = {http_post(url + "/v1/completions", bad)[0] for _ in range(48)}
-            good = {"model": "llama-3.1-8b", "prompt": "hi", "max_tokens": 2}
-            assert [http_post(url + "/v1/completions", good)[0] for _ in range(10)] == [200] * 10
-            assert refused == {404}  # the client hears its own mistake, never a 503
+    with (
+        sim_process(spec, logs) as a,
+        sim_process(spec, logs) as b,
+        routed([a, b], spec, logs, healthy_workers(2)) as url,  # type: ignore[arg-type]
+    ):
+        bad = {"model": "no-such-model", "prompt": "hi", "max_tokens": 2}
+        refused = {http_post(url + "/v1/completions", bad)[0] for _ in range(48)}
+        good = {"model": "llama-3.1-8b", "prompt": "hi", "max_tokens": 2}
+        assert [http_post(url + "/v1/completions", good)[0] for _ in range(10)] == [200] * 10
+        assert refused == {404}  # the client hears its own mistake, never a 503

@@ -4,6 +4,8 @@ own with an address from 10.231.0.0/16 on a veth pair this module creates.
 Each server gets a generated host key and one authorized test key; `stop()` tears everything
 down (processes, namespaces, links), also when a test failed. No traffic can leave the machine:
 before anyone connects, the route to a namespace's address must go through its own veth.
+The fixture `ssh_lab` is one lab a test, stopped after it (its tests start the servers they
+need, a fraction of a second each, and change them: keys, homes, files).
 """
 
 from __future__ import annotations
@@ -16,8 +18,13 @@ import signal
 import socket
 import subprocess
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import pytest
+
+from reconciler.spec.fleet import SshSettings
 
 SSHD = shutil.which("sshd") or "/usr/sbin/sshd"
 _NAMESPACE_IDS = itertools.count(1)
@@ -220,3 +227,25 @@ def _wait_for_banner(server: SshServer, timeout: float = 10.0) -> None:
         except OSError:
             time.sleep(0.05)
     raise RuntimeError(f"sshd {server.name} did not answer on {server.address}:{server.port}")
+
+
+@pytest.fixture
+def ssh_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SshLab]:
+    """Real sshd servers; every one is stopped and every namespace removed afterwards. Their
+    folder is not under the test's tmp_path, which is often a git work tree the test commits
+    (its sshd logs, growing as they are read, must not be in it)."""
+    lab = SshLab(tmp_path_factory.mktemp("ssh"))
+    try:
+        yield lab
+    finally:
+        lab.stop()
+
+
+def ssh_settings(lab: SshLab, port: int = 22) -> SshSettings:
+    return SshSettings(
+        user="root",
+        key_file=str(lab.client_key),
+        port=port,
+        known_hosts=str(lab.known_hosts),
+        connect_timeout=3,
+    )

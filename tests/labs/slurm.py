@@ -27,6 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
+from tests.labs.processes import stop_process
+
 SBIN = ("/usr/sbin", "/usr/bin")
 PARTITIONS = ("serve", "trial")  # the first is the default
 GPUS_PER_NODE = 4
@@ -282,13 +284,7 @@ class SlurmLab:
         for namespace in self.namespaces:
             self._kill_namespace(namespace)
         for process in reversed(self.processes):
-            if process.poll() is None:
-                process.send_signal(signal.SIGTERM)
-                try:
-                    process.wait(timeout=5)
-                except subprocess.TimeoutExpired:
-                    process.kill()
-                    process.wait(timeout=5)
+            stop_process(process, grace=5)
         for link in self.links:
             subprocess.run(["ip", "link", "del", link], capture_output=True, check=False)
         for namespace in self.namespaces:

@@ -4,31 +4,28 @@ compute nodes are the lab's, and `denv` runs as a subprocess with the lab's SLUR
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import ClassVar
+
+import pytest
 
 from reconciler.fleet.hostagent import AgentClient
 from reconciler.fleet.transport import LocalTransport
+from tests.conftest import require_installed
 from tests.e2e.bot import bot_env, run_denv
+from tests.labs.operated import Operated
+from tests.labs.release import release_yaml, stage
+from tests.labs.slurm import SlurmLab, installed
 from tests.reconcile.conftest import GitRepo
-from tests.slurm.lab import SlurmLab
 
-RELEASE = """\
-release:
-  model: chat-8b
-  weights: hf://meta-llama/Llama-3.1-8B-Instruct@0e9e39f249a16976918f6564b8830bc894c89659
-  recipe: llama-3.1-8b/vllm@1
-  overrides:
-    settings: {{ max_batch: {batch} }}
-  topology: {{ mode: aggregated, replicas: {replicas}, gpus: {gpus}, parallel: {{ tp: {gpus} }} }}
-stages:
-  - name: canary
-    fleets: [hpc]
-"""
+
+def release_text(replicas: int = 2, batch: int = 128, gpus: int = 1) -> str:
+    """chat-8b's denv.yaml: its canary on fleet `hpc`."""
+    return release_yaml(stage("canary", "hpc"), replicas=replicas, batch=batch, gpus=gpus)
 
 
 def fleet_file(lab: SlurmLab, trial_gpus: int = 4, rack: tuple[str, ...] = ()) -> str:
@@ -47,10 +44,11 @@ def fleet_file(lab: SlurmLab, trial_gpus: int = 4, rack: tuple[str, ...] = ()) -
 
 
 @dataclass
-class SlurmFleet:
+class SlurmFleet(Operated):
     repo: GitRepo
     lab: SlurmLab
     cache: Path
+    timing: ClassVar[tuple[str, ...]] = ("--ready-timeout", "90s", "--drain", "3s")
 
     @property
     def env(self) -> dict[str, str]:
@@ -61,27 +59,11 @@ class SlurmFleet:
         return self.cache / "home"
 
     def release(self, replicas: int = 2, batch: int = 128, gpus: int = 1) -> str:
-        text = RELEASE.format(replicas=replicas, batch=batch, gpus=gpus)
-        self.repo.write("releases/chat-8b/denv.yaml", text)
+        self.repo.write("releases/chat-8b/denv.yaml", release_text(replicas, batch, gpus))
         return self.repo.commit(f"chat-8b: {replicas} replicas, max_batch {batch}")
 
     def denv(self, *args: str, fault: str | None = None) -> subprocess.CompletedProcess[str]:
         return run_denv(self.repo.path, self.env, *args, fault=fault)
-
-    def reconcile(
-        self, *args: str, fault: str | None = None, ok: bool = True
-    ) -> subprocess.CompletedProcess[str]:
-        timing = ("--ready-timeout", "90s", "--drain", "3s")
-        done = self.denv("reconcile", "--once", *timing, *args, fault=fault)
-        if ok:
-            assert done.returncode == 0, done.stdout + done.stderr
-        return done
-
-    def status(self) -> dict[str, Any]:
-        done = self.denv("status", "--json")
-        assert done.returncode == 0, done.stdout + done.stderr
-        answer: dict[str, Any] = json.loads(done.stdout)
-        return answer
 
     def jobs(self, active: bool = True) -> list[dict[str, str]]:
         """denv's jobs in the queue: id, name, state, nodes, partition."""
@@ -101,3 +83,28 @@ class SlurmFleet:
         agent = self.login_agent()
         for unit in agent.units():
             agent.stop(unit.id, grace=1)
+
+
+@pytest.fixture
+def slurm_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SlurmLab]:
+    """One slurmctld, three slurmd nodes (4 GPUs each) in namespaces of their own, its own
+    munged; everything stopped and every namespace removed afterwards, also on failure."""
+    require_installed(installed(), "Slurm (slurmctld, slurmd, slurm-client, munge)")
+    lab = SlurmLab(tmp_path_factory.mktemp("slurm"))
+    lab.start()  # stops what it started when it fails
+    try:
+        yield lab
+    finally:
+        lab.stop()
+
+
+@pytest.fixture
+def slurm_fleet(slurm_lab: SlurmLab, git_repo: GitRepo, tmp_path: Path) -> Iterator[SlurmFleet]:
+    """Fleet `hpc` on the lab (tests/labs/slurm_fleet.py) in a repository of denv's files;
+    every job cancelled and every router stopped afterwards."""
+    git_repo.write("fleets/hpc.yaml", fleet_file(slurm_lab))
+    found = SlurmFleet(git_repo, slurm_lab, tmp_path / "cache")
+    try:
+        yield found
+    finally:
+        found.stop_all()
