@@ -65,9 +65,7 @@ def units(deployment: Deployment, placement: Placement, context: EngineContext) 
             argv += [str(slot.at(HTTP)), "--tp", str(pool.parallel.tp)]
             argv += check_args(recipe.args, flags, MANAGED)
             env = visible_devices(context.hardware, slot.gpu_indices)
-            found.append(
-                engine_unit("toy", role, slot, argv, env, health(), RUNNING, flags.source)
-            )
+            found.append(engine_unit("toy", role, slot, argv, env, health(), RUNNING, flags.source))
     return found
 
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import openai
 
-from reconciler.engines.sim.spec import SimSpec
+from reconciler.engines.model.spec import SimSpec
 from tests.engines.sim.sims import (
     Sim,
     denv_router,

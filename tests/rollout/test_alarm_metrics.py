@@ -26,9 +26,8 @@ from reconciler.spec.policy import Alarm
 from reconciler.spec.schema import schema_for
 from tests.conftest import ROOT, Edit
 from tests.engines.sim.sims import Sim, engine_unit, http_get, sim_process, sim_spec, wait_until
-from tests.rollout.test_prometheus import Lab, lab, seen
-from tests.rollout.test_prometheus import traffic as both_sims_traffic
-from tests.rollout.test_watch import traffic
+from tests.labs.sims import traffic
+from tests.rollout.prometheus import Lab, lab, seen
 
 __all__ = ["lab"]  # fixtures
 
@@ -117,7 +116,7 @@ def test_the_new_metric_is_read_from_sglang_text_and_asked_of_prometheus(added: 
 
 def test_the_new_metric_fires_in_prometheus_mode(added: None, lab: Lab) -> None:
     """The PromQL for a ratio, asked of a real Prometheus scraping two simulators."""
-    assert both_sims_traffic(lab.sims, 12) == [200] * 24
+    assert traffic(lab.sims, 12) == [200] * 24
     alarm = Alarm(metric=NAME, max=1, window="1m", min_requests=20)
     reading = seen(lab, alarm, lambda r: r.firing, f"the {NAME} alarm to fire")
     assert reading.value == pytest.approx(2.0, rel=0.25), reading.describe()

@@ -6,91 +6,30 @@ compared with what denv reads scraping the same engines directly."""
 from __future__ import annotations
 
 import bisect
-import json
 import time
-import urllib.parse
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
-from typing import Any
-
-import pytest
 
 from reconciler.engines.cards import card
 from reconciler.engines.sim.metrics import TTFT_BUCKETS
 from reconciler.rollout.alarms import Reading
-from reconciler.rollout.promql import instance, queries
+from reconciler.rollout.promql import queries
 from reconciler.rollout.watch import AlarmWatch
 from reconciler.spec.policy import Alarm
-from tests.engines.sim.sims import Sim, free_port, http_get, wait_until
-from tests.labs.sims import faults, traffic, warm_sims
-from tests.rollout.prometheus import SCRAPE_S, prometheus_process
+from tests.engines.sim.sims import free_port, wait_until
+from tests.labs.sims import faults, traffic
+from tests.rollout.prometheus import (
+    KEY,
+    SCRAPE_S,
+    Lab,
+    lab,
+    prometheus_reading,
+    scraped_since,
+    seen,
+)
 
-KEY = "chat/canary"
+__all__ = ["lab"]  # fixtures
+
 TTFT = Alarm(metric="ttft", stat="p99", max="250ms", window="1m", min_requests=20)
 ERRORS = Alarm(metric="error_rate", max="1%", window="1m", min_requests=20)
-
-
-@dataclass
-class Lab:
-    sims: tuple[Sim, Sim]
-    prometheus: str
-    started: float  # Unix time when Prometheus first saw both engines
-
-    @property
-    def targets(self) -> list[tuple[str, str]]:
-        return [("vllm", s.url + "/metrics") for s in self.sims]
-
-
-def ask(prometheus: str, promql: str) -> list[dict[str, Any]]:
-    query = urllib.parse.urlencode({"query": promql})
-    status, body = http_get(f"{prometheus}/api/v1/query?{query}")
-    assert status == 200, body
-    result: list[dict[str, Any]] = json.loads(body)["data"]["result"]
-    return result
-
-
-@pytest.fixture(scope="module")
-def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
-    logs = tmp_path_factory.mktemp("prometheus-lab")
-    with warm_sims(logs, 2) as (one, two):
-        targets = [instance(s.url) for s in (one, two)]
-        with prometheus_process(targets, logs / "prometheus") as url:
-            wait_until(
-                lambda: {r["metric"]["instance"] for r in ask(url, "up == 1")} == set(targets),
-                60,
-                "Prometheus scraping both engines",
-            )
-            yield Lab((one, two), url, time.time())
-
-
-def prometheus_reading(lab: Lab, alarm: Alarm, targets: list[tuple[str, str]]) -> Reading:
-    watch = AlarmWatch({"alarm": alarm}, prometheus=lab.prometheus)
-    now = time.time()
-    watch.scrape(KEY, targets, now)
-    [reading] = watch.readings(KEY, now)
-    return reading
-
-
-def seen(lab: Lab, alarm: Alarm, holds: Callable[[Reading], bool], what: str) -> Reading:
-    """The Prometheus-mode reading once it `holds` (Prometheus scrapes every second; a
-    loaded machine may take longer)."""
-
-    def holding() -> Reading | None:
-        reading = prometheus_reading(lab, alarm, lab.targets)
-        return reading if holds(reading) else None
-
-    return wait_until(holding, 60, what)
-
-
-def scraped_since(lab: Lab, since: float) -> bool:
-    """Every engine has a sample of its request counter scraped after `since`."""
-    stamps = ask(lab.prometheus, "timestamp(http_requests_total)")
-    latest: dict[str, float] = {}
-    for r in stamps:
-        at = r["metric"]["instance"]
-        latest[at] = max(latest.get(at, 0.0), float(r["value"][1]))
-    wanted = {instance(s.url) for s in lab.sims}
-    return wanted <= latest.keys() and all(latest[i] > since for i in wanted)
 
 
 def bucket(value: float) -> int:
