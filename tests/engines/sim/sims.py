@@ -177,6 +177,20 @@ def sim_process(spec: SimSpec, log_dir: Path, *flags: str, cpu: int | None = Non
 
 
 @contextlib.contextmanager
+def pd_pair(log_dir: Path, time_scale: float) -> Iterator[tuple[Sim, Sim]]:
+    """A prefill and a decode simulator of llama-3.1-70b's disaggregated recipe (4 and 8
+    GPUs), the prefill one with a bootstrap port; both stopped on the way out."""
+    recipe = "llama-3.1-70b/vllm-disagg@1"
+    prefill_spec = sim_spec(recipe, role="prefill", gpus=4, time_scale=time_scale)
+    decode_spec = sim_spec(recipe, role="decode", gpus=8, time_scale=time_scale)
+    with (
+        sim_process(prefill_spec, log_dir, "--bootstrap-port", "0") as prefill,
+        sim_process(decode_spec, log_dir) as decode,
+    ):
+        yield prefill, decode
+
+
+@contextlib.contextmanager
 def router_process(
     args: list[str],
     log_dir: Path,

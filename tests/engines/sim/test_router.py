@@ -15,6 +15,7 @@ from tests.engines.sim.sims import (
     Sim,
     http_get,
     http_post,
+    pd_pair,
     require_sglang_router,
     router_process,
     sim_process,
@@ -141,13 +142,7 @@ def test_the_openai_client_works_through_the_router(replicas: tuple[Sim, Sim, st
 
 
 def test_a_prefill_decode_pair_answers_behind_the_router_in_pd_mode(logs: Path) -> None:
-    recipe = "llama-3.1-70b/vllm-disagg@1"
-    prefill_spec = sim_spec(recipe, role="prefill", gpus=4, time_scale=SCALE)
-    decode_spec = sim_spec(recipe, role="decode", gpus=8, time_scale=SCALE)
-    with (
-        sim_process(prefill_spec, logs, "--bootstrap-port", "0") as prefill,
-        sim_process(decode_spec, logs) as decode,
-    ):
+    with pd_pair(logs, SCALE) as (prefill, decode):
         assert prefill.bootstrap_port is not None
         args = ["--pd-disaggregation", "--prefill", prefill.url, str(prefill.bootstrap_port)]
         args += ["--decode", decode.url, "--policy", "round_robin"]

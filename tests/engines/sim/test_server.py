@@ -28,7 +28,15 @@ from reconciler.engines.model.scheduler import Scheduler
 from reconciler.engines.model.spec import SimSpec
 from reconciler.engines.model.tokens import block_hashes
 from reconciler.engines.sim.faults import CRASH_EXIT_CODE
-from tests.engines.sim.sims import Sim, http_get, http_post, sim_process, sim_spec, wait_until
+from tests.engines.sim.sims import (
+    Sim,
+    http_get,
+    http_post,
+    pd_pair,
+    sim_process,
+    sim_spec,
+    wait_until,
+)
 
 MODEL = "llama-3.1-8b"
 SCALE = 10.0  # the shared simulator runs ten times faster than real time
@@ -532,14 +540,7 @@ def test_measured_ttft_and_itl_match_the_model_at_moderate_load(logs: Path) -> N
 
 
 def test_a_decode_request_waits_for_its_rooms_prefill(logs: Path) -> None:
-    recipe = "llama-3.1-70b/vllm-disagg@1"
-    prefill_spec = sim_spec(recipe, role="prefill", gpus=4, time_scale=SCALE)
-    decode_spec = sim_spec(recipe, role="decode", gpus=8, time_scale=SCALE)
-    with (
-        sim_process(prefill_spec, logs, "--bootstrap-port", "0") as prefill,
-        sim_process(decode_spec, logs) as decode,
-        ThreadPoolExecutor(1) as pool,
-    ):
+    with pd_pair(logs, SCALE) as (prefill, decode), ThreadPoolExecutor(1) as pool:
         body = {"prompt": "Split me. " * 200, "max_tokens": 8, "ignore_eos": True}
         body |= {"temperature": 0, "bootstrap_host": "127.0.0.1"}
         body |= {"bootstrap_port": prefill.bootstrap_port, "bootstrap_room": 2**63 + 17}
