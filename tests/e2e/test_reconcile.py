@@ -23,7 +23,7 @@ from reconciler.spec.fleet import Host
 from tests.e2e.bot import bot_env, run_denv
 from tests.e2e.load import ask, light_load
 from tests.fleet.conftest import wait_for
-from tests.labs.operated import Operated
+from tests.labs.operated import Operated, actions_done
 from tests.labs.release import release_yaml, stage
 from tests.labs.sshd import SshLab, SshServer, ssh_lab, ssh_settings
 from tests.reconcile.conftest import GitRepo
@@ -107,7 +107,7 @@ def converged(lab: Lab, replicas: int) -> list[UnitRecord]:
 def test_deploy_scale_and_remove(lab: Lab) -> None:
     lab.release(replicas=2)
     first = lab.reconcile()
-    assert "done: start 3" in first.stdout
+    assert actions_done(first.stdout)["start"] == 3, first.stdout  # two engines and the router
     converged(lab, 2)
     assert ask(endpoint(lab.status())).strip()
     assert "planned +0 ~0 -0 =3" in lab.reconcile().stdout  # nothing to do: nothing done

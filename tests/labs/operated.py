@@ -4,6 +4,7 @@ how: its `denv`), one reconcile pass with the lab's timing, the status read from
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 from typing import Any, ClassVar
 
@@ -30,3 +31,16 @@ class Operated:
         assert done.returncode == 0, done.stdout + done.stderr
         answer: dict[str, Any] = json.loads(done.stdout)
         return answer
+
+
+def actions_done(summary: str) -> dict[str, int]:
+    """What a reconcile pass's summary line says it did (`done: router-add 1, start 3;`), by
+    action. Which actions a pass takes beside the planned ones depends on timing: a router
+    started before a replica was ready adds it in the same pass."""
+    found = re.search(r"; done: ([^;]*);", summary)
+    assert found, summary
+    if found.group(1) == "nothing":
+        return {}
+    return {
+        kind: int(n) for kind, n in (part.rsplit(" ", 1) for part in found.group(1).split(", "))
+    }
