@@ -14,8 +14,8 @@ import openai
 from tests.fleet.conftest import wait_for
 
 
-def ask(url: str, max_tokens: int = 8, model: str = "chat-8b") -> str:
-    client = openai.OpenAI(base_url=url, api_key="unused", max_retries=0, timeout=10)
+def ask(url: str, max_tokens: int = 8, model: str = "chat-8b", timeout: float = 10) -> str:
+    client = openai.OpenAI(base_url=url, api_key="unused", max_retries=0, timeout=timeout)
     answer = client.chat.completions.create(
         model=model, messages=[{"role": "user", "content": "hello"}], max_tokens=max_tokens
     )
@@ -36,17 +36,17 @@ class Load:
 
 @contextmanager
 def light_load(
-    url: str, workers: int = 1, max_tokens: int = 8, model: str = "chat-8b"
+    url: str, workers: int = 1, max_tokens: int = 8, model: str = "chat-8b", timeout: float = 10
 ) -> Iterator[Load]:
     """`workers` threads asking `url` one request after another (`max_tokens` each: fewer make
-    more requests, hence more samples for an alarm, under a latency fault); stopped when the
-    block ends, whatever happened in it."""
+    more requests, hence more samples for an alarm, under a latency fault), each given up after
+    `timeout` seconds (a failure); stopped when the block ends, whatever happened in it."""
     load, stop = Load(), threading.Event()
 
     def run() -> None:
         while not stop.is_set():
             try:
-                ask(url, max_tokens, model)
+                ask(url, max_tokens, model, timeout)
                 with load._lock:
                     load.answered += 1
             except openai.OpenAIError as exc:
