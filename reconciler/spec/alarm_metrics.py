@@ -53,11 +53,6 @@ def alarm_metric_names() -> tuple[str, ...]:
     return tuple(ALARM_METRICS)
 
 
-def metrics_read(read: Read) -> tuple[str, ...]:
-    """The metrics read one way (e.g. every histogram), in the table's order."""
-    return tuple(name for name, row in ALARM_METRICS.items() if row.read == read)
-
-
 def alarm_metric(name: str) -> AlarmMetric:
     """The row of a metric in the table (a pydantic error naming the known ones when absent:
     validation reports it at the field, as a value outside a Literal)."""
