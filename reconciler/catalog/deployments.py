@@ -9,6 +9,7 @@ from reconciler.spec.base import Spec
 from reconciler.spec.overrides import apply_overrides
 from reconciler.spec.recipe import Recipe, total_gpus
 from reconciler.spec.repo import Repo
+from reconciler.spec.scaling import ReplicaBounds, bounded_topology
 
 
 class Deployment(Spec):
@@ -17,7 +18,8 @@ class Deployment(Spec):
     fleet: str
     served_model: str  # the name clients ask for
     weights: str  # hf://org/repo@commit, file:///path or s3://…
-    recipe: Recipe  # overrides and the release's topology applied
+    recipe: Recipe  # overrides and the release's topology applied (bounds: at their min)
+    bounds: ReplicaBounds | None = None  # elastic: the bot chooses the count between them
 
     @property
     def gpus(self) -> int:
@@ -34,10 +36,14 @@ def deployments(repo: Repo) -> list[Deployment]:
                 base = repo.recipes.get(release.recipe_for(stage, fleet))
                 if base is None:
                     continue
+                bounds = release.bounds_for(stage)
                 try:
                     recipe = apply_overrides(base, body.overrides, body.topology)
                 except ValidationError:
                     continue  # validation reports it; nothing to deploy
+                recipe = recipe.model_copy(
+                    update={"topology": bounded_topology(recipe.topology, bounds)}
+                )
                 found.append(
                     Deployment(
                         release=name,
@@ -46,6 +52,7 @@ def deployments(repo: Repo) -> list[Deployment]:
                         served_model=body.model,
                         weights=body.weights,
                         recipe=recipe,
+                        bounds=bounds,
                     )
                 )
     return found

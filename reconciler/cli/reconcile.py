@@ -92,8 +92,12 @@ def _bot(repo: str, options: ApplyOptions, metrics_port: int | None, out: Consol
     say = ProgressSink(out, live=False).say
 
     # the forge is opened at the first pull request the rollout needs, in the bot's clone
-    checks, adjust = bot_hooks(source, lambda: open_forge(Path(source.git_dir), os.environ), say)
-    return Reconciler(source, options, say=say, metrics=metrics, checks=checks, adjust=adjust)
+    checks, adjust, scale = bot_hooks(
+        source, lambda: open_forge(Path(source.git_dir), os.environ), say
+    )
+    return Reconciler(
+        source, options, say=say, metrics=metrics, checks=checks, adjust=adjust, scale=scale
+    )
 
 
 def _beside(repo: str, listen: str, every: float, out: Console) -> Beside:

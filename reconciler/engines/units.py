@@ -62,6 +62,10 @@ class EngineSeries:
 
     requests: Series  # a counter of requests answered, failures included
     metrics: Mapping[str, Series]
+    # Counters of prompt and generated tokens: the lengths an elastic stage's traffic has
+    # (its autoscaler's predictive signal); None where the engine does not count them.
+    prompt_tokens: Series | None = None
+    generation_tokens: Series | None = None
 
 
 class Metrics(Spec):

@@ -105,6 +105,6 @@ class Applier:
         roll(ctx, by_wave.get(Wave.ROLL, []), deployments)
         fault_point("after-roll")
         sync_routers(ctx, deployments)
-        stop_all(ctx, by_wave.get(Wave.TRIM, []))  # their routers were synced
+        stop_all(ctx, by_wave.get(Wave.TRIM, []), deployments)  # their routers were synced
         fault_point("after-trim")
         return ctx.report

@@ -23,7 +23,7 @@ from reconciler.engines.units import EngineContext, Unit
 from reconciler.errors import DenvError
 from reconciler.fleet.kinds.cards import FleetCard, card_of
 from reconciler.fleet.launching import HostedUnit, unit_digest
-from reconciler.fleet.model.labels import DeploymentKey, unit_id, unit_labels
+from reconciler.fleet.model.labels import DeploymentKey, fleet_key, unit_id, unit_labels
 from reconciler.fleet.model.observed import FleetObservation, UnitRecord
 from reconciler.fleet.model.rules import RulesOf
 from reconciler.fleet.placement.placer import FleetPlacer
@@ -32,6 +32,7 @@ from reconciler.spec.base import Spec
 from reconciler.spec.checks import domain_size
 from reconciler.spec.fleet import Fleet
 from reconciler.spec.repo import Repo
+from reconciler.spec.scaling import ReplicaBounds, with_replicas
 
 DEFAULT_BASE_PORT = 8000
 
@@ -49,6 +50,10 @@ class DesiredDeployment(Spec):
     revision: str
     recipe: str = ""  # the recipe id it runs (a stage may name one per fleet)
     gpus: int
+    replicas: int = 0  # aggregated replicas placed (elastic: the count the bot keeps)
+    bounds: ReplicaBounds | None = None  # elastic: git's bounds on the count
+    # elastic: replicas the count asks for that did not fit (no free GPU): never counted
+    pending_replicas: int = 0
     endpoint: str | None  # the router's URL
     units: tuple[DesiredUnit, ...]  # engines in placement order, router last
 
@@ -162,6 +167,21 @@ def fleets_of(stages: Stages, repo_at: Callable[[str], Repo]) -> set[str]:
 
 
 Wanted = tuple[Deployment, StageRevision, Repo]
+Counts = Mapping[DeploymentKey, int]  # elastic deployments: the replica count to run
+
+
+def running_replicas(observations: Mapping[str, FleetObservation]) -> dict[DeploymentKey, int]:
+    """How many aggregated replicas each deployment has on its fleet now (started, starting,
+    or a job the scheduler holds): an elastic stage's count, read from the fleets, so that a
+    bot that restarts carries on from the count it left."""
+    replicas: dict[DeploymentKey, set[str]] = {}
+    for name, found in observations.items():
+        for seen in found.hosts.values():
+            for record in seen.units:
+                key = fleet_key(record, name)
+                if key is not None and record.labels.get("role") == "aggregated":
+                    replicas.setdefault(key, set()).add(record.labels.get("replica", ""))
+    return {key: len(indices) for key, indices in replicas.items()}
 
 
 def desired_units(
@@ -171,14 +191,19 @@ def desired_units(
     rules: RulesOf,
     base_port: int = DEFAULT_BASE_PORT,
     memo: DesiredMemo | None = None,
+    counts: Counts | None = None,
 ) -> Desired:
     """Every unit the running stages want, placed. `repo_at(commit)` loads a revision (it
     raises DenvError when the revision cannot be used); fleets without an observation are
     planned on their hosts as declared. `rules(fleet)` says what the fleet's kind decides:
     addresses, the agent's home, the interpreter units run with. `memo`, kept by a running
-    loop, spares building again what the last pass built from the same inputs."""
+    loop, spares building again what the last pass built from the same inputs. An elastic
+    deployment runs `counts[key]` replicas, else as many as run now, within its bounds; those
+    that do not fit are pending (the deployment runs the others)."""
+    chosen = dict(running_replicas(observations))
+    chosen.update(counts or {})
     with collector_paused():  # half of a resolution at 10,000 units (docs/performance.md)
-        found = _desired_units(stages, repo_at, observations, rules, base_port, memo)
+        found = _desired_units(stages, repo_at, observations, rules, base_port, memo, chosen)
     if memo is not None:
         memo.keep({d.key for d in found.deployments})
     return found
@@ -191,6 +216,7 @@ def _desired_units(
     rules: RulesOf,
     base_port: int,
     memo: DesiredMemo | None,
+    counts: Counts,
 ) -> Desired:
     memo = memo if memo is not None else DesiredMemo()  # one pass's own, then dropped
     head = repo_at(stages.head)
@@ -233,15 +259,22 @@ def _desired_units(
                 model_path=None if fleet.simulated else fleet_card.model_path(deployment.weights),
             )
             key = (deployment.release, deployment.stage, deployment.fleet)
-            lookup = _Lookup(memo, key, (deployment, context, stage.revision))
             try:
-                units = placer.add(deployment, context, lookup)
-                hit = lookup.hit
+                placed, pending = _place(
+                    placer, deployment, context, stage.revision, counts.get(key), memo
+                )
+                hit = placed.hit
                 if hit is None:
-                    built = _deployment(deployment, stage, units, runtimes, fleet, fleet_card)
-                    hit = _Resolved(lookup.inputs, units, built)
+                    units = placed.units
+                    built = _deployment(
+                        placed.deployment, stage, units, runtimes, fleet, fleet_card
+                    )
+                    hit = _Resolved(placed.inputs, units, built)
                     memo.put(key, hit)
-                planned.append(hit.desired)
+                desired = hit.desired
+                if pending:
+                    desired = desired.model_copy(update={"pending_replicas": pending})
+                planned.append(desired)
             except DenvError as exc:
                 errors.append(_error(stage, name, _unplaced(str(exc), name, observation)))
                 continue
@@ -261,6 +294,48 @@ def _desired_units(
         pending=stages.pending,
         fleets=fleets,
     )
+
+
+class _Placed(NamedTuple):
+    deployment: Deployment  # at the count placed
+    units: list[Unit]
+    hit: _Resolved | None
+    inputs: tuple[object, ...]
+
+
+def _place(
+    placer: FleetPlacer,
+    deployment: Deployment,
+    context: EngineContext,
+    revision: str,
+    count: int | None,
+    memo: DesiredMemo,
+) -> tuple[_Placed, int]:
+    """The deployment placed; an elastic one at `count` (kept within its bounds), else at
+    as many replicas as fit down to its minimum: the rest is pending. PlacementError when
+    not even the minimum (or the fixed count) fits."""
+    bounds = deployment.bounds
+    wanted = bounds.clamp(count if count else bounds.min) if bounds is not None else 0
+    tries = range(wanted, bounds.min - 1, -1) if bounds is not None else [0]
+    key = (deployment.release, deployment.stage, deployment.fleet)
+    for replicas in tries:
+        sized = deployment
+        if replicas:
+            topology = with_replicas(deployment.recipe.topology, replicas)
+            sized = deployment.model_copy(
+                update={"recipe": deployment.recipe.model_copy(update={"topology": topology})}
+            )
+        lookup = _Lookup(memo, key, (sized, context, revision))
+        try:
+            units = placer.add(sized, context, lookup)
+        except DenvError:
+            if replicas <= (bounds.min if bounds is not None else 0):
+                raise
+            continue
+        return _Placed(
+            sized, units, lookup.hit, lookup.inputs
+        ), wanted - replicas if replicas else 0
+    raise AssertionError("unreachable: the last try raises")
 
 
 def _resolve(
@@ -335,6 +410,12 @@ def _deployment(
         revision=stage.revision,
         recipe=deployment.recipe.id,
         gpus=deployment.gpus,
+        replicas=sum(
+            pool.replicas
+            for role, pool in deployment.recipe.topology.pools()
+            if role == "aggregated"
+        ),
+        bounds=deployment.bounds,
         endpoint=url(router.address, router.port) if router and router.port else None,
         units=tuple(wanted),
     )

@@ -14,7 +14,7 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,8 +24,9 @@ from reconciler.errors import DenvError, failure
 from reconciler.fleet.drivers.base import FleetDriver
 from reconciler.fleet.drivers.registry import Drivers
 from reconciler.fleet.model.answers import LeaseAnswer
+from reconciler.fleet.model.observed import FleetObservation
 from reconciler.reconcile.apply import Applier, ApplyOptions, ApplyReport
-from reconciler.reconcile.desired import DesiredMemo
+from reconciler.reconcile.desired import Counts, Desired, DesiredMemo
 from reconciler.reconcile.plan import ActionKind, Plan
 from reconciler.reconcile.reach import Streaks, dump, parse, track
 from reconciler.reconcile.revisions import Stages
@@ -38,6 +39,9 @@ LEASE = "reconciler"
 Checks = Callable[[Snapshot, dict[str, Any]], dict[str, Any]]
 # Before each plan: (the stages git says, the last results) -> the stages to run.
 Adjust = Callable[[Stages, dict[str, Any]], Stages]
+# Before each plan: (the desired state at the counts that run, the observations, the last
+# results) -> the replica count of each elastic deployment (the autoscaler).
+Scale = Callable[[Desired, dict[str, FleetObservation], dict[str, Any]], Counts]
 DEFAULTS = ApplyOptions()
 
 
@@ -110,6 +114,7 @@ class Reconciler:
         checks: Checks | None = None,
         adjust: Adjust | None = None,
         clock: Callable[[], float] = time.time,
+        scale: Scale | None = None,
     ) -> None:
         self.source = source
         self.clock = clock
@@ -128,6 +133,7 @@ class Reconciler:
         self.checks = checks  # after apply, e.g. deploy-time parity (a layer above ours)
         self._checked: dict[str, Any] = {}  # the last checks' results, kept with the leases
         self.adjust = adjust  # e.g. a rollback not yet merged (a layer above ours)
+        self.scale = scale  # the autoscaler of elastic stages (a layer above ours)
         # hosts that did not answer, since when (reach.py); None until the first pass, which
         # continues the streaks of the newest note it reads with the leases
         self._reach: Streaks | None = None
@@ -216,14 +222,16 @@ class Reconciler:
 
     def run_pass(self, rev: str | None = None) -> PassResult:
         started = time.monotonic()
-        snap = snapshot(self.source, self.drivers, rev, adjust=self._adjusted, memo=self.memo)
+        # the autoscaler decides only while its fleets are ours (what it kept: with the lease)
+        scaled = bool(self._held)
+        snap = self._snapshot(rev, scaled)
         fleets = planned_fleets(snap)
         self._repo = snap.repo
         fresh = [f for f in fleets if f not in self._held]
         skipped = self._take(snap.repo, fleets)
-        if set(fresh) - set(skipped):
+        if set(fresh) - set(skipped) or (self.scale is not None and not scaled):
             # what runs, now that it is ours (and what the last bot kept, read with the lease)
-            snap = snapshot(self.source, self.drivers, rev, adjust=self._adjusted, memo=self.memo)
+            snap = self._snapshot(rev, True)
         actions = tuple(a for a in snap.plan.actions if a.fleet not in skipped)
         deployments = [d for d in snap.desired.deployments if d.fleet not in skipped]
         applier = Applier(
@@ -260,6 +268,20 @@ class Reconciler:
         self._take(snap.repo, [f for f in fleets if f not in skipped], note=note)
         self._count(result)
         return result
+
+    def _snapshot(self, rev: str | None, scaled: bool) -> Snapshot:
+        return snapshot(
+            self.source,
+            self.drivers,
+            rev,
+            adjust=self._adjusted,
+            memo=self.memo,
+            scale=self._scaled if self.scale is not None and scaled else None,
+        )
+
+    def _scaled(self, desired: Desired, observations: Mapping[str, FleetObservation]) -> Counts:
+        assert self.scale is not None
+        return self.scale(desired, dict(observations), self._checked)
 
     def _track(self, snap: Snapshot) -> Streaks:
         """This pass's streaks of hosts that did not answer, continuing the last pass's (or,

@@ -26,6 +26,7 @@ from reconciler.reconcile.changes import Change, unit_changes
 from reconciler.reconcile.desired import DeploymentError, Desired, DesiredUnit
 from reconciler.reconcile.revisions import Pending
 from reconciler.spec.base import Spec
+from reconciler.spec.scaling import ReplicaBounds
 
 ObservedUnits = Mapping[str, Mapping[str, Sequence[UnitRecord]]]  # fleet -> host -> records
 
@@ -80,6 +81,17 @@ class Group(Spec):
     gpus_after: int = 0
     endpoint: str | None = None
     error: str | None = None  # why it was not planned (what runs is left alone)
+    replicas: int = 0  # aggregated replicas wanted (elastic: the count the bot keeps)
+    bounds: ReplicaBounds | None = None  # elastic: git's bounds on the count
+    pending_replicas: int = 0  # elastic: asked for, no free GPU: never counted
+
+    @property
+    def scale(self) -> str | None:
+        """'4 (1–8)', '+2 pending' when capacity did not arrive; None for a fixed count."""
+        if self.bounds is None:
+            return None
+        pending = f", {self.pending_replicas} pending" if self.pending_replicas else ""
+        return self.bounds.describe(self.replicas) + pending
 
 
 class FleetUsage(Spec):
@@ -349,6 +361,9 @@ def _groups(
                 gpus_after=after,
                 endpoint=deployment.endpoint if deployment is not None else None,
                 error=error.message if error is not None else None,
+                replicas=deployment.replicas if deployment is not None else 0,
+                bounds=deployment.bounds if deployment is not None else None,
+                pending_replicas=deployment.pending_replicas if deployment is not None else 0,
             )
         )
     return tuple(groups)

@@ -63,7 +63,8 @@ def group_title(group: Group) -> str:
         revision = f"revision {', '.join(running)} → {_short(group.revision)}"
     else:
         revision = f"revision {_short(group.revision)}"
-    return f"{title} — {revision} — GPUs {group.gpus_before} → {group.gpus_after}"
+    scale = f" — replicas {group.scale}" if group.scale is not None else ""
+    return f"{title} — {revision} — GPUs {group.gpus_before} → {group.gpus_after}{scale}"
 
 
 def queued(action: Action) -> bool:

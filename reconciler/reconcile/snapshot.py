@@ -3,13 +3,14 @@ plan between them. `denv plan` prints it; every reconcile pass starts from a fre
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from reconciler.errors import failure
 from reconciler.fleet.drivers.registry import Drivers
 from reconciler.fleet.model.observed import Cause, FleetObservation
 from reconciler.reconcile.desired import (
+    Counts,
     Desired,
     DesiredMemo,
     desired_units,
@@ -20,6 +21,9 @@ from reconciler.reconcile.plan import Plan, plan
 from reconciler.reconcile.revisions import Stages
 from reconciler.reconcile.source import GitSource
 from reconciler.spec.repo import Repo
+
+# (the desired state at the counts that run, the observations) -> elastic deployments' counts
+Scale = Callable[[Desired, Mapping[str, FleetObservation]], Counts]
 
 
 @dataclass(frozen=True)
@@ -45,11 +49,14 @@ def snapshot(
     status: Callable[[str], None] = lambda message: None,
     adjust: Callable[[Stages], Stages] | None = None,
     memo: DesiredMemo | None = None,
+    scale: Scale | None = None,
 ) -> Snapshot:
     """Read git at `rev` (default: the source's head), observe the fleets the running stages
     use (one agent round trip per host), and plan. `adjust` may change the revision a stage
     runs (a rollback the bot made before git records it: a layer above ours decides). A
-    running loop passes its `memo` (reconcile.desired.DesiredMemo) from pass to pass."""
+    running loop passes its `memo` (reconcile.desired.DesiredMemo) from pass to pass; its
+    `scale` (a layer above ours: the autoscaler) chooses the count of elastic deployments
+    from the desired state at the count they run now."""
     status(f"fetching {source.label}")
     source.sync()
     head = source.resolve(rev)
@@ -72,6 +79,14 @@ def snapshot(
             hosts = [host.name for host in fleet.hosts]
             observations[name] = FleetObservation.failed(name, hosts, reason)
     desired = desired_units(stages, source.repo_at, observations, rules=drivers.get, memo=memo)
+    counts = scale(desired, observations) if scale is not None else {}
+    if any(
+        counts.get(d.key, d.replicas + d.pending_replicas) != d.replicas + d.pending_replicas
+        for d in desired.deployments
+    ):
+        desired = desired_units(
+            stages, source.repo_at, observations, rules=drivers.get, memo=memo, counts=counts
+        )
     return Snapshot(
         head=head,
         repo=loaded,

@@ -76,7 +76,7 @@ class AlarmWatch:
             self._queried[key] = self._query(self._prometheus, targets, now, alarms)
             return
         before = self._tracks.get(key, {})
-        answers = _fetch_all([u for _, u in targets], self._timeout)
+        answers = fetch_all([u for _, u in targets], self._timeout)
         tracks: dict[str, Track] = {}
         for engine, url in targets:
             track = before.get(url)
@@ -199,7 +199,9 @@ def _get(url: str, timeout: float) -> str:
         return body.decode("utf-8", "replace")
 
 
-def _fetch_all(urls: list[str], timeout: float) -> dict[str, str | Exception]:
+def fetch_all(urls: list[str], timeout: float) -> dict[str, str | Exception]:
+    """Each URL's text, or why it did not answer; at most MAX_PARALLEL at once."""
+
     def one(url: str) -> str | Exception:
         try:
             return _get(url, timeout)

@@ -15,8 +15,10 @@ from reconciler.spec.fit import fit, oversized_domains
 from reconciler.spec.overrides import apply_overrides, unknown_fields
 from reconciler.spec.paths import recipe_file
 from reconciler.spec.problems import from_validation
+from reconciler.spec.recipe import DisaggregatedTopology
 from reconciler.spec.release import Release, weights_commit
 from reconciler.spec.repo import Repo
+from reconciler.spec.scaling import bounded_topology
 
 
 def domain_size(repo: Repo, fleet_name: str) -> int | None:
@@ -160,6 +162,22 @@ def _check_stage_fleet(
         return []  # reported by check_overrides
     fleet = repo.fleets[fleet_name]
     problems = []
+    bounds = release.bounds_for(stage)
+    if bounds is not None and isinstance(effective.topology, DisaggregatedTopology):
+        own = stage.replicas is not None
+        where = ("stages", stage_index, "replicas") if own else ("release", "replicas")
+        label = f"stages[{stage_index}].replicas" if own else "release.replicas"
+        problems.append(
+            repo.problem(
+                path,
+                where,
+                f"{label}: replica bounds scale an aggregated "
+                f"topology; {recipe_id} is disaggregated (give prefill and decode replicas)",
+            )
+        )
+    effective = effective.model_copy(
+        update={"topology": bounded_topology(effective.topology, bounds)}
+    )
     if not repo.recipe_runs_on(effective, fleet):
         problems.append(
             repo.problem(
@@ -209,6 +227,29 @@ def _check_overrides(repo: Repo, release: Release, path: str) -> list[Problem]:
     return problems
 
 
+def _check_policies(repo: Repo, release: Release, path: str) -> list[Problem]:
+    """Each replica bounds' scaling policy is one of policies/scaling.yaml."""
+    given: list[tuple[tuple[str | int, ...], str, str]] = []
+    if release.release.replicas is not None:
+        where: tuple[str | int, ...] = ("release", "replicas", "policy")
+        given.append((where, "release.replicas.policy", release.release.replicas.policy))
+    for s, stage in enumerate(release.stages):
+        if stage.replicas is not None:
+            where = ("stages", s, "replicas", "policy")
+            given.append((where, f"stages[{s}].replicas.policy", stage.replicas.policy))
+    known = repo.policies.scaling
+    return [
+        repo.problem(
+            path,
+            where,
+            f"{label}: unknown scaling policy '{name}' (known: {', '.join(sorted(known))}; "
+            "policies/scaling.yaml)",
+        )
+        for where, label, name in given
+        if name not in known
+    ]
+
+
 def check_release(repo: Repo, name: str) -> list[Problem]:
     release = repo.releases[name]
     path = repo.origin[f"release:{name}"]
@@ -233,6 +274,7 @@ def check_release(repo: Repo, name: str) -> list[Problem]:
                 warning=not required,
             )
         )
+    problems += _check_policies(repo, release, path)
     names = Counter(stage.name for stage in release.stages)
     base_model = repo.recipes[body.recipe].model if body.recipe in repo.recipes else None
     for s, stage in enumerate(release.stages):

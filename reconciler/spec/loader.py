@@ -26,6 +26,7 @@ from reconciler.spec.recipe import RecipeFile
 from reconciler.spec.release import Promotions, Release
 from reconciler.spec.repo import Repo
 from reconciler.spec.result import Result
+from reconciler.spec.scaling import DEFAULT_POLICY, ScalingFile, ScalingPolicy
 from reconciler.spec.sources import FileSource, GitCommit, TrustedOverlay, WorkTree
 from reconciler.spec.workload import WorkloadsFile
 from reconciler.spec.yamlio import YamlDoc, decode_utf8, parse_values, plain
@@ -126,6 +127,10 @@ def _load_policy(repo: Repo, doc: YamlDoc, values: Any = None) -> None:
     elif doc.path.endswith("gates.yaml"):
         if (gates := _validate(repo, doc, GatesFile, values)) is not None:
             repo.policies = repo.policies.model_copy(update={"gates": gates.gates})
+    elif doc.path.endswith("scaling.yaml"):
+        if (scaling := _validate(repo, doc, ScalingFile, values)) is not None:
+            policies = {DEFAULT_POLICY: ScalingPolicy(), **scaling.scaling}
+            repo.policies = repo.policies.model_copy(update={"scaling": policies})
     elif doc.path.endswith("pr.yaml"):
         if (pr := _validate(repo, doc, PrPolicyFile, values)) is not None:
             repo.policies = repo.policies.model_copy(update={"pr": pr.pr})
@@ -154,7 +159,7 @@ YAML_KINDS: list[tuple[re.Pattern[str], LoadKind]] = [
     (re.compile(r"^fleets/[^/]+\.yaml$"), _load_fleet),
     (re.compile(r"^releases/[^/]+/denv\.yaml$"), _load_release),
     (re.compile(r"^releases/[^/]+/promotions\.yaml$"), _load_promotions),
-    (re.compile(r"^policies/(alarms|gates|optimizer|pr)\.yaml$"), _load_policy),
+    (re.compile(r"^policies/(alarms|gates|optimizer|pr|scaling)\.yaml$"), _load_policy),
 ]
 
 

@@ -9,6 +9,7 @@ from pydantic import AfterValidator, Field, PositiveInt, field_validator, model_
 
 from reconciler.spec.alarm_metrics import alarm_metric, alarm_metric_names
 from reconciler.spec.base import Duration, Slug, Spec, parse_duration
+from reconciler.spec.scaling import DEFAULT_POLICY, ScalingPolicy
 
 
 def _metric_enum(schema: dict[str, Any]) -> None:
@@ -178,3 +179,5 @@ class Policies(Spec):
     gates: Gates = Gates()
     optimizer: OptimizerRules = OptimizerRules()
     pr: PrPolicy = PrPolicy()
+    # policies/scaling.yaml: how elastic stages choose their count; `default` always exists
+    scaling: dict[str, ScalingPolicy] = {DEFAULT_POLICY: ScalingPolicy()}

@@ -11,6 +11,7 @@ from pydantic import Field, NonNegativeInt, field_validator
 
 from reconciler.spec.base import HEX_COMMIT, Duration, RecipeId, Slug, Spec
 from reconciler.spec.recipe import Topology
+from reconciler.spec.scaling import ReplicaBounds
 
 _WEIGHTS = re.compile(
     r"^(hf://[A-Za-z0-9._-]+/[A-Za-z0-9._-]+(@[A-Za-z0-9._/-]+)?|file:///\S+|s3://\S+)$"
@@ -33,6 +34,9 @@ class Stage(Spec):
     recipes: dict[Slug, RecipeId] = {}  # per-fleet recipe, else the release's
     approvals: NonNegativeInt | None = None  # default from policies/gates.yaml
     promotion: Literal["manual", "auto"] = "manual"
+    # Elastic: the bot keeps between min and max replicas on each fleet (docs/scaling.md);
+    # absent: the release's bounds, else the topology's fixed count.
+    replicas: ReplicaBounds | None = None
 
 
 class ReleaseBody(Spec):
@@ -42,6 +46,7 @@ class ReleaseBody(Spec):
     # A partial recipe (engine, settings, args): checked field by field against the recipe.
     overrides: dict[str, Any] = {}
     topology: Topology | None = None  # replaces the recipe's topology
+    replicas: ReplicaBounds | None = None  # every stage's bounds, unless the stage gives its own
 
     @field_validator("weights")
     @classmethod
@@ -61,6 +66,10 @@ class Release(Spec):
         """The recipe `stage` runs on `fleet`: the stage's own for that fleet, else the
         release's."""
         return stage.recipes.get(fleet, self.release.recipe)
+
+    def bounds_for(self, stage: Stage) -> ReplicaBounds | None:
+        """The replica bounds of `stage`: its own, else the release's; None: a fixed count."""
+        return stage.replicas or self.release.replicas
 
 
 class Pin(Spec):

@@ -12,6 +12,7 @@ from reconciler.spec.policy import AlarmsFile, GatesFile, OptimizerFile, PrPolic
 from reconciler.spec.recipe import RecipeFile
 from reconciler.spec.release import Promotions, Release
 from reconciler.spec.result import Result, TrafficLine
+from reconciler.spec.scaling import ScalingFile
 from reconciler.spec.workload import WorkloadsFile
 
 FILE_KINDS: dict[str, tuple[type[BaseModel], str]] = {
@@ -27,6 +28,7 @@ FILE_KINDS: dict[str, tuple[type[BaseModel], str]] = {
     "gates": (GatesFile, "policies/gates.yaml"),
     "optimizer": (OptimizerFile, "policies/optimizer.yaml"),
     "pr": (PrPolicyFile, "policies/pr.yaml"),
+    "scaling": (ScalingFile, "policies/scaling.yaml"),
     "result": (Result, "results/<recipe>/<hardware>/<id>.json, results/published/*.jsonl lines"),
     "traffic": (TrafficLine, "a line of a traffic shape (.jsonl)"),
 }

@@ -47,6 +47,8 @@ ALARM_SERIES = EngineSeries(
         "kv_usage": Series("sglang:token_usage"),
         "error_rate": Series("sglang:num_aborted_requests_total"),
     },
+    prompt_tokens=Series("sglang:prompt_tokens_total"),
+    generation_tokens=Series("sglang:generation_tokens_total"),
 )
 
 # SGLang 0.5.9's admission reservation (PyPI wheel sglang-0.5.9 = tag v0.5.9):

@@ -57,6 +57,8 @@ ALARM_SERIES = EngineSeries(
             "http_requests_total", {"handler": GENERATION_ROUTES, "status": "5xx"}
         ),
     },
+    prompt_tokens=Series("vllm:prompt_tokens_total"),
+    generation_tokens=Series("vllm:generation_tokens_total"),
 )
 
 

@@ -1,26 +1,81 @@
 """Adapter: the stop steps — free (units nothing wants, whose GPUs and ports new units may be
-placed on) and trim (what a deployment no longer needs, after its router let it go)."""
+placed on) and trim (what a deployment no longer needs — a scale-down, a moved unit — after
+its router let it go: it drains first, in-flight requests finishing up to a grace time)."""
 
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 
-from reconciler.reconcile.plan import Action
-from reconciler.reconcile.steps.context import Context, fleet_of
+from reconciler.engines.units import Metrics, Unit
+from reconciler.fleet.drivers.registry import rules_of
+from reconciler.reconcile import probes
+from reconciler.reconcile.desired import DesiredDeployment
+from reconciler.reconcile.plan import Action, Wave
+from reconciler.reconcile.steps.context import Context, deployment_key, fleet_of
 
 
-def stop_all(ctx: Context, actions: list[Action]) -> None:
-    """Routers first, then engines (a router never sends to an engine stopped under it)."""
+def stop_all(
+    ctx: Context, actions: list[Action], deployments: Sequence[DesiredDeployment] = ()
+) -> None:
+    """Routers first, then engines (a router never sends to an engine stopped under it). An
+    engine trimmed from a deployment that still runs waits until its in-flight requests
+    finish, or its grace: the deployment's scaling policy's, else the applier's."""
+    by_key = {d.key: d for d in deployments}
     routers = [a for a in actions if a.role == "router"]
     engines = [a for a in actions if a.role != "router"]
     for batch in (routers, engines):
-        ctx.each(functools.partial(_stop_one, ctx), batch, fleet_of)
+        ctx.each(functools.partial(_stop_one, ctx, by_key), batch, fleet_of)
 
 
-def _stop_one(ctx: Context, action: Action) -> None:
+def _stop_one(
+    ctx: Context, by_key: dict[tuple[str, str, str], DesiredDeployment], action: Action
+) -> None:
     if ctx.stopping():
         return
+    deployment = by_key.get(deployment_key(action))
+    if action.wave == Wave.TRIM and action.role != "router" and deployment is not None:
+        _drain(ctx, deployment, action)
     ctx.tell(f"- stop {action.unit} on {action.host} ({action.reason})")
     stop = functools.partial(ctx.stop, action.fleet, action.host, action.unit)
     if ctx.guard(action.unit, stop):
         ctx.report.count("stop")
+
+
+def _drain(ctx: Context, deployment: DesiredDeployment, action: Action) -> None:
+    """Out of its router already (the routers were synced before the trim): wait until the
+    engine has no request in flight, up to the grace time."""
+    probe = _probe(ctx, deployment, action)
+    if probe is None:
+        return
+    grace = ctx.options.drain_grace
+    if deployment.bounds is not None:
+        policy = ctx.repo.policies.scaling.get(deployment.bounds.policy)
+        grace = policy.down.drain_grace if policy is not None else grace
+    ctx.tell(f"  drain {action.unit} on {action.host} (up to {grace:g}s)")
+    drained = probes.wait_until(
+        lambda: (probes.in_flight(probe) or 0) == 0, grace, interval=0.1, abort=ctx.stopping
+    )
+    if drained:
+        ctx.report.count("drain")
+
+
+def _probe(ctx: Context, deployment: DesiredDeployment, action: Action) -> Unit | None:
+    """The leaving engine as a unit to ask for its requests in flight: its deployment's
+    engines export their metrics the same way, on the port the record names."""
+    record = action.running
+    sibling = next(
+        (u.unit for u in deployment.units if u.unit.role == action.role and u.unit.metrics),
+        None,
+    )
+    fleet = ctx.repo.fleets.get(action.fleet)
+    host = next((h for h in fleet.hosts if h.name == action.host), None) if fleet else None
+    if record is None or record.port is None or sibling is None or sibling.metrics is None:
+        return None
+    if fleet is None or host is None or sibling.port != sibling.metrics.port:
+        return None  # metrics on a port of their own: not known for the record
+    address = rules_of(fleet).address(host)
+    metrics = Metrics(port=record.port, path=sibling.metrics.path, running=sibling.metrics.running)
+    return sibling.model_copy(
+        update={"host": action.host, "address": address, "port": record.port, "metrics": metrics}
+    )
