@@ -14,6 +14,7 @@ from pydantic import ValidationError
 from rich.table import Table
 from rich.text import Text
 
+from reconciler.catalog.latency import format_ms
 from reconciler.catalog.workloads import profile_for
 from reconciler.cli.common import JsonOption, RepoOption, console, load, print_json
 from reconciler.cli.recipe import find_recipe
@@ -368,3 +369,92 @@ def _render(
 
 def _interval(interval: Interval | None) -> str:
     return f"{interval.lo:,.1f}–{interval.hi:,.1f}" if interval else ""
+
+
+PeakOption = Annotated[
+    float | None,
+    typer.Option("--peak", min=0.001, help="The traffic's busiest arrival rate, requests/s."),
+]
+TroughOption = Annotated[
+    float | None,
+    typer.Option("--trough", min=0.0, help="The traffic's quietest arrival rate, requests/s."),
+]
+PolicyOption = Annotated[
+    str, typer.Option("--policy", help="A scaling policy of policies/scaling.yaml.")
+]
+
+
+@app.command()
+def capacity(
+    recipe_id: RecipeOption,
+    workload: Annotated[
+        str, typer.Option("--workload", help="A profile of catalog/workloads.yaml.")
+    ],
+    hardware_id: HardwareOption = None,
+    policy_name: PolicyOption = "default",
+    peak: PeakOption = None,
+    trough: TroughOption = None,
+    repo: RepoOption = Path("."),
+    as_json: JsonOption = False,
+) -> None:
+    """What one replica serves at an elastic stage's latency targets (the scaling policy's; a
+    stage's latency alarms replace them), as the autoscaler predicts it; with --peak (and
+    --trough), the replica bounds that traffic needs (docs/scaling.md)."""
+    from reconciler.rollout.capacity import replica_capacity, targets
+    from reconciler.spec.scaling import suggested_bounds
+
+    loaded = load(repo)
+    recipe = find_recipe(loaded, recipe_id)
+    hardware, chosen = _chosen_hardware(loaded, recipe, hardware_id)
+    policy = loaded.policies.scaling.get(policy_name)
+    if policy is None:
+        known = ", ".join(sorted(loaded.policies.scaling))
+        raise NotFound(f"no scaling policy '{policy_name}' (known: {known})")
+    profile = profile_for(workload, list(loaded.workloads.values()))
+    sample = traffic.workload(profile, 1000)
+    lengths = (
+        round(sum(r.prompt for r in sample) / len(sample)),
+        round(sum(r.output for r in sample) / len(sample)),
+    )
+    wanted = targets(policy, {})
+    found = replica_capacity(recipe, hardware, loaded.models[recipe.model], *lengths, wanted)
+    per_replica = found * policy.target_utilization if found is not None else None
+    bounds = suggested_bounds(per_replica, peak, trough)
+    if as_json:
+        print_json(
+            {
+                "simulated": True,
+                "recipe": recipe.id,
+                "hardware": hardware.id,
+                "workload": workload,
+                "lengths": {"input": lengths[0], "output": lengths[1]},
+                "targets": [{"metric": m, "stat": s, "max_s": v} for m, s, v in wanted],
+                "capacity_rps": found,
+                "target_utilization": policy.target_utilization,
+                "per_replica_rps": per_replica,
+                "bounds": bounds,
+            }
+        )
+        return
+    held = ", ".join(f"{m.upper()} {s} ≤ {format_ms(v * 1000)}" for m, s, v in wanted)
+    console.print(
+        Text.assemble(("SIMULATED", "bold"), f" — {recipe.id} on {hardware.id}, {workload}")
+    )
+    console.print(f"hardware {chosen}", markup=False, highlight=False)
+    if found is None or per_replica is None:
+        console.print(f"one replica does not hold {held} at any rate", markup=False)
+        raise typer.Exit(1)
+    console.print(
+        f"mean lengths {lengths[0]:,} in / {lengths[1]:,} out: one replica holds "
+        f"{found:.3g} req/s at {held}; policy {policy_name} runs it at "
+        f"{policy.target_utilization:.0%}: {per_replica:.3g} req/s per replica",
+        markup=False,
+        highlight=False,
+    )
+    if bounds is not None:
+        console.print(
+            f"for {trough or 0:g}–{peak:g} req/s: replicas: {{ min: {bounds['min']}, "
+            f"max: {bounds['max']}, policy: {policy_name} }}",
+            markup=False,
+            highlight=False,
+        )

@@ -4,6 +4,8 @@ inside them. Git owns the bounds and the policy; the bot owns the count between 
 
 from __future__ import annotations
 
+import math
+
 from pydantic import Field, PositiveInt, model_validator
 
 from reconciler.spec.base import Duration, Slug, Spec
@@ -92,3 +94,15 @@ def with_replicas(
     if not isinstance(topology, AggregatedTopology):
         return topology
     return topology.model_copy(update={"replicas": count})
+
+
+def suggested_bounds(
+    per_replica_rps: float | None, peak: float | None, trough: float | None
+) -> dict[str, int] | None:
+    """The bounds a traffic between `trough` and `peak` requests/s needs at `per_replica_rps`
+    each: max holds the peak, min the trough (at least 1); None without a peak or a capacity."""
+    if per_replica_rps is None or per_replica_rps <= 0 or peak is None:
+        return None
+    most = max(1, math.ceil(peak / per_replica_rps - 1e-9))
+    least = max(1, math.ceil((trough or 0.0) / per_replica_rps - 1e-9))
+    return {"min": min(least, most), "max": most}
