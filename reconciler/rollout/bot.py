@@ -13,10 +13,11 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from reconciler.engines.units import Unit
 from reconciler.forge.protocol import Forge
 from reconciler.reconcile import probes
 from reconciler.reconcile.desired import DesiredDeployment
-from reconciler.reconcile.plan import ActionKind
+from reconciler.reconcile.plan import Action, ActionKind, Wave
 from reconciler.reconcile.snapshot import Snapshot
 from reconciler.rollout.evidence import alarm_value
 from reconciler.rollout.promote import Promoter
@@ -30,16 +31,38 @@ from reconciler.spec.release import Release, Stage
 
 def stage_ready(snap: Snapshot, deployments: list[DesiredDeployment], fleets: list[str]) -> bool:
     """Every fleet of the stage has its deployment, the plan left it as it is, and every
-    replica answers its readiness probe: warm, not merely launched."""
+    replica answers its readiness probe: warm, not merely launched. An elastic deployment's
+    replicas beyond its minimum come and go with the traffic: starting or stopping one is not
+    a change of what the stage runs (the bake goes on), and they are not waited for."""
     if sorted(d.fleet for d in deployments) != sorted(fleets):
         return False
-    keys = {d.key for d in deployments}
+    by_key = {d.key: d for d in deployments}
     if any(
-        (a.release, a.stage, a.fleet) in keys and a.kind != ActionKind.KEEP
+        a.kind != ActionKind.KEEP and not _scaling(a, by_key.get((a.release, a.stage, a.fleet)))
         for a in snap.plan.actions
+        if (a.release, a.stage, a.fleet) in by_key
     ):
         return False
-    return all(probes.is_ready(u.unit) for d in deployments for u in d.units)
+    return all(
+        probes.is_ready(u.unit) for d in deployments for u in d.units if not _extra(d, u.unit)
+    )
+
+
+def _extra(deployment: DesiredDeployment, unit: Unit) -> bool:
+    """A replica an elastic deployment runs beyond its minimum."""
+    bounds = deployment.bounds
+    return bounds is not None and unit.role == "aggregated" and unit.replica >= bounds.min
+
+
+def _scaling(action: Action, deployment: DesiredDeployment | None) -> bool:
+    """A start of a new replica, or the stop of one no longer wanted, beyond the minimum of
+    an elastic deployment: the autoscaler's, not a change of revision."""
+    if deployment is None or deployment.bounds is None or action.role != "aggregated":
+        return False
+    if action.replica < deployment.bounds.min:
+        return False
+    started = action.kind == ActionKind.START and action.running is None
+    return started or (action.kind == ActionKind.STOP and action.wave == Wave.TRIM)
 
 
 class RolloutBot:
