@@ -49,6 +49,14 @@ def leave_note(env: dict[str, str], note: dict[str, Any]) -> None:
     agent.lease(LEASE, "a-bot", 0, release=True, note=note)
 
 
+def make_elastic(repo: GitRepo) -> None:
+    """The canary keeps 1 to 8 replicas; the local fleet has 3 GPUs free (13 for trials)."""
+    bounds = "  - name: canary\n    replicas: {min: 1, max: 8}\n"
+    repo.replace(RELEASE, "  - name: canary\n", bounds)
+    repo.replace("fleets/local.yaml", "trial_gpus: 8", "trial_gpus: 13")
+    repo.commit("chat-8b: the canary elastic, 1 to 8 replicas")
+
+
 def test_status_shows_an_elastic_stage_at_the_count_the_bot_keeps(
     git_repo: GitRepo, tmp_path: Path
 ) -> None:
@@ -66,11 +74,7 @@ def test_status_shows_an_elastic_stage_at_the_count_the_bot_keeps(
     assert "0/2 " in text and "replicas" not in text and "(1–8)" not in text
 
     # elastic between 1 and 8; 3 GPUs free: the bot's 4 are 3 placed and 1 pending
-    git_repo.replace(
-        RELEASE, "  - name: canary\n", "  - name: canary\n    replicas: {min: 1, max: 8}\n"
-    )
-    git_repo.replace("fleets/local.yaml", "trial_gpus: 8", "trial_gpus: 13")
-    git_repo.commit("chat-8b: the canary elastic, 1 to 8 replicas")
+    make_elastic(git_repo)
     [row] = json.loads(denv(git_repo, env, "status", "--json"))["deployments"]
     assert row["bounds"] == {"min": 1, "max": 8, "policy": "default"}
     assert (row["replicas"], row["pending_replicas"]) == (3, 1)
