@@ -17,6 +17,7 @@ from reconciler.reconcile.loop import LEASE
 from reconciler.rollout.state import RolloutState
 from tests.reconcile.conftest import GitRepo, git_repo
 from tests.rollout.test_status_cli import denv
+from tests.ui.looked import reconcile, stop_units
 
 __all__ = ["git_repo"]  # the fixture
 
@@ -98,3 +99,23 @@ def test_status_shows_an_elastic_stage_at_the_count_the_bot_keeps(
         f"  {KEY}: 2 → 4: {WHY} (arrival 26 req/s, capacity 9.7 req/s per replica, "
         "waiting 3, KV 45%, 1 serving)"
     ), lines
+
+
+def test_a_count_inside_the_bounds_is_never_drift(git_repo: GitRepo, tmp_path: Path) -> None:
+    """A bot runs the canary at 3 (its minimum then); git lowers the minimum to 1: the 3
+    replicas that run are inside the new bounds, what the bot keeps, not drift — though the
+    release's topology says 2."""
+    env = {**os.environ, "DENV_HOME": str(tmp_path / "home"), "DENV_CACHE": str(git_repo.cache)}
+    env.pop("DENV_REPO", None)
+    bounds = "  - name: canary\n    replicas: {min: 3, max: 8}\n"
+    git_repo.replace(RELEASE, "  - name: canary\n", bounds)
+    git_repo.commit("chat-8b: the canary elastic, 3 to 8 replicas")
+    try:
+        reconcile(git_repo.path, git_repo.cache, tmp_path / "home")
+        git_repo.replace(RELEASE, "{min: 3, max: 8}", "{min: 1, max: 8}")
+        git_repo.commit("chat-8b: the canary down to 1 replica when idle")
+        [row] = json.loads(denv(git_repo, env, "status", "--json"))["deployments"]
+        assert (row["replicas"], row["scale"], row["drift"]) == (3, "3 (1–8)", ""), row  # none
+        assert row["scaling"] is not None and row["scaling"]["reason"]  # the bot's decision
+    finally:
+        stop_units(tmp_path / "home")
