@@ -28,7 +28,13 @@ from reconciler.reconcile.apply import ApplyOptions
 from reconciler.reconcile.loop import BotMetrics, PassResult, Reconciler
 from reconciler.reconcile.source import GitSource
 from reconciler.rollout.hooks import bot_hooks
-from reconciler.rollout.overview import Overview, drift_text, look, ready_text, status_lines
+from reconciler.rollout.overview import (
+    drift_text,
+    look,
+    ready_text,
+    scaling_history,
+    status_lines,
+)
 from reconciler.rollout.scaled import event_line
 
 if TYPE_CHECKING:
@@ -167,13 +173,13 @@ def status(
     drivers = Drivers(warn=lambda m: print(f"warning: {m}", file=sys.stderr))
     source = GitSource(repo, cache_dir(), branch="main")
     try:
+        if events:
+            _events(*scaling_history(source, drivers), as_json)
+            return
         with terminal.console(stderr=True).status("observing"):
             seen = look(source, drivers, stages=True)
     finally:
         drivers.close()
-    if events:
-        _events(seen, as_json)
-        return
     if as_json:
         print_json(seen.as_json())
         return
@@ -206,11 +212,10 @@ def status(
         console.print(line, markup=False)
 
 
-def _events(seen: Overview, as_json: bool) -> None:
+def _events(head: str, found: list[dict[str, Any]], as_json: bool) -> None:
     """`denv status --events`: the scaling decisions the bots' notes keep, oldest first."""
-    found = seen.scale_events()
     if as_json:
-        print_json({"head": seen.head, "events": found})
+        print_json({"head": head, "events": found})
         return
     for event in found:
         console.print(event_line(event), markup=False, soft_wrap=True)

@@ -172,6 +172,15 @@ def release_stages(
     return loaded, head, rows, kept, why
 
 
+def scaling_history(source: GitSource, drivers: Drivers) -> tuple[str, list[dict[str, Any]]]:
+    """`denv status --events`: (the head, every scaling decision the bots' notes on the
+    releases' fleets keep, oldest first), without observing the fleets."""
+    source.sync()
+    head = source.resolve()
+    loaded = source.repo_at(head)
+    return head, scale_events(fleet_notes(loaded, release_fleets(loaded), drivers).values())
+
+
 def parity_of(note: dict[str, Any] | None) -> dict[str, Any]:
     """'release/stage' -> deploy-time parity, from a bot's note."""
     found: dict[str, Any] = ((note or {}).get("checks") or {}).get("parity") or {}
