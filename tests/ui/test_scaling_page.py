@@ -11,11 +11,13 @@ from html import unescape
 from pathlib import Path
 
 import pytest
+from playwright.sync_api import expect
 
 from reconciler.ui.charts import replicas_chart
 from reconciler.ui.state import UiState
 from tests.reconcile.conftest import GitRepo, git_repo
 from tests.rollout.test_status_scaling import KEY, WHY, leave_note, make_elastic, scaling_note
+from tests.ui.conftest import Pages, screenshot
 from tests.ui.looked import look
 from tests.ui.test_server import get, serve
 
@@ -66,3 +68,20 @@ def test_the_chart_steps_at_each_decision_and_says_so() -> None:
     assert 'aria-label="a: replicas 1→2; arrival 5–9 req/s"' in svg
     assert "no scaling decision yet" in str(replicas_chart([(0.0, 1)], [], "a"))
     assert "&lt;b&gt;" in str(replicas_chart([(0.0, 1), (1.0, 2)], [], "<b>"))
+
+
+def test_the_scaling_history_fits_a_phone_and_a_desktop(elastic: UiState, pages: Pages) -> None:
+    """In Chromium: the chart is drawn and the decisions' table scrolls in its own box, the
+    page never wider than the screen."""
+    for url in serve(elastic):
+        for phone in (False, True):
+            page = pages(phone=phone)
+            answer = page.goto(url + "releases/chat-8b")
+            assert answer is not None and answer.status == 200
+            block = page.locator(f'[data-deployment="{KEY}"]')
+            expect(block.locator("svg.scaling polyline.replicas")).to_be_visible()
+            expect(block.locator("table.events tbody tr")).to_have_count(2)
+            size = page.viewport_size
+            assert size is not None
+            assert page.evaluate("document.documentElement.scrollWidth") <= size["width"]
+            screenshot(page, "release-elastic-phone" if phone else "release-elastic")
