@@ -1,6 +1,7 @@
 """CLI: `denv reconcile` (the bot: make the fleets match git, once or in a loop) and `denv
 status` (per release, stage and fleet: what should run, what runs, ready, drift — planned as
-the bot plans, with the rollback overrides it keeps)."""
+the bot plans, with the rollback overrides and the elastic stages' counts it keeps; with
+`--events`, every scaling decision the bots recorded)."""
 
 from __future__ import annotations
 
@@ -27,7 +28,14 @@ from reconciler.reconcile.apply import ApplyOptions
 from reconciler.reconcile.loop import BotMetrics, PassResult, Reconciler
 from reconciler.reconcile.source import GitSource
 from reconciler.rollout.hooks import bot_hooks
-from reconciler.rollout.overview import drift_text, look, status_lines
+from reconciler.rollout.overview import (
+    drift_text,
+    look,
+    ready_text,
+    scaling_history,
+    status_lines,
+)
+from reconciler.rollout.scaled import event_line
 
 if TYPE_CHECKING:
     from reconciler.cli.ui import Beside
@@ -147,12 +155,27 @@ def _pass_json(result: PassResult) -> dict[str, Any]:
     }
 
 
-def status(repo: LocationOption = ".", as_json: JsonOption = False) -> None:
-    """Per release, stage and fleet: desired and running revision, replicas ready/desired,
-    the stage's state, endpoint, drift and the bot's last error."""
+def status(
+    repo: LocationOption = ".",
+    events: Annotated[
+        bool,
+        typer.Option(
+            "--events",
+            help="Every scaling decision of the elastic stages instead (time, deployment, "
+            "from → to, why and the signal values), oldest first.",
+        ),
+    ] = False,
+    as_json: JsonOption = False,
+) -> None:
+    """Per release, stage and fleet: desired and running revision, replicas ready/desired
+    (an elastic stage's within its bounds, '3/4 (1–8)'), the stage's state, endpoint, drift
+    and the bot's last error; under the table, why each elastic stage runs its count."""
     drivers = Drivers(warn=lambda m: print(f"warning: {m}", file=sys.stderr))
     source = GitSource(repo, cache_dir(), branch="main")
     try:
+        if events:
+            _events(*scaling_history(source, drivers), as_json)
+            return
         with terminal.console(stderr=True).status("observing"):
             seen = look(source, drivers, stages=True)
     finally:
@@ -179,7 +202,7 @@ def status(repo: LocationOption = ".", as_json: JsonOption = False) -> None:
             row["fleet"],
             (row["desired_revision"] or "—")[:12],
             ",".join(r[:12] for r in row["running_revisions"]) or "—",
-            "?" if row["ready"] is None else f"{row['ready']}/{row['replicas']}",
+            ready_text(row),
             row["state"],
             row["endpoint"] or "—",
             drift_text(row),
@@ -187,3 +210,14 @@ def status(repo: LocationOption = ".", as_json: JsonOption = False) -> None:
     print_table(table)
     for line in status_lines(seen):
         console.print(line, markup=False)
+
+
+def _events(head: str, found: list[dict[str, Any]], as_json: bool) -> None:
+    """`denv status --events`: the scaling decisions the bots' notes keep, oldest first."""
+    if as_json:
+        print_json({"head": head, "events": found})
+        return
+    for event in found:
+        console.print(event_line(event), markup=False, soft_wrap=True)
+    if not found:
+        console.print("no scaling decision recorded (no elastic stage, or no bot has run)")

@@ -1,6 +1,6 @@
 """Adapter: what the bot keeps with its lease note (the `checks` of its last pass: parity's
-verdicts and the rollout's state), read without taking the lease — for `denv status` and
-`denv rollout status`, which show what the bot runs."""
+verdicts, the rollout's state, the autoscaler's counts and decisions), read without taking
+the lease — for `denv status` and `denv rollout status`, which show what the bot runs."""
 
 from __future__ import annotations
 
@@ -28,9 +28,8 @@ def bot_checks(
         spec = repo.fleets.get(name)
         if spec is None or not spec.hosts:
             continue
-        driver = drivers.get(spec)
         try:
-            note = driver.lease(LEASE, "status", 0, peek=True).note
+            note = drivers.get(spec).lease(LEASE, "status", 0, peek=True).note
         except DenvError as exc:
             why = f"fleet {name}: {exc}"
             continue
@@ -39,3 +38,18 @@ def bot_checks(
             return dict(checks), ""
         why = "no bot has run the stages yet"
     return None, why
+
+
+def fleet_notes(repo: Repo, fleets: Iterable[str], drivers: Drivers) -> dict[str, Any]:
+    """fleet -> the note of the bot's last pass there (None: no bot ran there; {'error': …}:
+    the note was not read)."""
+    notes: dict[str, Any] = {}
+    for name in fleets:
+        spec = repo.fleets.get(name)
+        if spec is None:
+            continue
+        try:
+            notes[name] = drivers.get(spec).lease(LEASE, "status", 0, peek=True).note
+        except DenvError as exc:
+            notes[name] = {"error": str(exc)}  # not a pass: the note is not known
+    return notes

@@ -1,7 +1,8 @@
 """Adapter: what `denv status` and `denv rollout status` show, gathered once for both and for
 `denv ui` (one source of truth): git's head, the fleets as observed, the plan's drift per
-release, stage and fleet, the bot's notes (parity, its last pass), hosts that did not answer,
-rollback overrides in force, and each release's stages as `rollout status` words them."""
+release, stage and fleet (elastic ones at the count the bot keeps), the bot's notes (parity,
+its last pass, its scaling decisions), hosts that did not answer, rollback overrides in force,
+and each release's stages as `rollout status` words them."""
 
 from __future__ import annotations
 
@@ -13,18 +14,26 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from reconciler.errors import DenvError, UsageError
+from reconciler.errors import UsageError
 from reconciler.fleet.drivers.registry import Drivers
 from reconciler.reconcile import probes
-from reconciler.reconcile.loop import LEASE, planned_fleets
+from reconciler.reconcile.desired import Counts, Desired
+from reconciler.reconcile.loop import planned_fleets
 from reconciler.reconcile.plan import ActionKind
 from reconciler.reconcile.reach import FleetReach, Streaks, dump, earliest, parse, track
 from reconciler.reconcile.render import queued as queued_action
 from reconciler.reconcile.revisions import Stages
 from reconciler.reconcile.snapshot import Snapshot, snapshot
 from reconciler.reconcile.source import GitSource
-from reconciler.rollout.kept import bot_checks, release_fleets
+from reconciler.rollout.kept import bot_checks, fleet_notes, release_fleets
 from reconciler.rollout.revisions import Revisions, adjust_stages
+from reconciler.rollout.scaled import (
+    kept_counts,
+    kept_scaling,
+    scale_events,
+    scale_line,
+    scaling_of,
+)
 from reconciler.rollout.state import RolloutState
 from reconciler.rollout.status import (
     Override,
@@ -78,6 +87,10 @@ class Overview:
         )
         return fleet_state(words, row["drift"] if row else None, self.notes.get(fleet) is not None)
 
+    def scale_events(self) -> list[dict[str, Any]]:
+        """Every scaling decision the bots' notes keep, oldest first (`denv status --events`)."""
+        return scale_events(self.notes.values())
+
     def as_json(self) -> dict[str, Any]:
         """What `denv status --json` prints."""
         return {
@@ -116,11 +129,17 @@ def look(source: GitSource, drivers: Drivers, stages: bool = False) -> Overview:
         rolled.extend(overrides(named, adjusted, state))
         return adjusted
 
-    snap = snapshot(source, drivers, adjust=as_the_bot_runs)
-    notes = _notes(snap, drivers)
+    def as_the_bot_counts(desired: Desired, observations: object) -> Counts:
+        """The bot's `scale` hook, as it last decided: elastic deployments at its counts."""
+        counts = kept_counts(kept[0][0] if kept else None)
+        return {d.key: counts[d.key] for d in desired.deployments if d.key in counts and d.bounds}
+
+    snap = snapshot(source, drivers, adjust=as_the_bot_runs, scale=as_the_bot_counts)
+    notes = fleet_notes(snap.repo, planned_fleets(snap), drivers)
     now = time.time()
     reach = _reach(snap, notes, source.label, now)
-    found = Overview(snap, _rows(snap, reach), notes, reach, rolled, now)
+    rows = _rows(snap, reach, kept_scaling(notes.values()))
+    found = Overview(snap, rows, notes, reach, rolled, now)
     checks, why = kept[0] if kept else (None, "no bot has run the stages yet")
     found.rollout = RolloutState.model_validate(checks["rollout"]) if checks else None
     found.rollout_why = why
@@ -153,6 +172,15 @@ def release_stages(
     return loaded, head, rows, kept, why
 
 
+def scaling_history(source: GitSource, drivers: Drivers) -> tuple[str, list[dict[str, Any]]]:
+    """`denv status --events`: (the head, every scaling decision the bots' notes on the
+    releases' fleets keep, oldest first), without observing the fleets."""
+    source.sync()
+    head = source.resolve()
+    loaded = source.repo_at(head)
+    return head, scale_events(fleet_notes(loaded, release_fleets(loaded), drivers).values())
+
+
 def parity_of(note: dict[str, Any] | None) -> dict[str, Any]:
     """'release/stage' -> deploy-time parity, from a bot's note."""
     found: dict[str, Any] = ((note or {}).get("checks") or {}).get("parity") or {}
@@ -169,6 +197,8 @@ def status_lines(seen: Overview) -> list[str]:
             lines.append(f"{row['release']}/{row['stage']} on {row['fleet']}: {row['error']}")
         for unit, why in sorted(row["queued"].items()):
             lines.append(f"{unit} on {row['fleet']}: pending in the queue ({why})")
+        if (scaled := scale_line(row)) is not None:
+            lines.append(scaled)
     lines += [override.text() for override in seen.overrides]
     lines += [parity_line(key, found) for key, found in sorted(seen.parity().items())]
     for fleet, note in sorted(seen.notes.items()):
@@ -197,6 +227,17 @@ def parity_line(key: str, found: dict[str, Any]) -> str:
     return line
 
 
+def ready_text(row: dict[str, Any]) -> str:
+    """READY: '2/2'; an elastic deployment's with git's bounds and what is pending,
+    '3/4 (1–8)', '0/3 (1–8) +1 pending'."""
+    if row["ready"] is None:
+        return "?"
+    text = f"{row['ready']}/{row['replicas']}"
+    if row["bounds"] is not None:
+        text += f" ({row['bounds']['min']}–{row['bounds']['max']})"
+    return text + (f" +{row['pending_replicas']} pending" if row["pending_replicas"] else "")
+
+
 def drift_text(row: dict[str, Any]) -> str:
     if row["drift"] is None:
         return "unknown: unreachable"
@@ -205,9 +246,13 @@ def drift_text(row: dict[str, Any]) -> str:
     return drift + (f" ({down} host{'s' * (down > 1)} unreachable)" if down else "")
 
 
-def _rows(snap: Snapshot, reach: dict[str, FleetReach]) -> list[dict[str, Any]]:
+def _rows(
+    snap: Snapshot, reach: dict[str, FleetReach], scaling: dict[str, dict[str, Any]]
+) -> list[dict[str, Any]]:
     """One row per release, stage and fleet; on a fleet none of whose hosts answered, ready
-    and drift are None (not known), with `unreachable_since`."""
+    and drift are None (not known), with `unreachable_since`. An elastic deployment's row
+    has its bounds, its count in words (`scale`), what is pending and the bot's last
+    decision (`scaling`, from its note)."""
     rows = []
     deployments = {(d.release, d.stage, d.fleet): d for d in snap.desired.deployments}
     for group in snap.plan.groups:
@@ -225,6 +270,7 @@ def _rows(snap: Snapshot, reach: dict[str, FleetReach]) -> list[dict[str, Any]]:
         if queued := [a for a in actions if queued_action(a)]:
             drift["pending"] = len(queued)  # not there yet: the scheduler holds the job
         found = reach.get(group.fleet)
+        key = f"{group.release}/{group.stage}/{group.fleet}"
         whole = found is not None and found.whole
         rows.append(
             {
@@ -245,22 +291,13 @@ def _rows(snap: Snapshot, reach: dict[str, FleetReach]) -> list[dict[str, Any]]:
                 "queued": {a.unit: a.reason.removeprefix("pending: ") for a in queued},
                 "unreachable_hosts": sorted(found.unreached) if found is not None else [],
                 "unreachable_since": found.since if whole and found is not None else None,
+                "bounds": group.bounds.model_dump() if group.bounds is not None else None,
+                "pending_replicas": group.pending_replicas,
+                "scale": group.scale,
+                "scaling": scaling_of(scaling.get(key)) if group.bounds is not None else None,
             }
         )
     return rows
-
-
-def _notes(snap: Snapshot, drivers: Drivers) -> dict[str, Any]:
-    """The last pass the bot recorded with each fleet's lease."""
-    notes: dict[str, Any] = {}
-    for fleet in planned_fleets(snap):
-        spec = snap.repo.fleets[fleet]
-        driver = drivers.get(spec)
-        try:
-            notes[fleet] = driver.lease(LEASE, "status", 0, peek=True).note
-        except DenvError as exc:
-            notes[fleet] = {"error": str(exc)}  # not a pass: the note is not known
-    return notes
 
 
 def _reach(snap: Snapshot, notes: dict[str, Any], label: str, now: float) -> dict[str, FleetReach]:

@@ -1,5 +1,6 @@
 """Views: the overview (every release × stage × fleet) and a release's page (its stages as a
-pipeline, promotions and rollbacks with their PRs, bake evidence, alarm history). They read
+pipeline, promotions and rollbacks with their PRs, bake evidence, alarm history, elastic
+deployments' replicas over time). They read
 the last look (ui/state.py) and say things in the words of `denv status` and `denv rollout
 status` (rollout/overview.py, rollout/status.py)."""
 
@@ -8,11 +9,18 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from reconciler.rollout.overview import Overview, drift_text, parity_line, status_lines
+from reconciler.rollout.overview import (
+    Overview,
+    drift_text,
+    parity_line,
+    ready_text,
+    status_lines,
+)
 from reconciler.rollout.state import StageRecord
 from reconciler.rollout.status import StageStatus
 from reconciler.ui.charts import sparkline
 from reconciler.ui.pulls import pr_link
+from reconciler.ui.scaling import scaling_views
 from reconciler.ui.site import NotFoundPage, Page
 from reconciler.ui.state import UiState
 
@@ -81,6 +89,7 @@ def overview(state: UiState, params: Mapping[str, str]) -> Page:
                             "running": row["running_revisions"] if row else [],
                             "ready": row["ready"] if row else None,
                             "replicas": row["replicas"] if row else 0,
+                            "ready_text": ready_text(row) if row else "?",
                             "drift": drift_text(row) if row else "—",
                             "endpoint": row["endpoint"] if row else None,
                             **common,
@@ -123,6 +132,7 @@ def release(state: UiState, params: Mapping[str, str]) -> Page:
                 "pin_pr": pr_link(state, pin.pr) if pin is not None else None,
                 "record": record,
                 "evidence": record.evidence if record is not None else [],
+                "scaling": scaling_views(seen, name, stage.name, stage.fleets),
                 "charts": [
                     (alarm, sparkline([(r.at, r.values.get(alarm)) for r in history], alarm))
                     for alarm in alarms

@@ -190,6 +190,38 @@ def test_on_github_through_the_fake(github: GitHubSetup) -> None:
     assert (check.name, check.conclusion) == ("denv plan", "success")
 
 
+def test_a_bounds_change_shows_in_the_plan_comment(github: GitHubSetup) -> None:
+    """Git owns an elastic stage's bounds: a pull request raising the canary's minimum from
+    1 to 2 replicas is reviewed like any change, its plan comment saying the count within
+    the new bounds."""
+    work = github.work
+    elastic = (
+        (work / RELEASE)
+        .read_text()
+        .replace("  - name: canary\n", "  - name: canary\n    replicas: {min: 1, max: 8}\n")
+    )
+    commit_file(work, RELEASE, elastic, "chat-8b: the canary elastic, 1 to 8 replicas")
+    git(work, "push", "-q", "origin", "main")
+    git(work, "checkout", "-q", "-B", "min-2", "main")
+    head = commit_file(work, RELEASE, elastic.replace("min: 1", "min: 2"), "chat-8b: min 2")
+    git(work, "push", "-q", "origin", "min-2")
+    git(work, "checkout", "-q", "main")
+    number = github.fake.open_pull("min-2", "chat-8b: at least 2 replicas", author="ada")
+    env = {
+        "DENV_FORGE": "github",
+        "GITHUB_REPOSITORY": github.fake.full_name,
+        "GITHUB_API_URL": github.fake.api_url,
+        "DENV_GITHUB_TOKEN": TOKEN,
+    }
+    run = denv(work, "plan", "--pr", str(number), env=env)
+    assert run.returncode == 0, run.stderr
+    [body] = github.fake.comment_bodies(number)
+    assert body.startswith(f"<!-- denv:plan -->\n### denv plan for `{head[:12]}` against `main`")
+    [title] = [line for line in body.splitlines() if "chat-8b / canary / local" in line]
+    assert title.endswith(" — replicas 2 (2–8)**"), body
+    assert "+ chat-8b.canary.local.aggregated-1 " in body and "aggregated-2" not in body
+
+
 def test_a_plan_that_missed_hosts_is_neutral_and_names_them() -> None:
     """`denv plan` exits 1 when a host did not answer; the check says so without blocking
     the merge (a pull request that takes the dead host out must be able to land)."""
