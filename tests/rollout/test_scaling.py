@@ -248,3 +248,13 @@ def test_the_history_keeps_the_last_events_and_reads_junk_as_empty() -> None:
     assert len(kept) == MAX_EVENTS and kept[0] == {"at": 50.0}
     assert History.of("junk") == History(events=None)
     assert History.of({"changed_at": True, "events": [1, {"at": 2}]}) == History(events=[{"at": 2}])
+
+
+def test_pressure_asks_for_nothing_more_while_a_replica_is_pending() -> None:
+    """Queues on the two that run cannot be helped by asking again for the third that has no
+    GPU: the count stays (and so does the pending ask); a prediction may still ask for more."""
+    busy = Signals(serving=2, waiting=4)
+    assert once(busy, count=3, pending=1) == (3, "4 requests waiting on a replica")
+    assert once(busy, count=3, pending=0) == (4, "4 requests waiting on a replica")
+    more = Signals(serving=2, waiting=4, arrival_rps=24.0, capacity_rps=10.0)  # needs 5
+    assert once(more, count=3, pending=1)[0] == 5
