@@ -327,7 +327,8 @@ def _place(
             )
         lookup = _Lookup(memo, key, (sized, context, revision))
         try:
-            units = placer.add(sized, context, lookup)
+            grow = bounds.max - replicas if bounds is not None else 0
+            units = placer.add(sized, context, lookup, grow)
         except DenvError:
             if replicas <= (bounds.min if bounds is not None else 0):
                 raise

@@ -4,7 +4,8 @@ policy and what it decided before (docs/scaling.md).
 Predictive: the arrival rate over what one replica serves at the stage's latency targets (the
 simulator's capacity for the recipe, the hardware and the observed lengths), each replica run
 at the policy's `target_utilization`. Reactive: requests waiting on the busiest replica, its
-KV cache, or an alarm of the stage over its threshold ask for one more than runs. The count
+KV cache, or an alarm of the stage over its threshold ask for one more than runs (pending
+replicas do not run: while one is pending, the pressure asks for nothing more). The count
 stays within git's bounds. Hysteresis: up after `up.delay` of asking, down only after
 `down.delay` of every signal allowing it *and* `down.delay` after the last change, with 10%
 headroom on the prediction, so a count never reverses within the down delay. Replicas asked
@@ -119,8 +120,8 @@ def decide(
     need = needed(policy, signals)
     busy = pressure(policy, signals)
     want, why = count, "steady"
-    if busy is not None:
-        want, why = max(count + 1, need or 0), busy
+    if busy is not None:  # one more, unless one asked for has not arrived yet
+        want, why = max(count + (0 if pending else 1), need or 0), busy
     elif need is not None:
         want = need
         why = f"{signals.arrival_rps:.3g} req/s over {signals.capacity_rps:.3g} per replica"

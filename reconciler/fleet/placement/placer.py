@@ -112,21 +112,24 @@ class FleetPlacer:
         deployment: Deployment,
         context: EngineContext,
         known: Callable[[Placement], list[Unit] | None] = lambda _placement: None,
+        grow: int = 0,
     ) -> list[Unit]:
         """The deployment's units, placed; what they use is held for the next deployments.
         `known` may give the units of a placement it has seen with the same inputs (they are
-        not built again). PlacementError or EngineError when it cannot run; nothing is held
-        then."""
+        not built again); `grow` replicas more that it may scale to keep their ports free
+        (an elastic deployment's max). PlacementError or EngineError when it cannot run;
+        nothing is held then."""
         key = (deployment.release, deployment.stage, deployment.fleet)
         prefix = unit_id(*key, "")
         placement = self._as_running(deployment, prefix) or self.book.place_deployment(
             deployment, self.rules, self.base_port, prefix
         )
-        placement = self.ports.choose(placement, key, self.routers.get(key), self.base_port)
+        spare = grow * len(placement.slots) // len({(s.role, s.replica) for s in placement.slots})
+        placement = self.ports.choose(placement, key, self.routers.get(key), self.base_port, spare)
         units = known(placement) or launch_units(deployment, self.fleet, placement, context)
         if card_of(self.fleet).ONE_JOB_PER_REPLICA:
             units = one_unit_per_replica(units)
-        self.ports.take(placement, key)
+        self.ports.take(placement, key, spare)
         # A running unit being replaced on other GPUs keeps its old ones held too, until the
         # roll stops it (the book holds every unit's GPUs as the agents report them).
         for unit in units:

@@ -4,6 +4,8 @@ A deployment's placement lays its ports out from one base port (the router's blo
 block per slot: reconciler.fleet.placement.slots). Here each deployment gets the base it already
 runs at when that is still free, else the lowest base whose blocks are free on every host
 they land on. Ports of processes the plan will stop first are free; every other unit's are not.
+An elastic deployment is placed anew with the blocks of the replicas it may grow by kept free
+after its last one, so that scaling up never moves it (its router is the endpoint clients use).
 """
 
 from __future__ import annotations
@@ -40,9 +42,14 @@ class PortBook:
             if not any(port in block for block in blocks):
                 ports.setdefault(port, OTHER_PROCESS)
 
-    def _blocks(self, placement: Placement, delta: int) -> list[tuple[str, int]]:
+    def _blocks(self, placement: Placement, delta: int, spare: int = 0) -> list[tuple[str, int]]:
+        """The router's block, each slot's, and `spare` more after the last slot's on each
+        host the slots are on (where more replicas of the deployment would go first)."""
         first = [(placement.router.host, placement.router.port + delta)]
-        return first + [(slot.host, slot.port + delta) for slot in placement.slots]
+        last = max(slot.port for slot in placement.slots) + delta
+        hosts = sorted({slot.host for slot in placement.slots})
+        grown = [(host, last + PORT_BLOCK * k) for k in range(1, spare + 1) for host in hosts]
+        return first + [(slot.host, slot.port + delta) for slot in placement.slots] + grown
 
     def _free(self, blocks: list[tuple[str, int]], owner: Hashable) -> bool:
         for host, start in blocks:
@@ -55,22 +62,30 @@ class PortBook:
         return True
 
     def choose(
-        self, placement: Placement, owner: Hashable, preferred: int | None, base: int
+        self,
+        placement: Placement,
+        owner: Hashable,
+        preferred: int | None,
+        base: int,
+        spare: int = 0,
     ) -> Placement:
         """`placement` moved to `preferred` (where the deployment runs now) when its blocks
-        are free there, else to the lowest free base from `base`. Nothing is held yet."""
+        are free there, else to the lowest free base from `base`; `spare` blocks after its
+        last slot's free too (where it runs, only if they are: a neighbour stays). Nothing
+        is held yet."""
         span = max(slot.port for slot in placement.slots) + PORT_BLOCK - placement.router.port
-        candidates = [preferred] if preferred is not None else []
-        candidates += range(base, LAST_PORT + 2 - span, PORT_BLOCK)
-        for start in candidates:
+        tries = [(preferred, spare), (preferred, 0)] if preferred is not None else []
+        tries += [(start, spare) for start in range(base, LAST_PORT + 2 - span, PORT_BLOCK)]
+        for start, extra in tries:
             delta = start - placement.router.port
-            blocks = self._blocks(placement, delta)
-            if start + span <= LAST_PORT + 1 and self._free(blocks, owner):
+            blocks = self._blocks(placement, delta, extra)
+            if start + span + extra * PORT_BLOCK <= LAST_PORT + 1 and self._free(blocks, owner):
                 return shifted(placement, delta)
         raise PlacementError(f"no free block of {span} ports from port {base} on its hosts")
 
-    def take(self, placement: Placement, owner: Hashable) -> None:
-        for host, port in self._blocks(placement, 0):
+    def take(self, placement: Placement, owner: Hashable, spare: int = 0) -> None:
+        """Hold the placement's blocks, and its `spare` ones where nobody holds them."""
+        for host, port in self._blocks(placement, 0, spare):
             self.hold(host, port, owner)
 
 
