@@ -6,13 +6,14 @@ load from the official openai client."""
 from __future__ import annotations
 
 import subprocess
+import sys
 from collections.abc import Callable
 
 from tests.e2e.load import light_load
 from tests.e2e.test_reconcile import Lab, endpoint, lab
 from tests.labs.elastic import elastic_release, row, scaled
 from tests.labs.operated import actions_done
-from tests.labs.sshd import ssh_lab
+from tests.labs.sshd import SshLab, SshServer, ssh_lab
 
 __all__ = ["lab", "ssh_lab"]  # the fixtures
 
@@ -63,3 +64,43 @@ def test_replicas_follow_the_load_and_drain_on_the_way_down(lab: Lab) -> None:
     assert calm.failed == []
     last = row(lab.status(), "lab")
     assert (last["replicas"], last["ready"], last["drift"]) == (1, 1, ""), last
+
+
+def duo_fleet(lab: SshLab, servers: dict[str, SshServer]) -> str:
+    """Fleet `duo`: the lab's two hosts, one GPU each."""
+    hosts = "".join(
+        f"    - {{ name: duo-h{i}, address: {servers[name].address}, gpus: 1 }}\n"
+        for i, name in enumerate(("lab", "lab2"))
+    )
+    return (
+        "fleet:\n  name: duo\n  provider: test\n  hardware: h200\n  simulated: true\n"
+        f"  python: {sys.executable}\n  transport: ssh\n"
+        f"  ssh: {{ user: root, key_file: {lab.client_key}, known_hosts: {lab.known_hosts}, "
+        f"connect_timeout: 2 }}\n  hosts:\n{hosts}"
+    )
+
+
+def test_a_full_host_sends_new_replicas_to_the_next_and_pending_ones_go_first(lab: Lab) -> None:
+    """One GPU on each of two hosts: the second replica goes to the other host; a third has
+    no GPU anywhere — pending, never counted, the stage serving — and is given up as soon as
+    the load falls, by a bot started again (each pass is one), ten minutes before a replica
+    that runs could go."""
+    lab.repo.write("fleets/duo.yaml", duo_fleet(lab.ssh, lab.servers))
+    elastic_release(lab.repo, "duo", policy="held")
+    lab.reconcile()
+    url = endpoint(lab.status(), "duo")
+    with light_load(url, workers=8, max_tokens=64) as heavy:
+        heavy.more(8, "traffic on one replica")
+        up = passes(lab, lambda: len(engines(lab) + engines(lab, "lab2")) == 2, most=3)
+        assert decisions(up)[:1] == [(1, 2)]
+        assert (len(engines(lab)), len(engines(lab, "lab2"))) == (1, 1)
+        full = [lab.reconcile(), lab.reconcile()]
+        heavy.more(8, "traffic on two hosts")
+    assert decisions(full) == [(2, 3)], [r.stdout + r.stderr for r in full]  # asked once
+    shown = row(lab.status(), "duo")
+    assert (shown["replicas"], shown["ready"], shown["drift"]) == (2, 2, ""), shown
+    assert heavy.failed == []
+    calm = lab.reconcile()
+    assert decisions([calm]) == [(3, 2)], calm.stdout + calm.stderr
+    assert "pending given up" in calm.stdout + calm.stderr
+    assert (len(engines(lab)), len(engines(lab, "lab2"))) == (1, 1)  # both still serve
