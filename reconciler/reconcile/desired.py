@@ -172,14 +172,16 @@ Counts = Mapping[DeploymentKey, int]  # elastic deployments: the replica count t
 
 def running_replicas(observations: Mapping[str, FleetObservation]) -> dict[DeploymentKey, int]:
     """How many aggregated replicas each deployment has on its fleet now (started, starting,
-    or a job the scheduler holds): an elastic stage's count, read from the fleets, so that a
-    bot that restarts carries on from the count it left."""
+    or a job the scheduler holds; not a job that ended, which the queue remembers a while
+    after a scale-down cancelled it): an elastic stage's count, read from the fleets, so that
+    a bot that restarts carries on from the count it left."""
     replicas: dict[DeploymentKey, set[str]] = {}
     for name, found in observations.items():
         for seen in found.hosts.values():
             for record in seen.units:
                 key = fleet_key(record, name)
-                if key is not None and record.labels.get("role") == "aggregated":
+                aggregated = record.labels.get("role") == "aggregated"
+                if key is not None and aggregated and not record.ended_job:
                     replicas.setdefault(key, set()).add(record.labels.get("replica", ""))
     return {key: len(indices) for key, indices in replicas.items()}
 

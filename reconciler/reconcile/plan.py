@@ -162,7 +162,7 @@ def plan(desired: Desired, observed: ObservedUnits) -> Plan:
             match = _match(found, unit.host)
             actions.append(_pair(unit, match, room))
             for host, record in found:
-                if _ended_job(record):
+                if record.ended_job:
                     continue  # nothing runs to stop
                 if match is None or record is not match[1]:
                     why = f"{unit.id} runs on {unit.host}" + (" now" if match is None else "")
@@ -266,11 +266,6 @@ def _stop(record: UnitRecord, host: str, wave: Wave, reason: str) -> Action:
     )
 
 
-def _ended_job(record: UnitRecord) -> bool:
-    """A scheduler's job that ended (the queue remembers it a while): nothing to stop."""
-    return record.queue is not None and not record.alive and not record.pending
-
-
 def _int(text: str | None) -> int:
     return int(text) if text is not None and text.isdigit() else 0
 
@@ -291,7 +286,7 @@ def _leftovers(
             assert key is not None  # only labelled records were collected
             if key not in covered:
                 covered[key] = any(error.covers(key) for error in desired.errors)
-            if covered[key] or _ended_job(record):
+            if covered[key] or record.ended_job:
                 continue
             release, stage, fleet = key
             if key in wanted:

@@ -58,6 +58,7 @@ class _Counters:
 class _Deployment:
     history: History
     count: int | None = None  # the last decided count (until the fleets run it)
+    asked: int | None = None  # the count the bot before this one asked for (its note)
     reason: str = ""
     signals: Signals | None = None
     lengths: tuple[int, int] | None = None  # mean input and output tokens lately
@@ -116,7 +117,8 @@ class Autoscaler:
         }
 
     def _restore(self, state: Any) -> None:
-        """On the bot's first pass that read a note: the histories it kept."""
+        """On the bot's first pass that read a note: the histories it kept, and the counts it
+        asked for (a restarted bot knows which replicas are pending, and gives them up)."""
         if self._restored or not isinstance(state, dict):
             return
         self._restored = True
@@ -128,9 +130,12 @@ class Autoscaler:
                 self._counters.setdefault(url, [r for r in found if r is not None])
         for key, data in (state.get("deployments") or {}).items():
             if isinstance(key, str) and key not in self._deployments:
-                reason = data.get("reason") if isinstance(data, dict) else None
+                kept = data if isinstance(data, dict) else {}
+                reason, count = kept.get("reason"), kept.get("count")
                 self._deployments[key] = _Deployment(
-                    History.of(data), reason=reason if isinstance(reason, str) else ""
+                    History.of(data),
+                    asked=count if isinstance(count, int) and not isinstance(count, bool) else None,
+                    reason=reason if isinstance(reason, str) else "",
                 )
 
     def _count(
@@ -147,6 +152,10 @@ class Autoscaler:
         assert bounds is not None
         key = "/".join(deployment.key)
         mine = self._deployments.setdefault(key, _Deployment(History()))
+        if mine.count is None and mine.asked is not None:
+            # more than run: replicas that never came (pending, given up when fewer will do);
+            # fewer: a scale-down it did not finish, decided again from what runs
+            mine.count = max(mine.asked, deployment.replicas)
         policy = repo.policies.scaling.get(bounds.policy)
         policy = policy or repo.policies.scaling.get(DEFAULT_POLICY) or ScalingPolicy()
         count = bounds.clamp(mine.count if mine.count is not None else deployment.replicas)

@@ -1,5 +1,7 @@
 """Real OpenSSH servers for tests: on loopback ports, or each in a network namespace of its
-own with an address from 10.231.0.0/16 on a veth pair this module creates.
+own with an address from 10.231.0.0/16 on a veth pair this module creates; the namespaces of
+one lab reach each other through this machine (the hosts of one fleet talk: a router on one,
+engines on the others).
 
 Each server gets a generated host key and one authorized test key; `stop()` tears everything
 down (processes, namespaces, links), also when a test failed. No traffic can leave the machine:
@@ -170,6 +172,11 @@ class SshLab:
         route = run("ip", "route", "get", inner)
         if f"dev {outside}" not in route:  # never let test traffic leave this machine
             raise RuntimeError(f"route to {inner} does not use {outside}: {route}")
+        # the lab's hosts reach each other (a router on one, engines on another), through
+        # this machine, which forwards what comes in on these links only, and nothing else
+        via = ("via", f"{subnet}.{near}")
+        run("ip", "netns", "exec", namespace, "ip", "route", "add", f"{subnet}.0/24", *via)
+        Path(f"/proc/sys/net/ipv4/conf/{outside}/forwarding").write_text("1\n")
         return inner, namespace
 
     def stop(self) -> None:

@@ -5,8 +5,10 @@ reason; an ended job nothing wants is not stopped."""
 from __future__ import annotations
 
 from reconciler.fleet.model.observed import UnitRecord
+from reconciler.reconcile.desired import running_replicas
 from reconciler.reconcile.plan import ActionKind, Plan, plan
 from reconciler.reconcile.render import render_text
+from tests.labs.release import release_yaml
 from tests.reconcile.conftest import GitRepo, applied, desired_of, observation
 
 ENGINE_0 = "chat-8b.canary.local.aggregated-0"
@@ -57,3 +59,21 @@ def test_an_ended_job_nothing_wants_is_not_stopped(git_repo: GitRepo) -> None:
     )
     result = planned(git_repo, [*records, (records[0][0], gone)])
     assert result.empty, [(a.kind, a.unit) for a in result.actions]
+
+
+def test_an_elastic_count_read_from_jobs_counts_pending_ones_and_not_ended_ones(
+    git_repo: GitRepo,
+) -> None:
+    """One job per replica: one running, one the queue holds, one the scheduler ended (the
+    queue remembers it a while after a scale-down cancelled it) — two replicas."""
+    git_repo.write("releases/chat-8b/denv.yaml", release_yaml(replicas=3))
+    git_repo.commit("chat-8b: three replicas")
+    records = applied(desired_of(git_repo, {"local": observation([])}))
+    running, held, ended, router = records
+    jobs = [
+        *as_jobs([running]),
+        *as_jobs([held], queue="PENDING", queue_reason="Resources", alive=False),
+        *as_jobs([ended], queue="CANCELLED", alive=False, exited_at=1.0),
+        router,
+    ]
+    assert running_replicas({"local": observation(jobs)}) == {("chat-8b", "canary", "local"): 2}

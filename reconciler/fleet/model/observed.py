@@ -84,6 +84,12 @@ class UnitRecord(Observed):
         """Waiting in the scheduler's queue: neither running nor ended."""
         return self.queue == "PENDING"
 
+    @property
+    def ended_job(self) -> bool:
+        """A scheduler's job that ended (the queue remembers it a while): neither a unit that
+        runs nor one to stop."""
+        return self.queue is not None and not self.alive and not self.pending
+
 
 class HostObservation(Observed):
     host: str

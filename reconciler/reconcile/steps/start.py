@@ -44,7 +44,7 @@ def _start_one(ctx: Context, action: Action) -> bool:
                 f"{record.restarts} restarts): next start in {left:.0f}s"
             )
             return False
-    ended = record is not None and record.queue is not None and not record.pending
+    ended = record is not None and record.ended_job
     ctx.tell(f"+ start {action.unit} on {action.host}" + (f" ({action.reason})" * ended))
     if ended:  # the scheduler ended its job: the pass says so
         ctx.report.resubmit(f"{action.unit} ({action.reason})")

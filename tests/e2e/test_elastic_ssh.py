@@ -1,0 +1,106 @@
+"""Elastic stages on SSH hosts, end to end: `denv reconcile --once` passes (each a bot that
+starts again, reading the count from the fleets and its history from the lease note) scale
+simulator engines behind the real sglang-router on sshd hosts in network namespaces, under
+load from the official openai client."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Callable
+
+from tests.e2e.load import light_load
+from tests.e2e.test_reconcile import Lab, endpoint, lab
+from tests.labs.elastic import elastic_release, row, scaled
+from tests.labs.operated import actions_done
+from tests.labs.sshd import SshLab, SshServer, ssh_lab
+
+__all__ = ["lab", "ssh_lab"]  # the fixtures
+
+
+def passes(lab: Lab, done: Callable[[], bool], most: int) -> list[subprocess.CompletedProcess[str]]:
+    """Reconcile passes until `done()` holds after one, at most `most` of them."""
+    found = []
+    while len(found) < most:
+        found.append(lab.reconcile())
+        if done():
+            return found
+    raise AssertionError("\n".join(p.stdout + p.stderr for p in found))
+
+
+def engines(lab: Lab, fleet: str = "lab") -> list[str]:
+    return [u.id for u in lab.units(fleet) if u.alive and not u.id.endswith("router")]
+
+
+def decisions(runs: list[subprocess.CompletedProcess[str]]) -> list[tuple[int, int]]:
+    return [step for run in runs for step in scaled(run.stdout + run.stderr)]
+
+
+def test_replicas_follow_the_load_and_drain_on_the_way_down(lab: Lab) -> None:
+    elastic_release(lab.repo, "lab")
+    lab.reconcile()
+    first = row(lab.status(), "lab")
+    assert (first["replicas"], first["ready"], first["drift"]) == (1, 1, ""), first
+    url = endpoint(lab.status())
+    with light_load(url, workers=8, max_tokens=64) as heavy:
+        heavy.more(8, "traffic on one replica")
+        up = passes(lab, lambda: len(engines(lab)) == 3, most=4)
+        heavy.more(8, "traffic on three replicas")
+    assert decisions(up)[:2] == [(1, 2), (2, 3)], [r.stdout for r in up]
+    for run in up[:2]:  # each new replica joined the router once it was ready
+        assert {"start": 1, "router-add": 1}.items() <= actions_done(run.stdout).items(), (
+            "\n=====\n".join(r.stdout + r.stderr for r in up)
+        )
+    three = row(lab.status(), "lab")
+    assert (three["replicas"], three["ready"], three["drift"]) == (3, 3, ""), three
+    assert heavy.failed == []
+    # two workers, longer answers: requests in flight on every replica, none waiting
+    with light_load(url, workers=2, max_tokens=64) as calm:
+        calm.more(4, "traffic on three replicas, calm")
+        down = passes(lab, lambda: len(engines(lab)) == 1, most=6)
+        calm.more(4, "traffic on one replica")
+    assert decisions(down) == [(3, 2), (2, 1)], [r.stdout for r in down]
+    assert sum(actions_done(r.stdout).get("drain", 0) for r in down) == 2
+    assert calm.failed == []
+    last = row(lab.status(), "lab")
+    assert (last["replicas"], last["ready"], last["drift"]) == (1, 1, ""), last
+
+
+def duo_fleet(lab: SshLab, servers: dict[str, SshServer]) -> str:
+    """Fleet `duo`: the lab's two hosts, one GPU each."""
+    hosts = "".join(
+        f"    - {{ name: duo-h{i}, address: {servers[name].address}, gpus: 1 }}\n"
+        for i, name in enumerate(("lab", "lab2"))
+    )
+    return (
+        "fleet:\n  name: duo\n  provider: test\n  hardware: h200\n  simulated: true\n"
+        f"  python: {sys.executable}\n  transport: ssh\n"
+        f"  ssh: {{ user: root, key_file: {lab.client_key}, known_hosts: {lab.known_hosts}, "
+        f"connect_timeout: 2 }}\n  hosts:\n{hosts}"
+    )
+
+
+def test_a_full_host_sends_new_replicas_to_the_next_and_pending_ones_go_first(lab: Lab) -> None:
+    """One GPU on each of two hosts: the second replica goes to the other host; a third has
+    no GPU anywhere — pending, never counted, the stage serving — and is given up as soon as
+    the load falls, by a bot started again (each pass is one), ten minutes before a replica
+    that runs could go."""
+    lab.repo.write("fleets/duo.yaml", duo_fleet(lab.ssh, lab.servers))
+    elastic_release(lab.repo, "duo", policy="held")
+    lab.reconcile()
+    url = endpoint(lab.status(), "duo")
+    with light_load(url, workers=8, max_tokens=64) as heavy:
+        heavy.more(8, "traffic on one replica")
+        up = passes(lab, lambda: len(engines(lab) + engines(lab, "lab2")) == 2, most=3)
+        assert decisions(up)[:1] == [(1, 2)]
+        assert (len(engines(lab)), len(engines(lab, "lab2"))) == (1, 1)
+        full = [lab.reconcile(), lab.reconcile()]
+        heavy.more(8, "traffic on two hosts")
+    assert decisions(full) == [(2, 3)], [r.stdout + r.stderr for r in full]  # asked once
+    shown = row(lab.status(), "duo")
+    assert (shown["replicas"], shown["ready"], shown["drift"]) == (2, 2, ""), shown
+    assert heavy.failed == []
+    calm = lab.reconcile()
+    assert decisions([calm]) == [(3, 2)], calm.stdout + calm.stderr
+    assert "pending given up" in calm.stdout + calm.stderr
+    assert (len(engines(lab)), len(engines(lab, "lab2"))) == (1, 1)  # both still serve

@@ -1,0 +1,53 @@
+"""An elastic chat-8b for the lab tests: its stage's replicas between bounds, scaled by policy
+`fast` (written into the test repository's policies/scaling.yaml) — reactive only, a decision
+every pass, down one replica a second after the last change, so that a few `denv reconcile
+--once` passes scale it up under load and down after it; `held` scales down only after ten
+minutes (what is given up at once, pending replicas, is all a test sees go). Each replica
+takes at most `max_batch` requests at once: more wait, and waiting asks for another one."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from tests.labs.release import release_yaml, stage
+from tests.reconcile.conftest import GitRepo
+
+FAST = """scaling:
+  fast:
+    interval: 0s
+    window: 5s
+    predictive: false
+    max_waiting_per_replica: 0
+    up: { delay: 0s, step: 1 }
+    down: { delay: 1s, step: 1, drain_grace: 30s }
+  held:
+    interval: 0s
+    predictive: false
+    max_waiting_per_replica: 0
+    up: { delay: 0s, step: 1 }
+    down: { delay: 10m, step: 1, drain_grace: 30s }
+"""
+BATCH = 2  # requests a replica runs at once: 8 workers keep some waiting on 3 replicas
+
+
+def elastic_release(
+    repo: GitRepo, fleets: str, low: int = 1, high: int = 3, gpus: int = 1, policy: str = "fast"
+) -> str:
+    """chat-8b's canary on `fleets`, replicas between `low` and `high` by `policy`."""
+    repo.write("policies/scaling.yaml", FAST)
+    bounds = f"replicas: {{ min: {low}, max: {high}, policy: {policy} }}"
+    text = release_yaml(stage("canary", fleets, bounds), replicas=low, batch=BATCH, gpus=gpus)
+    repo.write("releases/chat-8b/denv.yaml", text)
+    return repo.commit(f"chat-8b: elastic, {low} to {high} replicas")
+
+
+def scaled(output: str) -> list[tuple[int, int]]:
+    """The autoscaler's decisions a pass announced (`scale r/s/f: 1 → 2 (why)`), in order."""
+    return [(int(a), int(b)) for a, b in re.findall(r"scale \S+: (\d+) → (\d+) \(", output)]
+
+
+def row(status: dict[str, Any], fleet: str) -> dict[str, Any]:
+    """The deployment of chat-8b's canary on `fleet` in `denv status --json`."""
+    [found] = [d for d in status["deployments"] if d["fleet"] == fleet]
+    return found
