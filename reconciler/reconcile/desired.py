@@ -250,7 +250,9 @@ def _desired_units(
         runtimes = fleet_card.host_runtimes(fleet, hardware, observation, home)
         memo.fleet(name, (fleet, runtimes))
         sizes: set[int] = set()
-        for deployment, stage, repo in items:
+        # fixed counts first: an elastic deployment's replicas beyond what they need never
+        # take the GPUs a fixed one must have (it gets fewer, the rest pending)
+        for deployment, stage, repo in sorted(items, key=lambda item: item[0].bounds is not None):
             context = EngineContext(
                 hardware=hardware,
                 model=repo.models.get(deployment.recipe.model),

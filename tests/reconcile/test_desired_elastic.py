@@ -102,3 +102,15 @@ def test_scaling_up_keeps_the_router_where_it_runs_beside_another_deployment(
         p for d in before.values() for i, p in ports(d).items() if i.endswith("router")
     )
     assert routers[1] - routers[0] >= PORT_BLOCK * 4  # the router's block and three replicas'
+
+
+def test_a_fixed_count_is_placed_before_an_elastic_one_grows(git_repo: GitRepo) -> None:
+    """chat-8b (elastic, placed first by name) asks for every serving GPU; code-8b runs a
+    fixed replica: it gets its GPU, and chat-8b the rest, one replica pending."""
+    elastic(git_repo, "chat-8b", 1, 3)
+    git_repo.write("releases/code-8b/denv.yaml", release_yaml(model="code-8b", replicas=1))
+    git_repo.commit("an elastic release beside a fixed one")
+    seen = observation([], hosts={"localhost": 11}, busy={"localhost": set()})
+    found = by_key(desired_at(git_repo, seen, counts={CHAT: 3}))
+    assert found[CODE].replicas == 1
+    assert (found[CHAT].replicas, found[CHAT].pending_replicas) == (2, 1)
