@@ -62,6 +62,7 @@ LONGEST_FIRST = (
     "tests/e2e/test_reconcile.py",
     "tests/e2e/test_rollout.py",
     "tests/e2e/test_optimize.py",
+    "tests/e2e/test_elastic.py",
     "tests/slurm/test_reconcile.py",
     "tests/parity/test_targets.py",
     "tests/slurm/test_trials.py",

@@ -62,6 +62,9 @@ class _Deployment:
     reason: str = ""
     signals: Signals | None = None
     lengths: tuple[int, int] | None = None  # mean input and output tokens lately
+    # replicas asked for that did not fit when the last pass placed them (no free GPU): they
+    # are on no fleet, so a bot that starts again takes them from its note
+    pending: int = 0
 
 
 class Autoscaler:
@@ -96,9 +99,13 @@ class Autoscaler:
             counts[deployment.key] = self._count(repo, deployment, observations, kept, now)
         return counts
 
-    def state(self) -> dict[str, Any]:
-        """What the lease note keeps: each elastic deployment's count, why, and its events;
-        the engines' last counter reads (a `--once` bot's next run takes its rates from them)."""
+    def state(self, desired: Desired | None = None) -> dict[str, Any]:
+        """What the lease note keeps: each elastic deployment's count, why, its events and the
+        replicas of it that did not fit in `desired` (the pass's); the engines' last counter
+        reads (a `--once` bot's next run takes its rates from them)."""
+        for placed in desired.deployments if desired is not None else ():
+            if (mine := self._deployments.get("/".join(placed.key))) is not None:
+                mine.pending = placed.pending_replicas
         return {
             "version": STATE_VERSION,
             "counters": {
@@ -109,6 +116,7 @@ class Autoscaler:
                 key: {
                     **kept.history.as_dict(),
                     "count": kept.count,
+                    "pending": kept.pending,
                     "reason": kept.reason,
                     "signals": kept.signals.as_dict() if kept.signals else None,
                 }
@@ -132,10 +140,12 @@ class Autoscaler:
             if isinstance(key, str) and key not in self._deployments:
                 kept = data if isinstance(data, dict) else {}
                 reason, count = kept.get("reason"), kept.get("count")
+                pending = kept.get("pending")
                 self._deployments[key] = _Deployment(
                     History.of(data),
                     asked=count if isinstance(count, int) and not isinstance(count, bool) else None,
                     reason=reason if isinstance(reason, str) else "",
+                    pending=pending if isinstance(pending, int) and pending > 0 else 0,
                 )
 
     def _count(
@@ -147,7 +157,8 @@ class Autoscaler:
         now: float,
     ) -> int:
         """The count decided now, or the last one until the policy's interval has passed. The
-        count the fleets run is the last decision's; a bot that starts reads it from them."""
+        count the fleets run is the last decision's; a bot that starts reads it from them, and
+        the pending replicas (on no fleet) from its note."""
         bounds = deployment.bounds
         assert bounds is not None
         key = "/".join(deployment.key)
@@ -158,7 +169,8 @@ class Autoscaler:
             mine.count = max(mine.asked, deployment.replicas)
         policy = repo.policies.scaling.get(bounds.policy)
         policy = policy or repo.policies.scaling.get(DEFAULT_POLICY) or ScalingPolicy()
-        count = bounds.clamp(mine.count if mine.count is not None else deployment.replicas)
+        asked = deployment.replicas + mine.pending  # a bot that starts: its note adds the pending
+        count = bounds.clamp(mine.count if mine.count is not None else asked)
         decided = mine.history.decided_at
         if decided is not None and now - decided < policy.interval and mine.count is not None:
             return count

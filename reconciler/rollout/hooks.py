@@ -37,7 +37,7 @@ def bot_hooks(
             kept = bot.check(snap, kept, found)
         except DenvError as exc:  # the rollout waits for the next pass; what it kept stays
             say(f"rollout: {exc}")
-        return {"parity": found, "rollout": kept, "scaling": scaler.state()}
+        return {"parity": found, "rollout": kept, "scaling": scaler.state(snap.desired)}
 
     def adjust(stages: Stages, kept: dict[str, Any]) -> Stages:
         return adjust_stages(revisions, stages, kept)

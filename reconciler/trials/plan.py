@@ -26,7 +26,7 @@ from reconciler.fleet.model.observed import FleetObservation
 from reconciler.fleet.model.rules import FleetRules
 from reconciler.fleet.placement.gpus import place_on_trial_gpus
 from reconciler.fleet.placement.placer import host_states
-from reconciler.fleet.placement.ports import PortBook
+from reconciler.fleet.placement.ports import PortBook, address_of
 from reconciler.spec.base import Spec
 from reconciler.spec.fleet import Fleet
 from reconciler.spec.recipe import Recipe
@@ -154,9 +154,7 @@ def plan_trial(
         for record in seen.units:
             if record.port is not None:
                 ports.hold(host, record.port, record.id)
-        ports.hold_listeners(
-            host, seen.listening, (r.port for r in seen.units if r.port is not None)
-        )
+        ports.hold_listeners(host, seen, address_of(fleet, rules, host))
     placement = ports.choose(placement, ("trial", trial), None, trial_base_port(trial))
     home = rules.default_home()  # for hosts not observed
     kind = card_of(fleet)

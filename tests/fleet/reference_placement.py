@@ -18,7 +18,7 @@ from reconciler.errors import PlacementError
 from reconciler.fleet.model.labels import DeploymentKey, fleet_key, unit_id
 from reconciler.fleet.model.observed import FleetObservation
 from reconciler.fleet.model.rules import FleetRules
-from reconciler.fleet.placement.ports import PortBook
+from reconciler.fleet.placement.ports import PortBook, address_of
 from reconciler.spec.fit import domains
 from reconciler.spec.fleet import Fleet
 from reconciler.spec.recipe import Role
@@ -311,9 +311,7 @@ class FleetPlacer:
                     self.ports.hold(host, record.port, key)
                     if key is not None and record.labels.get("role") == "router":
                         self.routers[key] = record.port
-            self.ports.hold_listeners(
-                host, seen.listening, (r.port for r in seen.units if r.port is not None)
-            )
+            self.ports.hold_listeners(host, seen, address_of(fleet, rules, host))
 
     def add(self, deployment: Deployment, context: EngineContext) -> list[Unit]:
         """The deployment's units, placed; what they use is held for the next deployments.

@@ -51,6 +51,7 @@ def probe(simulated):
     found["home"] = HOME
     found["container_engine"] = next((e for e in ("docker", "podman") if shutil.which(e)), None)
     found["listening"] = sockets.listening_ports()
+    found["loopback_listening"] = sockets.loopback_only()
     return found
 
 

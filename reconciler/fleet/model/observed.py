@@ -3,6 +3,7 @@ agent reports them), and the hosts that did not answer, each with its cause."""
 
 from __future__ import annotations
 
+import ipaddress
 import posixpath
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -102,9 +103,21 @@ class HostObservation(Observed):
     home: str | None = None  # the agent's state folder (DENV_HOME) on the host
     container_engine: str | None = None  # docker or podman when on PATH
     listening: tuple[int, ...] = ()  # TCP ports some process listens on (denv's units too)
+    # of those, the ports held only on loopback addresses (127.0.0.0/8), by address
+    loopback_listening: dict[str, tuple[int, ...]] = {}
     # Takes nothing new, and what runs there moves elsewhere: a Slurm node drained or down.
     cordoned: str | None = None  # why (the scheduler's state and reason)
     scheduler_state: str | None = None  # a Slurm node's: idle, mixed, allocated, drained, …
+
+    def taken_ports(self, address: str) -> tuple[int, ...]:
+        """The listening ports a unit bound to `address` cannot take: all of them, except,
+        for a loopback address, those held only on other loopback addresses (local fleets on
+        addresses of their own share the machine, not their ports)."""
+        if not _loopback(address):
+            return self.listening
+        mine = set(self.loopback_listening.get(address, ()))
+        others = {p for a, ports in self.loopback_listening.items() if a != address for p in ports}
+        return tuple(p for p in self.listening if p in mine or p not in others)
 
     @field_validator("home")
     @classmethod
@@ -152,3 +165,10 @@ class FleetObservation:
         taken = {index for unit in seen.units if unit.alive for index in unit.gpus}
         busy = {gpu.index for gpu in seen.gpus if gpu.processes}
         return [gpu.index for gpu in seen.gpus if gpu.index not in taken | busy | (trial or set())]
+
+
+def _loopback(address: str) -> bool:
+    try:
+        return ipaddress.ip_address(address).is_loopback
+    except ValueError:
+        return False  # a name: whatever it resolves to, every listener counts

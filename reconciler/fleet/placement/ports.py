@@ -10,10 +10,13 @@ after its last one, so that scaling up never moves it (its router is the endpoin
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterable
+from collections.abc import Hashable
 
 from reconciler.engines.placement import PORT_BLOCK, Placement
 from reconciler.errors import PlacementError
+from reconciler.fleet.model.observed import HostObservation
+from reconciler.fleet.model.rules import FleetRules
+from reconciler.spec.fleet import Fleet
 
 LAST_PORT = 65535
 OTHER_PROCESS = ("another process",)  # the owner of a port no unit of denv explains
@@ -31,12 +34,12 @@ class PortBook:
         for number in range(port, port + PORT_BLOCK):
             ports.setdefault(number, owner)
 
-    def hold_listeners(
-        self, host: str, listening: Iterable[int], unit_ports: Iterable[int]
-    ) -> None:
+    def hold_listeners(self, host: str, seen: HostObservation, address: str | None) -> None:
         """Ports something listens on outside every unit's block (another program, or units of
-        another agent on the same machine) are nobody's to take."""
-        blocks = [range(port, port + PORT_BLOCK) for port in unit_ports]
+        another agent on the same machine) are nobody's to take — on `address`, the host's
+        (a port held only on another loopback address is free there)."""
+        listening = seen.taken_ports(address) if address is not None else seen.listening
+        blocks = [range(r.port, r.port + PORT_BLOCK) for r in seen.units if r.port is not None]
         ports = self._taken.setdefault(host, {})
         for port in listening:
             if not any(port in block for block in blocks):
@@ -95,3 +98,9 @@ def shifted(placement: Placement, delta: int) -> Placement:
     slots = [slot.model_copy(update={"port": slot.port + delta}) for slot in placement.slots]
     router = placement.router.model_copy(update={"port": placement.router.port + delta})
     return placement.model_copy(update={"slots": slots, "router": router})
+
+
+def address_of(fleet: Fleet, rules: FleetRules, host: str) -> str | None:
+    """The address units on `host` bind to; None for a host the fleet does not declare."""
+    found = next((h for h in fleet.hosts if h.name == host), None)
+    return rules.address(found) if found is not None else None
