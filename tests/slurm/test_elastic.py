@@ -54,6 +54,7 @@ def test_jobs_follow_the_load_and_a_held_one_is_pending_then_cancelled(
     calm = fleet.reconcile()
     assert decisions([calm]) == [(3, 2)], calm.stdout + calm.stderr
     assert "pending given up" in calm.stdout + calm.stderr
+    assert actions_done(calm.stdout) == {"stop": 1}  # scancel; nothing to drain: it never ran
     assert states(fleet) == {ENGINE + "0": "RUNNING", ENGINE + "1": "RUNNING"}
     with light_load(url, workers=2, max_tokens=64) as light:
         light.more(4, "traffic on two replicas, calm")
