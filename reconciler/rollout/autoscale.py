@@ -7,7 +7,8 @@ last read is the arrival rate and the traffic's lengths), the stage's alarms as 
 last read them, and the simulator's capacity of one replica for those lengths
 (rollout/capacity.py). Level-triggered: the count a deployment runs is read from the fleets
 (reconcile/desired.running_replicas), so a bot that restarts carries on from it; what is kept
-here (each deployment's decision history, its events) goes into the bot's lease note.
+here (each deployment's decision history, its events, the count it asked for) goes into the
+bot's lease note, from which a bot that restarts knows the replicas asked for that never came.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from reconciler.engines.base import url as base_url
 from reconciler.engines.units import EngineSeries, Series
 from reconciler.fleet.model.labels import DeploymentKey, fleet_key
 from reconciler.fleet.model.observed import FleetObservation
-from reconciler.reconcile.desired import Counts, Desired, DesiredDeployment
+from reconciler.reconcile.desired import Counts, Desired, DesiredDeployment, running_replicas
 from reconciler.reconcile.source import GitSource
 from reconciler.rollout.capacity import replica_capacity, targets
 from reconciler.rollout.scaling import History, Signals, decide
@@ -165,8 +166,11 @@ class Autoscaler:
         mine = self._deployments.setdefault(key, _Deployment(History()))
         if mine.count is None and mine.asked is not None:
             # more than run: replicas that never came (pending, given up when fewer will do);
-            # fewer: a scale-down it did not finish, decided again from what runs
-            mine.count = max(mine.asked, deployment.replicas)
+            # fewer: a scale-down it did not finish, decided again from what runs; none run:
+            # the stage starts afresh (removed from git and back), at its minimum
+            if running_replicas(observations).get(deployment.key):
+                mine.count = max(mine.asked, deployment.replicas)
+            mine.asked = None
         policy = repo.policies.scaling.get(bounds.policy)
         policy = policy or repo.policies.scaling.get(DEFAULT_POLICY) or ScalingPolicy()
         asked = deployment.replicas + mine.pending  # a bot that starts: its note adds the pending

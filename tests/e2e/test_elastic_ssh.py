@@ -5,35 +5,19 @@ load from the official openai client."""
 
 from __future__ import annotations
 
-import subprocess
 import sys
-from collections.abc import Callable
 
 from tests.e2e.load import light_load
 from tests.e2e.test_reconcile import Lab, endpoint, lab
-from tests.labs.elastic import elastic_release, row, scaled
+from tests.labs.elastic import decisions, elastic_release, passes, row
 from tests.labs.operated import actions_done
 from tests.labs.sshd import SshLab, SshServer, ssh_lab
 
 __all__ = ["lab", "ssh_lab"]  # the fixtures
 
 
-def passes(lab: Lab, done: Callable[[], bool], most: int) -> list[subprocess.CompletedProcess[str]]:
-    """Reconcile passes until `done()` holds after one, at most `most` of them."""
-    found = []
-    while len(found) < most:
-        found.append(lab.reconcile())
-        if done():
-            return found
-    raise AssertionError("\n".join(p.stdout + p.stderr for p in found))
-
-
 def engines(lab: Lab, fleet: str = "lab") -> list[str]:
     return [u.id for u in lab.units(fleet) if u.alive and not u.id.endswith("router")]
-
-
-def decisions(runs: list[subprocess.CompletedProcess[str]]) -> list[tuple[int, int]]:
-    return [step for run in runs for step in scaled(run.stdout + run.stderr)]
 
 
 def test_replicas_follow_the_load_and_drain_on_the_way_down(lab: Lab) -> None:

@@ -8,8 +8,11 @@ takes at most `max_batch` requests at once: more wait, and waiting asks for anot
 from __future__ import annotations
 
 import re
+import subprocess
+from collections.abc import Callable
 from typing import Any
 
+from tests.labs.operated import Operated
 from tests.labs.release import release_yaml, stage
 from tests.reconcile.conftest import GitRepo
 
@@ -42,9 +45,24 @@ def elastic_release(
     return repo.commit(f"chat-8b: elastic, {low} to {high} replicas")
 
 
-def scaled(output: str) -> list[tuple[int, int]]:
-    """The autoscaler's decisions a pass announced (`scale r/s/f: 1 → 2 (why)`), in order."""
-    return [(int(a), int(b)) for a, b in re.findall(r"scale \S+: (\d+) → (\d+) \(", output)]
+def passes(
+    lab: Operated, done: Callable[[], bool], most: int
+) -> list[subprocess.CompletedProcess[str]]:
+    """`denv reconcile --once` passes until `done()` holds after one, at most `most` of them."""
+    found = []
+    while len(found) < most:
+        found.append(lab.reconcile())
+        if done():
+            return found
+    raise AssertionError("\n".join(p.stdout + p.stderr for p in found))
+
+
+def decisions(runs: list[subprocess.CompletedProcess[str]]) -> list[tuple[int, int]]:
+    """The autoscaler's decisions the passes announced (`scale r/s/f: 1 → 2 (why)`), in order."""
+    pattern = r"scale \S+: (\d+) → (\d+) \("
+    return [
+        (int(a), int(b)) for run in runs for a, b in re.findall(pattern, run.stdout + run.stderr)
+    ]
 
 
 def row(status: dict[str, Any], fleet: str) -> dict[str, Any]:

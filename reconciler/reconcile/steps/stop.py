@@ -62,15 +62,18 @@ def _drain(ctx: Context, deployment: DesiredDeployment, action: Action) -> None:
 
 def _probe(ctx: Context, deployment: DesiredDeployment, action: Action) -> Unit | None:
     """The leaving engine as a unit to ask for its requests in flight: its deployment's
-    engines export their metrics the same way, on the port the record names."""
+    engines export their metrics the same way, on the port the record names. None for one
+    that does not run (exited, or a job the scheduler never started): nothing in flight."""
     record = action.running
+    if record is None or not record.alive:
+        return None
     sibling = next(
         (u.unit for u in deployment.units if u.unit.role == action.role and u.unit.metrics),
         None,
     )
     fleet = ctx.repo.fleets.get(action.fleet)
     host = next((h for h in fleet.hosts if h.name == action.host), None) if fleet else None
-    if record is None or record.port is None or sibling is None or sibling.metrics is None:
+    if record.port is None or sibling is None or sibling.metrics is None:
         return None
     if fleet is None or host is None or sibling.port != sibling.metrics.port:
         return None  # metrics on a port of their own: not known for the record
