@@ -21,6 +21,9 @@ def engines(lab: Lab, fleet: str = "lab") -> list[str]:
 
 
 def test_replicas_follow_the_load_and_drain_on_the_way_down(lab: Lab) -> None:
+    """Bounds 1–3 on a 4-GPU host: under load one replica more a pass, each started and then
+    added to the router; a count inside the bounds is no drift. After the load, one fewer a
+    pass (a second apart), each out of the router and drained first: no request fails."""
     elastic_release(lab.repo, "lab")
     lab.reconcile()
     first = row(lab.status(), "lab")
@@ -31,7 +34,7 @@ def test_replicas_follow_the_load_and_drain_on_the_way_down(lab: Lab) -> None:
         up = passes(lab, lambda: len(engines(lab)) == 3, most=4)
         heavy.more(8, "traffic on three replicas")
     assert decisions(up)[:2] == [(1, 2), (2, 3)], [r.stdout for r in up]
-    for run in up[:2]:  # each new replica joined the router once it was ready
+    for run in [r for r in up if decisions([r])]:  # each new replica joined the router once ready
         assert {"start": 1, "router-add": 1}.items() <= actions_done(run.stdout).items(), (
             "\n=====\n".join(r.stdout + r.stderr for r in up)
         )

@@ -64,16 +64,29 @@ def test_an_ended_job_nothing_wants_is_not_stopped(git_repo: GitRepo) -> None:
 def test_an_elastic_count_read_from_jobs_counts_pending_ones_and_not_ended_ones(
     git_repo: GitRepo,
 ) -> None:
-    """One job per replica: one running, one the queue holds, one the scheduler ended (the
-    queue remembers it a while after a scale-down cancelled it) — two replicas."""
-    git_repo.write("releases/chat-8b/denv.yaml", release_yaml(replicas=3))
-    git_repo.commit("chat-8b: three replicas")
+    """One job per replica: one running, one whose node boots, one the queue holds, one the
+    scheduler ended (the queue remembers it a while after a scale-down cancelled it) — three
+    replicas."""
+    git_repo.write("releases/chat-8b/denv.yaml", release_yaml(replicas=4))
+    git_repo.commit("chat-8b: four replicas")
     records = applied(desired_of(git_repo, {"local": observation([])}))
-    running, held, ended, router = records
+    running, booting, held, ended, router = records
     jobs = [
         *as_jobs([running]),
+        *as_jobs([booting], queue="CONFIGURING", alive=False),
         *as_jobs([held], queue="PENDING", queue_reason="Resources", alive=False),
         *as_jobs([ended], queue="CANCELLED", alive=False, exited_at=1.0),
         router,
     ]
-    assert running_replicas({"local": observation(jobs)}) == {("chat-8b", "canary", "local"): 2}
+    assert running_replicas({"local": observation(jobs)}) == {("chat-8b", "canary", "local"): 3}
+
+
+def test_a_job_whose_node_boots_is_stopped_when_nothing_wants_it(git_repo: GitRepo) -> None:
+    """CONFIGURING (a cloud node powering up) holds its node: no ended job, so cancelled."""
+    records = applied(desired_of(git_repo, {"local": observation([])}))
+    booting = records[0][1].model_copy(
+        update={"id": ENGINE_0 + "~surge", "job": "9", "queue": "CONFIGURING", "alive": False}
+    )
+    result = planned(git_repo, [*records, (records[0][0], booting)])
+    stops = [a.unit for a in result.actions if a.kind == ActionKind.STOP]
+    assert stops == [ENGINE_0 + "~surge"], [(a.kind, a.unit) for a in result.actions]

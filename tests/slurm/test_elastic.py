@@ -7,6 +7,7 @@ client through the endpoint."""
 from __future__ import annotations
 
 from tests.e2e.load import light_load
+from tests.fleet.conftest import wait_for
 from tests.labs.elastic import decisions, elastic_release, passes, row
 from tests.labs.operated import actions_done
 from tests.labs.slurm_fleet import SlurmFleet, fleet_file
@@ -24,7 +25,8 @@ def test_jobs_follow_the_load_and_a_held_one_is_pending_then_cancelled(
     slurm_fleet: SlurmFleet,
 ) -> None:
     """A replica is a whole node (4 GPUs); trials keep none. Under load the second replica
-    is a job that runs; the third's node is reserved, so its job waits in the queue: pending,
+    is a job that runs (the bot killed right after submitting it; the next one carries on);
+    the third's node is reserved, so its job waits in the queue: pending,
     not ready, the stage serving. When the load falls the pending job is cancelled first, at
     once, then a running one, drained; the ended jobs the queue still remembers are no
     replicas (status counts one, the next pass submits nothing)."""
@@ -35,16 +37,21 @@ def test_jobs_follow_the_load_and_a_held_one_is_pending_then_cancelled(
     url = endpoint(fleet.status())
     with light_load(url, workers=8, max_tokens=64) as heavy:
         heavy.more(8, "traffic on one replica")
-        up = passes(fleet, lambda: len(fleet.jobs()) == 2, most=3)
-        assert decisions(up)[:1] == [(1, 2)]
-        assert set(states(fleet).values()) == {"RUNNING"}
+        killed = fleet.reconcile(fault="launched", ok=False)  # the bot dies mid-scale
+        assert killed.returncode == -9, killed.stdout + killed.stderr
+        assert decisions([killed]) == [(1, 2)], killed.stdout + killed.stderr
+        running = {ENGINE + "0": "RUNNING", ENGINE + "1": "RUNNING"}
+        wait_for(lambda: states(fleet) == running, timeout=60, what="the new replica's job")
         taken = {j["nodes"] for j in fleet.jobs()}
         [free] = [n.name for n in lab.nodes if n.name not in taken]
         hold = ("reservationname=hold", "starttime=now", "duration=10", "users=root")
         lab.run("scontrol", "create", "reservation", *hold, f"nodes={free}")
         held = fleet.reconcile()
         heavy.more(8, "traffic while a replica is pending")
+    # the next bot read two replicas from the queue: it submitted none twice, joined the
+    # killed bot's replica to the router, and asked for a third
     assert decisions([held]) == [(2, 3)], held.stdout + held.stderr
+    assert {"router-add": 1, "submit": 1}.items() <= actions_done(held.stdout).items()
     assert states(fleet)[ENGINE + "2"] == "PENDING"
     shown = row(fleet.status(), "hpc")
     assert (shown["ready"], list(shown["queued"])) == (2, [ENGINE + "2"]), shown
@@ -63,8 +70,8 @@ def test_jobs_follow_the_load_and_a_held_one_is_pending_then_cancelled(
     assert decisions(down) == [(2, 1)], [r.stdout + r.stderr for r in down]
     assert sum(actions_done(r.stdout).get("drain", 0) for r in down) == 1
     assert light.failed == []
-    ended = [j for j in fleet.jobs(active=False) if j["state"] == "CANCELLED"]
-    assert sorted(j["name"] for j in ended) == [ENGINE + "1", ENGINE + "2"], ended
+    ended = [j["name"] for j in fleet.jobs(active=False) if j["state"] == "CANCELLED"]
+    assert ENGINE + "1" in ended, ended  # the queue remembers it (the lab's MinJobAge: 30 s)
     last = row(fleet.status(), "hpc")
     assert (last["replicas"], last["ready"], last["drift"]) == (1, 1, ""), last
     again = fleet.reconcile()

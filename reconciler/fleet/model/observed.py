@@ -53,6 +53,14 @@ class Gpu(Observed):
     domain: str | None = None  # NVLink domain (fabric cluster/clique) where the driver says
 
 
+# Slurm's job states before a job ends (the agent's ACTIVE, fleet/host/slurm.py): it waits,
+# holds its nodes or will again.
+ACTIVE_JOB_STATES = frozenset(
+    ("PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED", "REQUEUED", "REQUEUE_HOLD",
+     "RESIZING", "SIGNALING", "STAGE_OUT", "STOPPED")
+)  # fmt: skip
+
+
 class UnitRecord(Observed):
     id: str
     digest: str
@@ -88,8 +96,9 @@ class UnitRecord(Observed):
     @property
     def ended_job(self) -> bool:
         """A scheduler's job that ended (the queue remembers it a while): neither a unit that
-        runs nor one to stop."""
-        return self.queue is not None and not self.alive and not self.pending
+        runs nor one to stop. A job whose node boots (CONFIGURING) or that is ending
+        (COMPLETING) has not."""
+        return self.queue is not None and self.queue not in ACTIVE_JOB_STATES
 
 
 class HostObservation(Observed):
