@@ -149,7 +149,7 @@ def test_scale_down_under_load_drains_the_leaving_replica(lab: ElasticLab, tmp_p
             answers = [s.result() for s in streams]  # raises if a stream was cut
         load.more(2, "traffic after the scale-down")
     assert load.failed == []
-    assert all(len(a) > 400 for a in answers), [len(a) for a in answers]
+    assert all(answers)  # each streamed to its end: a cut stream raises instead
     assert scaled(done, 2, 1) == "no request waiting"
     assert f"drain {leaving.id} on localhost (up to 30s)" in done.stderr
     assert actions_done(done.stdout) == {"drain": 1, "router-remove": 1, "stop": 1}
@@ -276,3 +276,29 @@ def test_a_rolling_update_keeps_the_count(lab: ElasticLab) -> None:
     row = lab.deployment()
     assert (row["replicas"], row["ready"], row["drift"]) == (2, 2, ""), row
     assert os.environ.get(PAUSE_ENV) is None
+
+
+def test_the_arrival_rate_over_a_replicas_capacity_scales_before_queues_build(
+    lab: ElasticLab,
+) -> None:
+    """Predictive: the engines' request and token counters (kept in the note from one
+    `--once` bot to the next) give the arrival rate and lengths; the simulator's capacity of
+    one replica for them, at a tiny utilization, asks for more replicas while nothing waits."""
+    lab.policy(down="1h", step=4, predictive=True, utilization=0.005)
+    lab.release(1, 3, batch=64)  # room in the batch: nothing queues
+    lab.reconcile()
+    with light_load(lab.endpoint(), workers=2, **BUSY) as load:  # type: ignore[arg-type]
+        load.more(2, "traffic")
+        first = lab.reconcile()  # the counters' first read: no rate yet
+        assert f"scale {KEY}" not in first.stdout + first.stderr
+        load.more(2, "traffic since the first read")
+        done = lab.reconcile()
+    assert load.failed == []
+    reason = scaled(done, 1, 3)
+    assert " req/s over " in reason and reason.endswith(" per replica"), reason
+    [event] = scaling(lab)["events"]
+    assert event["waiting"] <= 1 and event["arrival_rps"] > 0  # not the reactive signal
+    # a replica as the stage runs it (max_batch 64), not as the recipe alone (vLLM default): ~30
+    # requests/s of these lengths at the policy's TTFT and ITL, not about 100
+    assert 10 < event["capacity_rps"] < 60, event
+    assert len(lab.engines()) == 3
