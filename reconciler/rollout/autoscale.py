@@ -20,6 +20,7 @@ from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from reconciler.catalog.deployments import deployments
 from reconciler.engines.base import url as base_url
 from reconciler.engines.units import EngineSeries, Series
 from reconciler.fleet.model.labels import DeploymentKey, fleet_key
@@ -234,7 +235,7 @@ class Autoscaler:
             waiting=max(waiting) if waiting else None,
             kv_usage=max(kv) if kv else None,
             firing=_firing(repo, deployment, kept, now),
-            capacity_rps=self._capacity(repo, deployment, policy, mine.lengths),
+            capacity_rps=self._capacity(deployment, policy, mine.lengths),
             note="" if mine.lengths else "no lengths read yet: no prediction",
         )
 
@@ -250,14 +251,20 @@ class Autoscaler:
 
     def _capacity(
         self,
-        repo: Repo,
         deployment: DesiredDeployment,
         policy: ScalingPolicy,
         lengths: tuple[int, int] | None,
     ) -> float | None:
-        recipe = repo.recipes.get(deployment.recipe)
+        """One replica's capacity as the stage runs it: the recipe at the stage's revision with
+        the release's overrides (a max_batch of its own changes what a replica holds)."""
+        if not policy.predictive or lengths is None:
+            return None
+        repo = self.source.repo_at(deployment.revision)
+        key = deployment.key
+        found = (d.recipe for d in deployments(repo) if (d.release, d.stage, d.fleet) == key)
+        recipe = next(found, None)
         fleet = repo.fleets.get(deployment.fleet)
-        if not policy.predictive or lengths is None or recipe is None or fleet is None:
+        if recipe is None or fleet is None:
             return None
         hardware = repo.resolve_hardware(fleet.hardware)
         model = repo.models.get(recipe.model)

@@ -7,13 +7,13 @@ what did not arrive, and carries on from the fleets after a SIGKILL."""
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
 import urllib.request
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
@@ -21,15 +21,19 @@ import pytest
 
 from reconciler.fleet.model.observed import UnitRecord
 from reconciler.reconcile.steps.context import PAUSE_ENV
-from tests.e2e.load import ask, light_load
+from tests.e2e.load import Load, ask, light_load
 from tests.fleet.conftest import wait_for
 from tests.labs.elastic_local import FLEET, ElasticLab, elastic_lab
 from tests.labs.operated import actions_done
 from tests.reconcile.conftest import GitRepo
 
 KEY = f"chat-8b/canary/{FLEET}"
-# 300 tokens: about 2 s a request at the simulator's H200 speed, so that requests overlap
-BUSY = {"max_tokens": 300, "stream": True, "timeout": 60, "distinct": True}
+
+
+def busy(url: str, workers: int) -> AbstractContextManager[Load]:
+    """`workers` clients streaming 300 tokens each (about 2 s at the simulator's H200 speed,
+    so that requests overlap), each prompt its own (spread over the router's workers)."""
+    return light_load(url, workers, max_tokens=300, stream=True, timeout=60, distinct=True)
 
 
 @pytest.fixture
@@ -104,7 +108,7 @@ def test_scale_up_under_load_joins_the_router_when_ready(lab: ElasticLab, tmp_pa
     lab.reconcile()
     url = lab.endpoint()
     [first] = lab.engines()
-    with light_load(url, workers=8, **BUSY) as load:  # type: ignore[arg-type]
+    with busy(url, 10) as load:
         load.more(4, "traffic on one replica")
         bot = Paused(lab, "launched", tmp_path)  # the new replica is launched, not yet ready
         [old, new] = lab.engines()
@@ -133,7 +137,7 @@ def test_scale_down_under_load_drains_the_leaving_replica(lab: ElasticLab, tmp_p
     url = lab.endpoint()
     [kept, leaving] = lab.engines()
     lab.release(1, 3)  # git lowers the bounds: the bot may go down to one
-    with light_load(url, workers=1, **BUSY) as load:  # type: ignore[arg-type]
+    with busy(url, 1) as load:
         load.more(2, "traffic before the scale-down")
         bot = Paused(lab, "after-roll", tmp_path)  # decided; the replica still serves
         direct = f"{url_of(lab, leaving)}/v1"
@@ -149,7 +153,7 @@ def test_scale_down_under_load_drains_the_leaving_replica(lab: ElasticLab, tmp_p
             answers = [s.result() for s in streams]  # raises if a stream was cut
         load.more(2, "traffic after the scale-down")
     assert load.failed == []
-    assert all(len(a) > 400 for a in answers), [len(a) for a in answers]
+    assert all(answers)  # each streamed to its end: a cut stream raises instead
     assert scaled(done, 2, 1) == "no request waiting"
     assert f"drain {leaving.id} on localhost (up to 30s)" in done.stderr
     assert actions_done(done.stdout) == {"drain": 1, "router-remove": 1, "stop": 1}
@@ -174,7 +178,7 @@ def scale_to_two(lab: ElasticLab) -> None:
     lab.policy(down="1h")
     lab.release(1, 3)
     lab.reconcile()
-    with light_load(lab.endpoint(), workers=6, **BUSY) as load:  # type: ignore[arg-type]
+    with busy(lab.endpoint(), 6) as load:
         load.more(3, "traffic on one replica")
         scaled(lab.reconcile(), 1, 2)
     assert load.failed == []
@@ -199,7 +203,7 @@ def test_a_bot_killed_mid_scale_converges_from_the_fleets(lab: ElasticLab) -> No
     decided = scaling(lab)["events"]
     url = lab.endpoint()
     before = {u.id: u.pid for u in lab.engines()}
-    with light_load(url, workers=8, **BUSY) as load:  # type: ignore[arg-type]
+    with busy(url, 10) as load:
         load.more(4, "traffic on two replicas")
         killed = lab.reconcile(fault="launched", ok=False)  # 2 → 3: one launched, then killed
         assert killed.returncode == -signal.SIGKILL, killed.stdout + killed.stderr
@@ -230,7 +234,7 @@ def test_pending_capacity_is_shown_and_given_up_when_traffic_falls(small_lab: El
     lab.release(1, 4)
     lab.reconcile()
     url = lab.endpoint()
-    with light_load(url, workers=10, **BUSY) as load:  # type: ignore[arg-type]
+    with busy(url, 10) as load:
         load.more(4, "traffic on one replica")
         scaled(lab.reconcile(), 1, 2)
         load.more(4, "traffic on two replicas")
@@ -246,7 +250,7 @@ def test_pending_capacity_is_shown_and_given_up_when_traffic_falls(small_lab: El
         assert (kept["count"], kept["pending"]) == (3, 1)
         load.more(4, "traffic while one is pending")
     assert load.failed == []
-    with light_load(url, workers=1, **BUSY) as quiet:  # type: ignore[arg-type]
+    with busy(url, 1) as quiet:
         quiet.more(1, "light traffic")
         fell = lab.reconcile()
     assert scaled(fell, 3, 2) == "no request waiting; pending given up"
@@ -263,7 +267,7 @@ def test_a_rolling_update_keeps_the_count(lab: ElasticLab) -> None:
     text = (lab.repo.path / "releases/chat-8b/denv.yaml").read_text()
     lab.repo.write("releases/chat-8b/denv.yaml", text.replace("max_batch: 2 }", "max_batch: 3 }"))
     lab.repo.commit("chat-8b: max_batch 3")
-    with light_load(url, workers=2, **BUSY) as load:  # type: ignore[arg-type]
+    with busy(url, 2) as load:
         load.more(2, "traffic before the roll")
         rolled = lab.reconcile()
         load.more(2, "traffic after the roll")
@@ -275,4 +279,29 @@ def test_a_rolling_update_keeps_the_count(lab: ElasticLab) -> None:
     assert f"scale {KEY}" not in rolled.stdout + rolled.stderr
     row = lab.deployment()
     assert (row["replicas"], row["ready"], row["drift"]) == (2, 2, ""), row
-    assert os.environ.get(PAUSE_ENV) is None
+
+
+def test_the_arrival_rate_over_a_replicas_capacity_scales_before_queues_build(
+    lab: ElasticLab,
+) -> None:
+    """Predictive: the engines' request and token counters (kept in the note from one
+    `--once` bot to the next) give the arrival rate and lengths; the simulator's capacity of
+    one replica for them, at a tiny utilization, asks for more replicas while nothing waits."""
+    lab.policy(down="1h", step=4, predictive=True, utilization=0.005)
+    lab.release(1, 3, batch=64)  # room in the batch: nothing queues
+    lab.reconcile()
+    with busy(lab.endpoint(), 2) as load:
+        load.more(2, "traffic")
+        first = lab.reconcile()  # the counters' first read: no rate yet
+        assert f"scale {KEY}" not in first.stdout + first.stderr
+        load.more(2, "traffic since the first read")
+        done = lab.reconcile()
+    assert load.failed == []
+    reason = scaled(done, 1, 3)
+    assert " req/s over " in reason and reason.endswith(" per replica"), reason
+    [event] = scaling(lab)["events"]
+    assert event["waiting"] <= 1 and event["arrival_rps"] > 0  # not the reactive signal
+    # a replica as the stage runs it (max_batch 64), not as the recipe alone (vLLM default): ~30
+    # requests/s of these lengths at the policy's TTFT and ITL, not about 100
+    assert 10 < event["capacity_rps"] < 60, event
+    assert len(lab.engines()) == 3

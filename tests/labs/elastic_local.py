@@ -23,11 +23,11 @@ from tests.reconcile.conftest import GitRepo
 
 FLEET = "lab"
 # Decided at every pass (interval 0s); one more replica while more than one request waits;
-# without a prediction (the tests drive the reactive signals: waiting requests), one fewer
+# without a prediction (most tests drive the reactive signals: waiting requests), one fewer
 # once none waits, `down` after the last change.
 POLICY = (
     "scaling:\n  fast:\n    interval: 0s\n    window: 5s\n    predictive: {predictive}\n"
-    "    max_waiting_per_replica: 1\n"
+    "    target_utilization: {utilization}\n    max_waiting_per_replica: 1\n"
     "    up: {{ delay: 0s, step: {step} }}\n"
     "    down: {{ delay: {down}, step: 1, drain_grace: 30s }}\n"
 )
@@ -50,8 +50,14 @@ class ElasticLab(Operated):
     cache: Path
     timing: ClassVar[tuple[str, ...]] = ("--ready-timeout", "60s", "--drain", "5s")
 
-    def policy(self, down: str = "0s", step: int = 1, predictive: bool = False) -> None:
-        text = POLICY.format(down=down, step=step, predictive=str(predictive).lower())
+    def policy(
+        self, down: str = "0s", step: int = 1, predictive: bool = False, utilization: float = 0.7
+    ) -> None:
+        """The `fast` policy; `predictive` with each replica run at `utilization` of what the
+        simulator says it holds (a small one: light traffic needs several)."""
+        text = POLICY.format(
+            down=down, step=step, predictive=str(predictive).lower(), utilization=utilization
+        )
         self.repo.write("policies/scaling.yaml", text)
 
     def release(self, low: int, high: int, batch: int = 2) -> str:
