@@ -9,7 +9,10 @@ Each repeat gets a fresh workspace in a temp folder: a git repository of this on
 recipes and policies, one generated fleet (transport local, simulated, one host on a loopback
 address of its own so that its ports meet nobody else's, with N + K × `--spare-gpus` GPUs) and
 K = `--deployments` releases of N/K one-GPU replicas of `llama-3.1-8b/vllm@1`, each behind
-its own router; DENV_HOME and DENV_CACHE inside it. Measured:
+its own router; DENV_HOME and DENV_CACHE inside it. The benchmark reads each commit (the plan
+the script takes its argv from) through the bot's own clone and parse cache in DENV_CACHE, as
+the plan a pull request gets before its merge does on the bot's machine: the bot's deploy
+finds them warm. Measured:
 
 - deploy: `denv reconcile --once` after the first commit, until it exits with every replica
   and every router ready (wall time, interpreter start included; "pass" is the bot's own
@@ -147,10 +150,11 @@ class Workspace:
         self.git.create_commit("HEAD", SIGNATURE, SIGNATURE, f"max_batch {batch}", tree, parents)
 
     def look(self) -> Snapshot:
-        """Desired, observed and the plan between them, as the bot would see them now."""
+        """Desired, observed and the plan between them, as the bot would see them now; read
+        through the bot's clone and parse cache (`cli.plan.cache_dir` under DENV_CACHE)."""
         drivers = Drivers(local_env=self.env)
         try:
-            return snapshot(GitSource(str(self.repo), self.root / "cache"), drivers)
+            return snapshot(GitSource(str(self.repo), self.root / "cache" / "repos"), drivers)
         finally:
             drivers.close()
 

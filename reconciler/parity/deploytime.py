@@ -11,7 +11,6 @@ from collections.abc import Callable
 from typing import Any
 
 from reconciler.errors import DenvError
-from reconciler.parity.runner import run_parity
 from reconciler.parity.suite import parse_suite
 from reconciler.parity.suite_files import SUITES_DIR
 from reconciler.reconcile import probes
@@ -58,6 +57,10 @@ def deploy_time_parity(
 
 
 def _run(source: GitSource, snap: Snapshot, deployments: list[DesiredDeployment]) -> dict[str, Any]:
+    # the runner's HTTP client (aiohttp) loads only when a check runs: every bot's start
+    # would pay 0.2 s of CPU for it, a scale-up included
+    from reconciler.parity.runner import run_parity
+
     policy = snap.repo.policies.gates.parity
     path = f"{SUITES_DIR}/{policy.suite}.jsonl"
     reference = deployments[0]

@@ -5,7 +5,9 @@
    with a host that cannot is left as it runs;
 1. free (steps/stop.py) — stop units nothing wants (their GPUs and ports may be where new
    units go);
-2. start (steps/start.py) — engines, wait until ready, then routers, wait until ready;
+2. start (steps/start.py) — engines and their routers at once, each engine joining its router
+   as soon as it is ready, then the routers waited for until they serve (a P/D router, whose
+   workers are in its argv, only after its engines);
 3. routers (steps/routers.py) — each router's worker list made to match the replicas that
    are ready;
 4. roll (steps/roll.py, steps/surge.py) — replica by replica. Where free GPUs allow (surge),
@@ -98,7 +100,7 @@ class Applier:
         fault_point("after-prepare")
         stop_all(ctx, by_wave.get(Wave.FREE, []))
         fault_point("after-free")
-        start_all(ctx, by_wave.get(Wave.START, []))
+        start_all(ctx, by_wave.get(Wave.START, []), deployments)
         fault_point("after-start")
         sync_routers(ctx, deployments)
         fault_point("after-routers")

@@ -93,10 +93,6 @@ def router_workers(router: Unit) -> dict[str, str] | None:
         return None
 
 
-def serves(router: Unit, url: str) -> bool:
-    return url in (router_workers(router) or {})
-
-
 def add_worker(router: Unit, url: str) -> bool:
     status, _ = _call(f"{base_url(router)}/workers", "POST", {"url": url})
     return status in (200, 201, 202)

@@ -77,6 +77,14 @@ def test_bench_and_validate_import_no_adapter_library(argv: tuple[str, ...]) -> 
     assert loaded(imported(*argv), ADAPTERS) == []
 
 
+def test_the_bot_loads_no_http_client_until_a_parity_check_runs() -> None:
+    """`denv reconcile` starts without aiohttp (a `--once` pays for every import before it
+    starts a replica): the deploy-time parity check imports it when it runs."""
+    modules = imported("reconcile", "--help")
+    assert "reconciler.cli.reconcile" in modules
+    assert loaded(modules, ("aiohttp", "tenacity")) == []
+
+
 @pytest.mark.parametrize(
     "argv",
     [("status",), ("candidates", "chat-8b/canary"), ("stop", "chat-8b/canary")],

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import _thread
 import threading
+import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -22,6 +23,7 @@ from reconciler.fleet.drivers.base import DriverKind
 from reconciler.fleet.drivers.registry import Drivers
 from reconciler.fleet.launching import unit_digest
 from reconciler.fleet.model.observed import FleetObservation, Gpu, HostObservation, UnitRecord
+from reconciler.fleet.threads import run_all
 from reconciler.reconcile import probes
 from reconciler.reconcile.apply import Applier, ApplyOptions, ApplyReport
 from reconciler.reconcile.desired import Desired, DesiredDeployment, DesiredUnit, FleetCapacity
@@ -45,6 +47,7 @@ class Hosts:
         self.running: dict[tuple[str, str], dict[str, UnitRecord]] = {}
         self.calls: list[tuple[str, str, str]] = []  # ("launch"/"stop" + " in"/" out", host, unit)
         self.launched: list[Mapping[str, Any]] = []  # every launch payload
+        self.asked = 0  # calls listing a host's units
         self.active: dict[str, int] = {}
         self.most: dict[str, int] = {}
         self.lock = threading.Lock()
@@ -116,6 +119,7 @@ class FakeDriver(QuietVerbs):
 
     def units(self, host: str) -> list[UnitRecord]:
         with self.hosts.lock:
+            self.hosts.asked += 1
             return list(self.hosts.running.get((self.fleet.name, host), {}).values())
 
 
@@ -180,14 +184,17 @@ class Lab:
         self.stop = threading.Event()  # SIGTERM
         self.applier: Applier | None = None
 
-    def apply(self, *deployments: DesiredDeployment, room: bool = False) -> ApplyReport:
-        """Apply `deployments`; with `room`, the plan says a replica fits beside each (surge)."""
+    def drivers(self) -> Drivers:
         hosts = self.hosts
 
         def make(fleet: Fleet, warn: Callable[[str], None], env: Mapping[str, str] | None):
             return FakeDriver(fleet, hosts)
 
         kinds: dict[str, DriverKind] = {"local": make}
+        return Drivers(kinds=kinds)
+
+    def apply(self, *deployments: DesiredDeployment, room: bool = False) -> ApplyReport:
+        """Apply `deployments`; with `room`, the plan says a replica fits beside each (surge)."""
         capacity = {
             name: FleetCapacity(
                 fleet=name, gpus=f.gpus, trial_gpus=0, observed=True, room={1: room}
@@ -195,7 +202,7 @@ class Lab:
             for name, f in self.repo.fleets.items()
         }
         wanted = Desired(head=HEAD, deployments=deployments, fleets=capacity)
-        drivers = Drivers(kinds=kinds)
+        drivers = self.drivers()
         seen = {name: drivers.get(f).observe(None) for name, f in self.repo.fleets.items()}
         applier = Applier(
             self.repo,
@@ -213,6 +220,17 @@ def meet(barrier: threading.Barrier) -> None:
         barrier.wait(timeout=HANG)
     except threading.BrokenBarrierError:
         raise DenvError("no other call ran meanwhile") from None
+
+
+def test_the_units_waited_on_at_once_on_one_host_share_each_ask_of_its_agent() -> None:
+    """16 replicas starting on one host: one ask a second of what runs there, not 16."""
+    lab = Lab(fleet("a", 1))
+    context = Applier(lab.repo, lab.drivers()).context
+    since = time.monotonic()  # what each wait takes: an answer given since it began
+    run_all(lambda _: context.records("a", "a-h0", since), range(16), 16)
+    assert lab.hosts.asked == 1
+    context.records("a", "a-h0", time.monotonic())  # none that recent: asked again
+    assert lab.hosts.asked == 2
 
 
 def test_launches_on_different_hosts_run_at_once() -> None:

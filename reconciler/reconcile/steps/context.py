@@ -32,7 +32,8 @@ from reconciler.reconcile.plan import Action
 from reconciler.spec.repo import Repo
 
 # Seconds between asking a host's agent whether a unit waited on has exited: each ask reads
-# every unit record on the host, and 16 replicas starting at once are 16 waits.
+# every unit record on the host, so the units waited on at once on one host share the asks
+# (16 replicas starting at once: one ask a second, not 16).
 EXIT_CHECK_S = 1.0
 # A job submitted to a scheduler waits for its next scheduling cycle: only after this long is
 # a job the queue holds (Resources, Priority) reported as pending instead of waited for.
@@ -148,6 +149,8 @@ class Context:
         self.room = Room()
         self.lock = threading.Lock()  # the drivers and the room, shared by a wave's actions
         self._said = threading.Lock()
+        self._asking: dict[Where, threading.Lock] = {}  # one ask for a host's units at a time
+        self._records: dict[Where, tuple[float, list[UnitRecord]]] = {}  # (when asked, answer)
         self._halted = threading.Event()  # the caller left a wave early (Ctrl-C, a bug)
 
     def stopping(self) -> bool:
@@ -222,6 +225,21 @@ class Context:
             payload["hosts"] = list(record.nodes)
         self.driver(fleet).launch(host, payload)
 
+    def records(self, fleet: str, host: str, since: float) -> list[UnitRecord]:
+        """The host's unit records as its agent answered at `since` (monotonic) or later: the
+        last answer when it is that recent, else a new ask, which the other waits on the same
+        host meanwhile take too."""
+        where = (fleet, host)
+        with self.lock:
+            asking = self._asking.setdefault(where, threading.Lock())
+        with asking:
+            asked = self._records.get(where)
+            if asked is None or asked[0] < since:
+                when = time.monotonic()
+                asked = when, self.driver(fleet).units(host)
+                self._records[where] = asked
+            return asked[1]
+
     def wait_ready(self, action: Action) -> bool:
         assert action.desired is not None
         return self.wait_unit(action.fleet, action.host, action.unit, action.desired.unit)
@@ -229,24 +247,26 @@ class Context:
     def wait_unit(self, fleet: str, host: str, unit_id: str, unit: Unit) -> bool:
         """Ready within the timeout; False at once when the process exits meanwhile, or
         when SIGTERM comes."""
-        driver = self.driver(fleet)
         asked = [0.0]  # when the agent was last asked: readiness is polled 5 times as often
         began = time.monotonic()
 
         def exited_or_stopping() -> bool:  # a supervised unit (a router) between two starts
             if self.stopping():  # has exited too
                 return True
-            if time.monotonic() - asked[0] < EXIT_CHECK_S:
+            now = time.monotonic()
+            if now - asked[0] < EXIT_CHECK_S:
                 return False
-            asked[0] = time.monotonic()
+            asked[0] = now
             # a job the scheduler still holds back (Resources) after QUEUE_GRACE_S is not
             # waited for: the pass says it is pending, the next one looks again
-            held_back = time.monotonic() - began > QUEUE_GRACE_S
+            held_back = now - began > QUEUE_GRACE_S
+            # an answer from before this wait began may show the unit's last run, exited
+            recent = max(began, now - EXIT_CHECK_S / 2)
             return any(
                 r.id == unit_id
                 and (r.exit_code is not None or not r.alive)
                 and (not r.pending or (held_back and r.queue_reason is not None))
-                for r in driver.units(host)
+                for r in self.records(fleet, host, recent)
             )
 
         return probes.wait_until(

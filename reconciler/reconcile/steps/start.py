@@ -1,35 +1,63 @@
-"""Adapter: step 2, start — engines, wait until ready, then routers, wait until ready. A unit
-that keeps crashing is started again with exponential backoff (from its record's restart count
-and start time); a job a scheduler's queue holds is reported pending, not waited for."""
+"""Adapter: step 2, start — engines and the routers that take their workers by API at once,
+each engine into its router as soon as it is ready, then the routers waited for until they
+serve; a P/D router (its workers in its argv) only after its engines. A unit that keeps
+crashing is started again with exponential backoff (from its record's restart count and start
+time); a job a scheduler's queue holds is reported pending, not waited for."""
 
 from __future__ import annotations
 
 import functools
 import time
+from collections.abc import Callable, Sequence
 
 from reconciler.errors import DenvError
 from reconciler.fleet.model.labels import DeploymentKey
 from reconciler.fleet.threads import run_all
+from reconciler.reconcile.desired import DesiredDeployment
 from reconciler.reconcile.plan import Action
 from reconciler.reconcile.steps.context import Context, backoff, deployment_key, fleet_of
+from reconciler.reconcile.steps.routers import join, workers_api
 
 
-def start_all(ctx: Context, actions: list[Action]) -> None:
-    engines = [a for a in actions if a.role != "router"]
-    routers = [a for a in actions if a.role == "router"]
+def start_all(
+    ctx: Context, actions: list[Action], deployments: Sequence[DesiredDeployment]
+) -> None:
+    """A router up beside its engines costs nothing and is there when the first one is ready;
+    the engines are the long wait (minutes on GPUs), so a replica serves once it is ready,
+    not once the last one is."""
+    by_key = {d.key: d for d in deployments}
+
+    def beside(action: Action) -> bool:
+        deployment = by_key.get(deployment_key(action))
+        return action.role != "router" or (deployment is not None and bool(workers_api(deployment)))
+
+    def ready_and_joined(action: Action) -> bool:
+        ready = ctx.wait_ready(action)
+        if ready and action.desired is not None:
+            join(ctx, by_key.get(deployment_key(action)), action.desired.unit)
+        return ready
+
     queued: set[DeploymentKey] = set()  # deployments with an engine the queue holds
-    for batch in (engines, routers):
+    for batch in ([a for a in actions if beside(a)], [a for a in actions if not beside(a)]):
         launched = ctx.each(functools.partial(_start_one, ctx), batch, fleet_of)
         started = [a for a, ok in zip(batch, launched, strict=True) if ok]
+        _wait(ctx, [a for a in started if a.role != "router"], ready_and_joined, queued)
+        routers = [a for a in started if a.role == "router"]
         # a router whose engines wait in a scheduler's queue cannot be ready yet
-        idle = [a for a in started if a.role == "router" and deployment_key(a) in queued]
+        idle = [a for a in routers if deployment_key(a) in queued]
         for action in idle:
             ctx.report.count("start")
             ctx.report.wait(f"{action.unit}: started, ready once its engines run")
-        started = [a for a in started if a not in idle]
-        ready = run_all(ctx.wait_ready, started, min(16, len(started)))
-        for action, ok in zip(started, ready, strict=True):
-            _started(ctx, action, ok, queued)
+        _wait(ctx, [a for a in routers if a not in idle], ctx.wait_ready, queued)
+
+
+def _wait(
+    ctx: Context, started: list[Action], ready: Callable[[Action], bool], queued: set[DeploymentKey]
+) -> None:
+    """Every unit launched waited for at once, then each one's outcome reported."""
+    done = run_all(ready, started, min(16, len(started)))
+    for action, ok in zip(started, done, strict=True):
+        _started(ctx, action, ok, queued)
 
 
 def _start_one(ctx: Context, action: Action) -> bool:
