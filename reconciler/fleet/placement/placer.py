@@ -12,7 +12,7 @@ processes denv did not start. Hosts that did not answer get nothing new; a cordo
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from reconciler.catalog.deployments import Deployment
 from reconciler.engines.launch import launch_units
@@ -24,7 +24,7 @@ from reconciler.fleet.model.labels import DeploymentKey, fleet_key, unit_id
 from reconciler.fleet.model.observed import FleetObservation
 from reconciler.fleet.model.rules import FleetRules
 from reconciler.fleet.placement.gpus import Demand, GpuBook, HostState, declared_states
-from reconciler.fleet.placement.ports import PortBook
+from reconciler.fleet.placement.ports import PortBook, SlotKey
 from reconciler.fleet.placement.slots import Nodes, with_ports
 from reconciler.spec.fleet import Fleet
 from reconciler.spec.recipe import Role
@@ -74,6 +74,11 @@ def host_states(
     return states
 
 
+# A surge replica's id is its replica's and "~surge" (reconcile/steps/surge.py): it serves
+# beside the replica for a moment, on a port of the surge range, and keeps no slot's block.
+SURGE = "~"
+
+
 class FleetPlacer:
     def __init__(
         self,
@@ -94,6 +99,8 @@ class FleetPlacer:
         self.running = self.book.running
         self.ports = PortBook()
         self.routers: dict[DeploymentKey, int] = {}  # where each deployment's router listens
+        # where each deployment's engine slots listen (surge replicas aside): they keep it
+        self.slots: dict[DeploymentKey, dict[SlotKey, int]] = {}
         for host, seen in (observation.hosts if observation else {}).items():
             for record in seen.units:
                 key = fleet_key(record, fleet.name)
@@ -103,6 +110,10 @@ class FleetPlacer:
                     self.ports.hold(host, record.port, key)
                     if key is not None and record.labels.get("role") == "router":
                         self.routers[key] = record.port
+                    elif key is not None and SURGE not in record.id:
+                        slot = _slot_key(host, record.labels)
+                        if slot is not None:
+                            self.slots.setdefault(key, {})[slot] = record.port
             self.ports.hold_listeners(
                 host, seen.listening, (r.port for r in seen.units if r.port is not None)
             )
@@ -122,7 +133,9 @@ class FleetPlacer:
         placement = self._as_running(deployment, prefix) or self.book.place_deployment(
             deployment, self.rules, self.base_port, prefix
         )
-        placement = self.ports.choose(placement, key, self.routers.get(key), self.base_port)
+        placement = self.ports.choose(
+            placement, key, self.routers.get(key), self.base_port, self.slots.get(key)
+        )
         units = known(placement) or launch_units(deployment, self.fleet, placement, context)
         if card_of(self.fleet).ONE_JOB_PER_REPLICA:
             units = one_unit_per_replica(units)
@@ -160,3 +173,11 @@ class FleetPlacer:
     @property
     def gpus(self) -> int:
         return sum(len(state.gpus) for state in self.states.values())
+
+
+def _slot_key(host: str, labels: Mapping[str, str]) -> SlotKey | None:
+    """Where a unit record's slot runs, from its labels; None without them."""
+    replica, node = labels.get("replica", ""), labels.get("node", "")
+    if not (replica.isdigit() and node.isdigit()) or not labels.get("role"):
+        return None
+    return host, labels["role"], int(replica), int(node)
