@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
+from pydantic import ValidationError
 
 from reconciler.engines.base import url as base_url
 from reconciler.engines.units import EngineSeries, Series
@@ -29,10 +30,14 @@ from reconciler.rollout.capacity import replica_capacity, targets
 from reconciler.rollout.scaling import History, Signals, decide
 from reconciler.rollout.series import series_for
 from reconciler.rollout.watch import AlarmWatch, fetch_all
+from reconciler.spec.overrides import apply_overrides
+from reconciler.spec.recipe import Recipe
 from reconciler.spec.repo import Repo
 from reconciler.spec.scaling import DEFAULT_POLICY, ScalingPolicy
 
 STATE_VERSION = 1
+# Requests (counted once per window they fall in) the mean lengths are kept over.
+LENGTH_MEMORY = 500.0
 
 
 @dataclass(frozen=True)
@@ -61,6 +66,20 @@ class _Deployment:
     reason: str = ""
     signals: Signals | None = None
     lengths: tuple[int, int] | None = None  # mean input and output tokens lately
+    weight: float = 0.0  # the requests those means are over
+
+    def smooth_lengths(self, requests: float, prompt: float, generated: float) -> None:
+        """The means moved by one window's requests and tokens, the earlier ones weighing at
+        most LENGTH_MEMORY requests: a few requests in a quiet window do not swing the
+        capacity (whose lengths are rounded to 64 tokens) from one decision to the next."""
+        kept = min(self.weight, LENGTH_MEMORY) if self.lengths else 0.0
+        before_in, before_out = self.lengths or (0, 0)
+        total = kept + requests
+        self.lengths = (
+            round((before_in * kept + prompt) / total),
+            round((before_out * kept + generated) / total),
+        )
+        self.weight = total
 
 
 class Autoscaler:
@@ -177,7 +196,7 @@ class Autoscaler:
             if u.unit.role == "aggregated" and u.unit.metrics is not None
         ]
         answers = fetch_all([url for _, url in engines], self.timeout)
-        serving, waiting, kv, rate = 0, [], [], 0.0
+        serving, waiting, kv, rate, rated = 0, [], [], 0.0, 0
         requests = prompt = generated = 0.0
         for engine, url in engines:
             series = series_for(engine)
@@ -196,16 +215,19 @@ class Autoscaler:
                 continue  # a first read, or the engine restarted
             done = counters.requests - before.requests
             rate += done / (counters.at - before.at)
+            rated += 1
             requests += done
             if counters.prompt is not None and before.prompt is not None:
                 prompt += counters.prompt - before.prompt
             if counters.generated is not None and before.generated is not None:
                 generated += counters.generated - before.generated
         if requests > 0 and prompt > 0 and generated > 0:
-            mine.lengths = (round(prompt / requests), round(generated / requests))
+            mine.smooth_lengths(requests, prompt, generated)
         return Signals(
             serving=serving,
-            arrival_rps=rate if serving else None,
+            # None when no replica has a rate yet (each started or restarted since the last
+            # read, as after a roll): no prediction, rather than a rate of 0
+            arrival_rps=rate if rated else None,
             waiting=max(waiting) if waiting else None,
             kv_usage=max(kv) if kv else None,
             firing=_firing(repo, deployment, kept, now),
@@ -230,9 +252,12 @@ class Autoscaler:
         policy: ScalingPolicy,
         lengths: tuple[int, int] | None,
     ) -> float | None:
-        recipe = repo.recipes.get(deployment.recipe)
+        if not policy.predictive or lengths is None:
+            return None
+        # what the replicas run: the revision's recipe with its release's overrides
+        recipe = _running_recipe(self.source.repo_at(deployment.revision), deployment)
         fleet = repo.fleets.get(deployment.fleet)
-        if not policy.predictive or lengths is None or recipe is None or fleet is None:
+        if recipe is None or fleet is None:
             return None
         hardware = repo.resolve_hardware(fleet.hardware)
         model = repo.models.get(recipe.model)
@@ -273,6 +298,19 @@ def _read(series: EngineSeries, text: str, now: float) -> tuple[dict[str, float]
         generated=totals.get("generated"),
     )
     return gauges, found
+
+
+def _running_recipe(repo: Repo, deployment: DesiredDeployment) -> Recipe | None:
+    """The recipe the deployment's replicas run: its recipe with the release's overrides (a
+    max_batch the release sets changes what a replica holds)."""
+    release = repo.releases.get(deployment.release)
+    base = repo.recipes.get(deployment.recipe)
+    if release is None or base is None:
+        return None
+    try:
+        return apply_overrides(base, release.release.overrides, release.release.topology)
+    except ValidationError:
+        return None
 
 
 def _stage_alarms(repo: Repo, deployment: DesiredDeployment) -> dict[str, Any]:
