@@ -7,7 +7,9 @@ at the policy's `target_utilization`. Reactive: requests waiting on the busiest 
 KV cache, or an alarm of the stage over its threshold ask for one more than runs. The count
 stays within git's bounds. Hysteresis: up after `up.delay` of asking, down only after
 `down.delay` of every signal allowing it *and* `down.delay` after the last change, with 10%
-headroom on the prediction, so a count never reverses within the down delay. Replicas asked
+headroom on the prediction, so a count never reverses within the down delay; a gap between
+decisions longer than the policy's window (a pass that waited on a start or a roll) starts
+those delays again, since nothing was seen in it. Replicas asked
 for and never arrived (pending) are given up at once when fewer are needed: capacity that did
 not come never holds a scale-down back.
 """
@@ -115,6 +117,10 @@ def decide(
 ) -> Decision:
     """The count to run (`count` replicas are asked for now, `pending` of them never came);
     `history` is updated in place."""
+    if history.decided_at is not None and now - history.decided_at > policy.window:
+        # nothing was seen for longer than the window (a pass waited on a start or a roll):
+        # a delay counts only what was seen, so it starts again
+        history.up_since = history.down_since = None
     history.decided_at = now
     need = needed(policy, signals)
     busy = pressure(policy, signals)
