@@ -7,14 +7,16 @@ stages side by side — static at the peak's count, static at the mean's count, 
 
 Each stage gets a workspace like benchmarks/converge.py's (a git repository of this one's
 catalog, recipes and policies, a fleet of simulated H200s on a loopback address of its own,
-DENV_HOME and DENV_CACHE inside it) with one release of `llama-3.1-8b/vllm@1` at max_batch 4
+DENV_HOME and DENV_CACHE inside it) with one release of `llama-3.1-8b/vllm@1` at max_batch 5
 behind sglang-router, and `denv reconcile` running as a loop on it (`--interval 1s`). The
 day (autoscale_trace.py: Mooncake-style lines, chat lengths, a trough ~9.8× below the top,
-three bursts) is compressed into `--minutes`, each instant's arrival rate kept; its top is
-what `--peak-replicas` replicas serve at the scaling policy's target utilization (the
-simulator's capacity, rollout/capacity.py). One open-loop load generator per stage replays
-the same trace against its router (streaming, filler text of each line's length). Half-way,
-a commit changes max_batch 4 → 5 on every stage: a rolling update under load.
+three bursts) is compressed into `--minutes`, each instant's arrival rate kept. One open-loop
+load generator per stage replays the same trace against its router (streaming, filler text
+of each line's length). At noon (half-way) a commit changes max_batch 5 → 4 on every stage:
+a rolling update under load, to the recipe that serves the afternoon's peak; the day's top
+is what `--peak-replicas` replicas of that recipe serve at the scaling policy's target
+utilization (the simulator's capacity, rollout/capacity.py), so the peak's count is right
+for the peak.
 
 The elastic stage's policy is `default` tuned for the compressed day: decisions every 1 s
 (4 minutes of the day at the default 6-minute run), rates over 10 s (40 minutes), scale-down
@@ -68,7 +70,7 @@ from reconciler.spec.scaling import ScalingPolicy
 from reconciler.spec.sources import WorkTree
 
 RECIPE = "llama-3.1-8b/vllm@1"
-BATCH, ROLLED_BATCH = 4, 5
+BATCH, ROLLED_BATCH = 5, 4  # the morning's max_batch, the afternoon's
 SAMPLE_S = 1.0
 POLICY = ScalingPolicy.model_validate(
     {"interval": "1s", "window": "10s", "down": {"delay": "15s", "drain_grace": "30s"}}
@@ -265,7 +267,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     repo = load_repo(WorkTree(ROOT))
     recipe = repo.recipes[RECIPE]
     recipe = recipe.model_copy(
-        update={"settings": recipe.settings.model_copy(update={"max_batch": BATCH})}
+        update={"settings": recipe.settings.model_copy(update={"max_batch": ROLLED_BATCH})}
     )
     model = repo.models[recipe.model]
     hardware = repo.resolve_hardware("h200")
