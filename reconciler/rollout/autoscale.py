@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
-from pydantic import ValidationError
 
+from reconciler.catalog.deployments import release_recipe
 from reconciler.engines.base import url as base_url
 from reconciler.engines.units import EngineSeries, Series
 from reconciler.fleet.model.labels import DeploymentKey, fleet_key
@@ -30,8 +30,6 @@ from reconciler.rollout.capacity import replica_capacity, targets
 from reconciler.rollout.scaling import History, Signals, decide
 from reconciler.rollout.series import series_for
 from reconciler.rollout.watch import AlarmWatch, fetch_all
-from reconciler.spec.overrides import apply_overrides
-from reconciler.spec.recipe import Recipe
 from reconciler.spec.repo import Repo
 from reconciler.spec.scaling import DEFAULT_POLICY, ScalingPolicy
 
@@ -255,7 +253,8 @@ class Autoscaler:
         if not policy.predictive or lengths is None:
             return None
         # what the replicas run: the revision's recipe with its release's overrides
-        recipe = _running_recipe(self.source.repo_at(deployment.revision), deployment)
+        runs = self.source.repo_at(deployment.revision)
+        recipe = release_recipe(runs, deployment.release, deployment.recipe)
         fleet = repo.fleets.get(deployment.fleet)
         if recipe is None or fleet is None:
             return None
@@ -298,19 +297,6 @@ def _read(series: EngineSeries, text: str, now: float) -> tuple[dict[str, float]
         generated=totals.get("generated"),
     )
     return gauges, found
-
-
-def _running_recipe(repo: Repo, deployment: DesiredDeployment) -> Recipe | None:
-    """The recipe the deployment's replicas run: its recipe with the release's overrides (a
-    max_batch the release sets changes what a replica holds)."""
-    release = repo.releases.get(deployment.release)
-    base = repo.recipes.get(deployment.recipe)
-    if release is None or base is None:
-        return None
-    try:
-        return apply_overrides(base, release.release.overrides, release.release.topology)
-    except ValidationError:
-        return None
 
 
 def _stage_alarms(repo: Repo, deployment: DesiredDeployment) -> dict[str, Any]:
