@@ -9,9 +9,11 @@ stays within git's bounds. Hysteresis: up after `up.delay` of asking, down only 
 `down.delay` of every signal allowing it *and* `down.delay` after the last change, with 10%
 headroom on the prediction, so a count never reverses within the down delay; a gap between
 decisions longer than the policy's window (a pass that waited on a start or a roll) starts
-those delays again, since nothing was seen in it. Replicas asked
-for and never arrived (pending) are given up at once when fewer are needed: capacity that did
-not come never holds a scale-down back.
+those delays again, since nothing was seen in it. Replicas asked for and never arrived
+(pending) are given up at once when fewer are needed than run: capacity that did not come
+never holds a scale-down back. When the need falls between what runs and what was asked,
+the pending ones are given up like any replica, after the down delay: a need that wavers
+around the count that fits does not ask, give up and ask again.
 """
 
 from __future__ import annotations
@@ -135,7 +137,7 @@ def decide(
     elif _idle(signals):
         want, why = count - 1, "no request waiting"
     want = bounds.clamp(want)
-    if want < count and pending:  # never came: given up at once
+    if want < count - pending and pending:  # fewer than run: what never came, given up at once
         history.up_since = history.down_since = None
         return _changed(
             history, count, max(want, count - pending), f"{why}; pending given up", signals, now
