@@ -31,7 +31,7 @@ integrated over the replay and scaled back to the uncompressed day: simulated ho
 policy's targets; a failure is a miss), `failed_requests`, `scale_events`, `flaps` (a
 reversal within the policy's down delay), `pending_s` (seconds, compressed, the count asked
 for was more than the replicas placed), `up_s` (median seconds from a scale-up decision to
-the router serving the new count) and the replica counts seen.
+the router serving the new count, of those whose count came) and the replica counts seen.
 
 Every process stops by itself: the replay ends with the trace (each request may take
 60 s), the bots get SIGTERM, every unit is stopped and the folders removed — also on
@@ -228,11 +228,12 @@ def figures(
     first = samples[0][2] if samples else 0
     asked = [(0.0, stage.replicas or first), *[(t, b) for t, _, b in events]]
     placed = [(t, p) for t, _, p, _ in samples]
-    ups = [
-        next((u - t for u, _, _, s in samples if u >= t and s >= b), end - start - t)
+    served = (  # each scale-up's wait for the router to serve its count, if it came
+        next((u - t for u, _, _, s in samples if u >= t and s >= b), None)
         for t, a, b in events
         if b > a
-    ]
+    )
+    ups = [wait for wait in served if wait is not None]
     gpu_s = day.gpu_seconds([(t, g) for t, g, _, _ in samples], end - start)
     return {
         "gpu_hours": round(gpu_s * scale / 3600, 2),
