@@ -10,10 +10,9 @@ stays within git's bounds. Hysteresis: up after `up.delay` of asking, down only 
 headroom on the prediction, so a count never reverses within the down delay; a gap between
 decisions longer than the policy's window (a pass that waited on a start or a roll) starts
 those delays again, since nothing was seen in it. Replicas asked for and never arrived
-(pending) are given up at once when fewer are needed than run: capacity that did not come
-never holds a scale-down back. When the need falls between what runs and what was asked,
-the pending ones are given up like any replica, after the down delay: a need that wavers
-around the count that fits does not ask, give up and ask again.
+(pending) go with the first step down, beside `down.step` replicas that run: capacity that
+did not come never holds a scale-down back nor slows it, and, given up after the same delays,
+a need that wavers around the count that fits does not ask, give up and ask again.
 """
 
 from __future__ import annotations
@@ -137,11 +136,6 @@ def decide(
     elif _idle(signals):
         want, why = count - 1, "no request waiting"
     want = bounds.clamp(want)
-    if want < count - pending and pending:  # fewer than run: what never came, given up at once
-        history.up_since = history.down_since = None
-        return _changed(
-            history, count, max(want, count - pending), f"{why}; pending given up", signals, now
-        )
     if want > count:
         history.down_since = None
         history.up_since = history.up_since if history.up_since is not None else now
@@ -161,7 +155,10 @@ def decide(
         left = policy.down.delay - (now - since)
         return Decision(count, f"{why}; down in {left:.0f}s")
     history.down_since = None
-    return _changed(history, count, max(want, count - policy.down.step), why, signals, now)
+    if pending:  # never came: given up with the first step, beside down.step that run
+        why += "; pending given up"
+    after = max(want, count - pending - policy.down.step)
+    return _changed(history, count, after, why, signals, now)
 
 
 def _idle(signals: Signals) -> bool:
