@@ -247,7 +247,11 @@ def figures(
         "replicas_min": min((p for _, _, p, _ in samples), default=0),
         "replicas_max": max((p for _, _, p, _ in samples), default=0),
         "replicas_mean": round(gpu_s / (end - start), 2),
-        "errors": sorted({r.error_label or "" for r in records if not r.ok}),
+        "errors": [  # the first few failures: when (s into the replay), what, and why
+            {"at": round(r.sent_s, 1), "error": r.error_label, "detail": r.detail}
+            for r in records
+            if not r.ok
+        ][:5],
     }
 
 
