@@ -26,6 +26,18 @@ class Deployment(Spec):
         return total_gpus(self.recipe.topology)
 
 
+def release_recipe(repo: Repo, release: str, recipe: str) -> Recipe | None:
+    """A recipe as a release runs it: the release's overrides and topology applied. None
+    when either is unknown or the overrides do not fit (validation reports it)."""
+    found, base = repo.releases.get(release), repo.recipes.get(recipe)
+    if found is None or base is None:
+        return None
+    try:
+        return apply_overrides(base, found.release.overrides, found.release.topology)
+    except ValidationError:
+        return None
+
+
 def deployments(repo: Repo) -> list[Deployment]:
     """Every (release, stage, fleet) of a repository that passed validation."""
     found = []
@@ -33,14 +45,10 @@ def deployments(repo: Repo) -> list[Deployment]:
         body = release.release
         for stage in release.stages:
             for fleet in stage.fleets:
-                base = repo.recipes.get(release.recipe_for(stage, fleet))
-                if base is None:
-                    continue
-                bounds = release.bounds_for(stage)
-                try:
-                    recipe = apply_overrides(base, body.overrides, body.topology)
-                except ValidationError:
+                recipe = release_recipe(repo, name, release.recipe_for(stage, fleet))
+                if recipe is None:
                     continue  # validation reports it; nothing to deploy
+                bounds = release.bounds_for(stage)
                 recipe = recipe.model_copy(
                     update={"topology": bounded_topology(recipe.topology, bounds)}
                 )

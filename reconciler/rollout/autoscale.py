@@ -35,6 +35,8 @@ from reconciler.spec.repo import Repo
 from reconciler.spec.scaling import DEFAULT_POLICY, ScalingPolicy
 
 STATE_VERSION = 1
+# Requests (counted once per window they fall in) the mean lengths are kept over.
+LENGTH_MEMORY = 500.0
 
 
 @dataclass(frozen=True)
@@ -67,6 +69,20 @@ class _Deployment:
     # replicas asked for that did not fit when the last pass placed them (no free GPU): they
     # are on no fleet, so a bot that starts again takes them from its note
     pending: int = 0
+    weight: float = 0.0  # the requests those means are over
+
+    def smooth_lengths(self, requests: float, prompt: float, generated: float) -> None:
+        """The means moved by one window's requests and tokens, the earlier ones weighing at
+        most LENGTH_MEMORY requests: a few requests in a quiet window do not swing the
+        capacity (whose lengths are rounded to 64 tokens) from one decision to the next."""
+        kept = min(self.weight, LENGTH_MEMORY) if self.lengths else 0.0
+        before_in, before_out = self.lengths or (0, 0)
+        total = kept + requests
+        self.lengths = (
+            round((before_in * kept + prompt) / total),
+            round((before_out * kept + generated) / total),
+        )
+        self.weight = total
 
 
 class Autoscaler:
@@ -203,7 +219,7 @@ class Autoscaler:
             if u.unit.role == "aggregated" and u.unit.metrics is not None
         ]
         answers = fetch_all([url for _, url in engines], self.timeout)
-        serving, waiting, kv, rate = 0, [], [], 0.0
+        serving, waiting, kv, rate, rated = 0, [], [], 0.0, 0
         requests = prompt = generated = 0.0
         for engine, url in engines:
             series = series_for(engine)
@@ -222,16 +238,19 @@ class Autoscaler:
                 continue  # a first read, or the engine restarted
             done = counters.requests - before.requests
             rate += done / (counters.at - before.at)
+            rated += 1
             requests += done
             if counters.prompt is not None and before.prompt is not None:
                 prompt += counters.prompt - before.prompt
             if counters.generated is not None and before.generated is not None:
                 generated += counters.generated - before.generated
         if requests > 0 and prompt > 0 and generated > 0:
-            mine.lengths = (round(prompt / requests), round(generated / requests))
+            mine.smooth_lengths(requests, prompt, generated)
         return Signals(
             serving=serving,
-            arrival_rps=rate if serving else None,
+            # None when no replica has a rate yet (each started or restarted since the last
+            # read, as after a roll): no prediction, rather than a rate of 0
+            arrival_rps=rate if rated else None,
             waiting=max(waiting) if waiting else None,
             kv_usage=max(kv) if kv else None,
             firing=_firing(repo, deployment, kept, now),

@@ -8,9 +8,12 @@ KV cache, or an alarm of the stage over its threshold ask for one more than runs
 replicas do not run: while one is pending, the pressure asks for nothing more). The count
 stays within git's bounds. Hysteresis: up after `up.delay` of asking, down only after
 `down.delay` of every signal allowing it *and* `down.delay` after the last change, with 10%
-headroom on the prediction, so a count never reverses within the down delay. Replicas asked
-for and never arrived (pending) are given up at once when fewer are needed: capacity that did
-not come never holds a scale-down back.
+headroom on the prediction, so a count never reverses within the down delay; a gap between
+decisions longer than the policy's window (a pass that waited on a start or a roll) starts
+those delays again, since nothing was seen in it. Replicas asked for and never arrived
+(pending) go with the first step down, beside `down.step` replicas that run: capacity that
+did not come never holds a scale-down back nor slows it, and, given up after the same delays,
+a need that wavers around the count that fits does not ask, give up and ask again.
 """
 
 from __future__ import annotations
@@ -116,6 +119,10 @@ def decide(
 ) -> Decision:
     """The count to run (`count` replicas are asked for now, `pending` of them never came);
     `history` is updated in place."""
+    if history.decided_at is not None and now - history.decided_at > policy.window:
+        # nothing was seen for longer than the window (a pass waited on a start or a roll):
+        # a delay counts only what was seen, so it starts again
+        history.up_since = history.down_since = None
     history.decided_at = now
     need = needed(policy, signals)
     busy = pressure(policy, signals)
@@ -130,11 +137,6 @@ def decide(
     elif _idle(signals):
         want, why = count - 1, "no request waiting"
     want = bounds.clamp(want)
-    if want < count and pending:  # never came: given up at once
-        history.up_since = history.down_since = None
-        return _changed(
-            history, count, max(want, count - pending), f"{why}; pending given up", signals, now
-        )
     if want > count:
         history.down_since = None
         history.up_since = history.up_since if history.up_since is not None else now
@@ -154,7 +156,10 @@ def decide(
         left = policy.down.delay - (now - since)
         return Decision(count, f"{why}; down in {left:.0f}s")
     history.down_since = None
-    return _changed(history, count, max(want, count - policy.down.step), why, signals, now)
+    if pending:  # never came: given up with the first step, beside down.step that run
+        why += "; pending given up"
+    after = max(want, count - pending - policy.down.step)
+    return _changed(history, count, after, why, signals, now)
 
 
 def _idle(signals: Signals) -> bool:

@@ -35,8 +35,8 @@ def test_replicas_follow_the_load_and_drain_on_the_way_down(lab: Lab) -> None:
         heavy.more(8, "traffic on three replicas")
     assert decisions(up)[:2] == [(1, 2), (2, 3)], [r.stdout for r in up]
     for run in [r for r in up if decisions([r])]:  # each new replica started (joining its router)
-        assert {"start": 1}.items() <= actions_done(run.stdout).items(), (
-            "\n=====\n".join(r.stdout + r.stderr for r in up)
+        assert {"start": 1}.items() <= actions_done(run.stdout).items(), "\n=====\n".join(
+            r.stdout + r.stderr for r in up
         )
     three = row(lab.status(), "lab")
     assert (three["replicas"], three["ready"], three["drift"]) == (3, 3, ""), three
