@@ -27,14 +27,15 @@ from reconciler.fleet.model.labels import DeploymentKey, fleet_key
 from reconciler.fleet.model.observed import FleetObservation
 from reconciler.reconcile.desired import Counts, Desired, DesiredDeployment, running_replicas
 from reconciler.reconcile.source import GitSource
-from reconciler.rollout.capacity import replica_capacity, targets
-from reconciler.rollout.scaling import History, Signals, decide
+from reconciler.rollout.capacity import capacity_key, replica_capacity, targets
+from reconciler.rollout.scaling import History, Signals, as_number, decide
 from reconciler.rollout.series import series_for
 from reconciler.rollout.watch import AlarmWatch, fetch_all
 from reconciler.spec.repo import Repo
 from reconciler.spec.scaling import DEFAULT_POLICY, ScalingPolicy
 
 STATE_VERSION = 1
+KEPT_CAPACITIES = 32  # capacity searches kept in the note, the oldest dropped first
 # Requests (counted once per window they fall in) the mean lengths are kept over.
 LENGTH_MEMORY = 500.0
 
@@ -101,6 +102,7 @@ class Autoscaler:
         self.timeout = timeout
         self._deployments: dict[str, _Deployment] = {}
         self._counters: dict[str, list[_Counters]] = {}  # metrics URL -> reads, oldest first
+        self._capacities: dict[str, float | None] = {}  # capacity_key -> req/s (note-kept)
         self._restored = False
 
     def __call__(
@@ -126,6 +128,7 @@ class Autoscaler:
                 mine.pending = placed.pending_replicas
         return {
             "version": STATE_VERSION,
+            "capacities": dict(self._capacities),
             "counters": {
                 url: [[r.at, r.requests, r.prompt, r.generated] for r in reads]
                 for url, reads in sorted(self._counters.items())
@@ -150,6 +153,9 @@ class Autoscaler:
         self._restored = True
         if state.get("version") != STATE_VERSION:
             return
+        for known, found in (state.get("capacities") or {}).items():
+            if isinstance(known, str) and (found is None or as_number(found) is not None):
+                self._capacities.setdefault(known, as_number(found))
         for url, reads in (state.get("counters") or {}).items():
             found = [_Counters.of(r) for r in reads] if isinstance(reads, list) else []
             if isinstance(url, str) and all(found):
@@ -289,9 +295,13 @@ class Autoscaler:
         model = repo.models.get(recipe.model)
         if hardware is None or model is None:
             return None
-        return replica_capacity(
-            recipe, hardware, model, *lengths, targets(policy, _stage_alarms(repo, deployment))
-        )
+        wanted = targets(policy, _stage_alarms(repo, deployment))
+        known = capacity_key(recipe, hardware, model, *lengths, wanted)
+        if known not in self._capacities:  # a search takes seconds: kept in the note
+            self._capacities[known] = replica_capacity(recipe, hardware, model, *lengths, wanted)
+            while len(self._capacities) > KEPT_CAPACITIES:
+                del self._capacities[next(iter(self._capacities))]
+        return self._capacities[known]
 
 
 def _read(series: EngineSeries, text: str, now: float) -> tuple[dict[str, float], _Counters] | None:

@@ -5,6 +5,7 @@ traffic has. An elastic stage's predictive signal: the arrival rate over it is t
 from __future__ import annotations
 
 import functools
+import hashlib
 from collections.abc import Mapping
 
 from reconciler.engines.model import traffic
@@ -48,6 +49,23 @@ def replica_capacity(
     return _capacity(
         one.model_dump_json(), hardware.model_dump_json(), model.model_dump_json(), shape, wanted
     )
+
+
+def capacity_key(
+    recipe: Recipe,
+    hardware: Hardware,
+    model: ModelArch,
+    input_length: int,
+    output_length: int,
+    wanted: Targets,
+) -> str:
+    """What a capacity is searched from, as a short digest: a bot keeps its figures by it in
+    its lease note, so that a bot that starts again (each `--once` run) does not search again."""
+    shape = (_rounded(input_length), _rounded(output_length))
+    text = "\n".join(
+        (recipe.model_dump_json(), hardware.model_dump_json(), model.model_dump_json())
+    )
+    return hashlib.sha256(f"{text}\n{shape}\n{wanted}".encode()).hexdigest()[:24]
 
 
 @functools.lru_cache(maxsize=256)

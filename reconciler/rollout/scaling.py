@@ -75,10 +75,10 @@ class History:
             return cls()
         events = data.get("events")
         return cls(
-            changed_at=_number(data.get("changed_at")),
-            up_since=_number(data.get("up_since")),
-            down_since=_number(data.get("down_since")),
-            decided_at=_number(data.get("decided_at")),
+            changed_at=as_number(data.get("changed_at")),
+            up_since=as_number(data.get("up_since")),
+            down_since=as_number(data.get("down_since")),
+            decided_at=as_number(data.get("decided_at")),
             events=[e for e in events if isinstance(e, dict)] if isinstance(events, list) else [],
         )
 
@@ -189,5 +189,6 @@ def _round(value: float | None) -> float | None:
     return None if value is None else round(value, 4)
 
 
-def _number(value: Any) -> float | None:
+def as_number(value: Any) -> float | None:
+    """A number read from the note, else None (booleans are not numbers here)."""
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None

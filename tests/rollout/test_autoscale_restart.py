@@ -54,3 +54,24 @@ def test_a_stage_nothing_of_which_runs_starts_at_its_minimum(git_repo: GitRepo) 
     desired, seen = fleets(git_repo, 0)
     counts = Autoscaler(git_repo.source(), timeout=0.2)(desired, seen, {"scaling": note(3)})
     assert counts == {KEY: 1}
+
+
+def test_a_restarted_bot_takes_a_replicas_capacity_from_the_note(git_repo: GitRepo) -> None:
+    """A capacity search takes seconds: the figure goes into the note, and a bot that starts
+    again (each --once run) reads it there instead of searching again."""
+    elastic_release(git_repo, "local", high=4)
+    desired, seen = fleets(git_repo, 1)
+    [deployment] = desired.deployments
+    repo = git_repo.source()
+    first = Autoscaler(repo, timeout=0.2)
+    policy = first.source.repo_at(desired.head).policies.scaling["default"]
+    searched = first._capacity(deployment, policy, (512, 256))
+    assert searched is not None and searched > 0
+    kept = first.state()
+    [(key, value)] = kept["capacities"].items()
+    assert value == searched
+    kept["capacities"][key] = 123.0  # what the last bot found, as its note says
+    again = Autoscaler(git_repo.source(), timeout=0.2)
+    again(desired, seen, {"scaling": kept})
+    assert again._capacity(deployment, policy, (512, 256)) == 123.0
+    assert again._capacity(deployment, policy, (1024, 256)) != 123.0  # another shape: searched
