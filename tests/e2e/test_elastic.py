@@ -227,8 +227,9 @@ def test_a_bot_killed_mid_scale_converges_from_the_fleets(lab: ElasticLab) -> No
 
 def test_pending_capacity_is_shown_and_given_up_when_traffic_falls(small_lab: ElasticLab) -> None:
     """A fleet of 2 GPUs under a stage of 1–4: the third replica never arrives. It is pending
-    (not counted, not started), the two serve, and when the traffic falls the pending one is
-    given up at once, while the running ones wait the down delay."""
+    (not counted, not started), the two serve, and when the traffic falls the pending one goes
+    with the first step down, beside down.step running ones (here the step is the pending one:
+    one replica fewer is wanted)."""
     lab = small_lab
     lab.policy(down="1h")
     lab.release(1, 4)
@@ -250,11 +251,13 @@ def test_pending_capacity_is_shown_and_given_up_when_traffic_falls(small_lab: El
         assert (kept["count"], kept["pending"]) == (3, 1)
         load.more(4, "traffic while one is pending")
     assert load.failed == []
+    lab.policy(down="0s")  # the delays of a step down, as any step down has them, passed
+    lab.repo.commit("scaling: no down delay")
     with busy(url, 1) as quiet:
         quiet.more(1, "light traffic")
         fell = lab.reconcile()
     assert scaled(fell, 3, 2) == "no request waiting; pending given up"
-    assert actions_done(fell.stdout) == {}  # the two that run stay: the delay holds them
+    assert actions_done(fell.stdout) == {}  # one step down: the pending one, the two run on
     assert len(lab.engines()) == 2
     kept = scaling(lab)
     assert (kept["count"], kept["pending"]) == (2, 0)

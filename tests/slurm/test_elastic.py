@@ -27,9 +27,9 @@ def test_jobs_follow_the_load_and_a_held_one_is_pending_then_cancelled(
     """A replica is a whole node (4 GPUs); trials keep none. Under load the second replica
     is a job that runs (the bot killed right after submitting it; the next one carries on);
     the third's node is reserved, so its job waits in the queue: pending,
-    not ready, the stage serving. When the load falls the pending job is cancelled first, at
-    once, then a running one, drained; the ended jobs the queue still remembers are no
-    replicas (status counts one, the next pass submits nothing)."""
+    not ready, the stage serving. When the load falls the pending job is cancelled first,
+    with the first step down, then a running one, drained; the ended jobs the queue still
+    remembers are no replicas (status counts one, the next pass submits nothing)."""
     fleet, lab = slurm_fleet, slurm_fleet.lab
     fleet.repo.write("fleets/hpc.yaml", fleet_file(lab, trial_gpus=0))
     elastic_release(fleet.repo, "hpc", gpus=4)
@@ -58,8 +58,10 @@ def test_jobs_follow_the_load_and_a_held_one_is_pending_then_cancelled(
     assert f"… {ENGINE}2" in fleet.denv("plan").stdout
     assert heavy.failed == []
 
-    calm = fleet.reconcile()
-    assert decisions([calm]) == [(3, 2)], calm.stdout + calm.stderr
+    two = {ENGINE + "0": "RUNNING", ENGINE + "1": "RUNNING"}
+    calmed = passes(fleet, lambda: states(fleet) == two, most=4)  # the down delay (1s), then
+    calm = calmed[-1]  # the first step down: the pending job
+    assert decisions(calmed) == [(3, 2)], [r.stdout + r.stderr for r in calmed]
     assert "pending given up" in calm.stdout + calm.stderr
     assert actions_done(calm.stdout) == {"stop": 1}  # scancel; nothing to drain: it never ran
     assert states(fleet) == {ENGINE + "0": "RUNNING", ENGINE + "1": "RUNNING"}
