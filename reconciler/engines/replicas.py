@@ -47,6 +47,7 @@ def engine_unit(
     flag_table: str,
     bootstrap_port: int | None = None,
     cpus: list[int] | None = None,
+    waiting: str | None = None,
 ) -> Unit:
     """One process of an engine replica. Only node 0 of a replica serves HTTP, so only it
     gets a port, probes, metrics and (for a prefill replica) the bootstrap port."""
@@ -68,6 +69,6 @@ def engine_unit(
         bootstrap_port=bootstrap_port if port else None,
         readiness=probe if port else None,
         health=probe if port else None,
-        metrics=Metrics(port=port, running=running) if port else None,
+        metrics=Metrics(port=port, running=running, waiting=waiting) if port else None,
         flag_table=flag_table,
     )

@@ -74,6 +74,9 @@ class Metrics(Spec):
     # The gauge of requests the engine is working on (a stop waits for it to reach 0);
     # None: the endpoint exists, its names are not ours
     running: str | None = None
+    # The gauge of requests queued in the engine, not yet running: in flight too (a drain
+    # waits for them as well; a stream queued there is cut if the engine stops)
+    waiting: str | None = None
 
 
 class Unit(Spec):

@@ -63,17 +63,18 @@ def wait_until(
 
 
 def in_flight(unit: Unit) -> float | None:
-    """Requests the engine is working on now, from its metrics; None when unknown."""
+    """Requests the engine has taken and not answered yet — running, and queued where its
+    metrics name a queue — from its metrics; None when unknown."""
     if unit.metrics is None or unit.metrics.running is None:
         return None
     status, body = _call(f"http://{unit.address}:{unit.metrics.port}{unit.metrics.path}")
     if status != 200:
         return None
-    wanted = unit.metrics.running
+    wanted = {unit.metrics.running, unit.metrics.waiting} - {None}
     total = None
     for family in text_string_to_metric_families(body.decode("utf-8", "replace")):
         for sample in family.samples:
-            if sample.name == wanted:
+            if sample.name in wanted:
                 total = (total or 0.0) + sample.value
     return total
 

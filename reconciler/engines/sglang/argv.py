@@ -109,6 +109,7 @@ SPECULATIVE = {
 }
 TRANSFER_BACKEND = {"nvidia": "nixl", "amd": "mori"}  # KV transfer between P/D pools
 RUNNING = "sglang:num_running_reqs"  # requests in the running batch
+WAITING = "sglang:num_queue_reqs"  # requests queued, not yet running
 
 
 def table(version: str) -> FlagTable:
@@ -273,6 +274,7 @@ def _replica(
                 RUNNING,
                 flags.source,
                 bootstrap_port=bootstrap,
+                waiting=WAITING,
             )
         )
     return units

@@ -18,6 +18,7 @@ from reconciler.spec.recipe import AggregatedTopology, Recipe
 
 MODELLED = "vllm"  # the engine whose metric names and scheduler defaults the simulator copies
 RUNNING = "vllm:num_requests_running"  # the modelled engine's running gauge (metrics.py)
+WAITING = "vllm:num_requests_waiting"  # and its queue's
 
 
 def one_replica(recipe: Recipe) -> Recipe:
@@ -75,7 +76,7 @@ def units(deployment: Deployment, placement: Placement, context: EngineContext) 
                     bootstrap_port=bootstrap,
                     readiness=health(),
                     health=health(),
-                    metrics=Metrics(port=port, running=RUNNING),
+                    metrics=Metrics(port=port, running=RUNNING, waiting=WAITING),
                     hosts=[node.host for node in nodes] if len(nodes) > 1 else [],
                 )
             )

@@ -112,6 +112,7 @@ SPECULATIVE = {
     "draft_model": "draft_model",
 }
 RUNNING = "vllm:num_requests_running"  # requests in the running batch
+WAITING = "vllm:num_requests_waiting"  # requests queued, not yet running
 MAX_LOCAL_DP = 16  # NIXL side-channel ports in a slot's port block
 
 
@@ -280,6 +281,7 @@ def _replica(
                 RUNNING,
                 flags.source,
                 cpus=cores,
+                waiting=WAITING,
             )
         )
     return units

@@ -7,7 +7,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Sequence
 
-from reconciler.engines.units import Metrics, Unit
+from reconciler.engines.units import Unit
 from reconciler.fleet.drivers.registry import rules_of
 from reconciler.reconcile import probes
 from reconciler.reconcile.desired import DesiredDeployment
@@ -78,7 +78,7 @@ def _probe(ctx: Context, deployment: DesiredDeployment, action: Action) -> Unit 
     if fleet is None or host is None or sibling.port != sibling.metrics.port:
         return None  # metrics on a port of their own: not known for the record
     address = rules_of(fleet).address(host)
-    metrics = Metrics(port=record.port, path=sibling.metrics.path, running=sibling.metrics.running)
+    metrics = sibling.metrics.model_copy(update={"port": record.port})
     return sibling.model_copy(
         update={"host": action.host, "address": address, "port": record.port, "metrics": metrics}
     )
