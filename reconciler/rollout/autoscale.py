@@ -261,6 +261,7 @@ class Autoscaler:
             kv_usage=max(kv) if kv else None,
             firing=_firing(repo, deployment, kept, now),
             capacity_rps=self._capacity(deployment, policy, mine.lengths),
+            lengths=mine.lengths,
             note="" if mine.lengths else "no lengths read yet: no prediction",
         )
 

@@ -36,6 +36,7 @@ class Signals:
     kv_usage: float | None = None  # the fullest replica's KV cache, 0..1
     firing: tuple[str, ...] = ()  # the stage's alarms over their threshold
     capacity_rps: float | None = None  # one replica at the stage's targets (simulated)
+    lengths: tuple[int, int] | None = None  # the traffic's mean input and output tokens
     note: str = ""  # why a signal is missing
 
     def as_dict(self) -> dict[str, Any]:
@@ -46,6 +47,8 @@ class Signals:
             "kv_usage": _round(self.kv_usage),
             "firing": list(self.firing),
             "capacity_rps": _round(self.capacity_rps),
+            "input_length": self.lengths[0] if self.lengths else None,
+            "output_length": self.lengths[1] if self.lengths else None,
             "note": self.note,
         }
 

@@ -84,7 +84,8 @@ RECIPE_INERT: frozenset[Loc] = frozenset(
     }
 )
 RELEASE_JUDGED: dict[Loc, Judge] = {("weights",): _weights}
-RELEASE_INERT: frozenset[Loc] = frozenset({("model",), ("recipe",), ("topology",)})
+# replicas: bounds, and the name of a scaling policy of the trusted policies/scaling.yaml
+RELEASE_INERT: frozenset[Loc] = frozenset({("model",), ("recipe",), ("topology",), ("replicas",)})
 
 
 def _walk(

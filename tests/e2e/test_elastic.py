@@ -21,10 +21,12 @@ import pytest
 
 from reconciler.fleet.model.observed import UnitRecord
 from reconciler.reconcile.steps.context import PAUSE_ENV
+from reconciler.rollout.capacity import replica_capacity, targets
 from tests.e2e.load import Load, ask, light_load
 from tests.fleet.conftest import wait_for
 from tests.labs.elastic_local import FLEET, ElasticLab, elastic_lab
 from tests.labs.operated import actions_done
+from tests.labs.release import RECIPE
 from tests.reconcile.conftest import GitRepo
 
 KEY = f"chat-8b/canary/{FLEET}"
@@ -290,7 +292,7 @@ def test_the_arrival_rate_over_a_replicas_capacity_scales_before_queues_build(
     """Predictive: the engines' request and token counters (kept in the note from one
     `--once` bot to the next) give the arrival rate and lengths; the simulator's capacity of
     one replica for them, at a tiny utilization, asks for more replicas while nothing waits."""
-    lab.policy(down="1h", step=4, predictive=True, utilization=0.005)
+    lab.policy(down="1h", step=4, predictive=True, utilization=0.001)
     lab.release(1, 3, batch=64)  # room in the batch: nothing queues
     lab.reconcile()
     with busy(lab.endpoint(), 2) as load:
@@ -304,7 +306,21 @@ def test_the_arrival_rate_over_a_replicas_capacity_scales_before_queues_build(
     assert " req/s over " in reason and reason.endswith(" per replica"), reason
     [event] = scaling(lab)["events"]
     assert event["waiting"] <= 1 and event["arrival_rps"] > 0  # not the reactive signal
-    # a replica as the stage runs it (max_batch 64), not as the recipe alone (vLLM default): ~30
-    # requests/s of these lengths at the policy's TTFT and ITL, not about 100
-    assert 10 < event["capacity_rps"] < 60, event
+    # a replica as the stage runs it (max_batch 64), not as the recipe alone (vLLM's default
+    # batch), at the lengths the bot read and the policy's TTFT and ITL
+    alone = alone_capacity(lab, event["input_length"], event["output_length"])
+    assert alone is not None and 0 < event["capacity_rps"] < 0.8 * alone, (event, alone)
     assert len(lab.engines()) == 3
+
+
+def alone_capacity(lab: ElasticLab, input_length: int, output_length: int) -> float | None:
+    """What one replica of the catalog's recipe (no override) holds at these lengths."""
+    repo = lab.repo.source().repo_at(lab.repo.source().resolve())
+    recipe = repo.recipes[RECIPE]
+    hardware = repo.resolve_hardware("h200")
+    assert hardware is not None
+    policy = repo.policies.scaling["fast"]
+    wanted = targets(policy, {})
+    return replica_capacity(
+        recipe, hardware, repo.models[recipe.model], input_length, output_length, wanted
+    )

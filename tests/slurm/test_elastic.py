@@ -65,6 +65,13 @@ def test_jobs_follow_the_load_and_a_held_one_is_pending_then_cancelled(
     assert "pending given up" in calm.stdout + calm.stderr
     assert actions_done(calm.stdout) == {"stop": 1}  # scancel; nothing to drain: it never ran
     assert states(fleet) == {ENGINE + "0": "RUNNING", ENGINE + "1": "RUNNING"}
+    # calm traffic: a request waiting a moment on its replica is no reason to ask again
+    text = (fleet.repo.path / "policies/scaling.yaml").read_text()
+    fleet.repo.write(
+        "policies/scaling.yaml",
+        text.replace("max_waiting_per_replica: 0", "max_waiting_per_replica: 4", 1),
+    )
+    fleet.repo.commit("scaling: the fast policy tolerates a short queue")
     with light_load(url, workers=2, max_tokens=64) as light:
         light.more(4, "traffic on two replicas, calm")
         down = passes(fleet, lambda: len(fleet.jobs()) == 1, most=4)
