@@ -41,6 +41,7 @@ import leases
 import runtimes
 import slurm
 import sockets
+import supervisors
 import units
 import weights
 from common import HOME, AgentError, agent_path, emit, option
@@ -134,6 +135,7 @@ def serve():
     does not hold a probe); answers are whole lines, written under a lock. A request still
     running when stdin closes is finished before the agent exits (threads are not daemons):
     a launch cut off by a lost channel completes, and the next one finds its unit."""
+    supervisors.start_spawner(units.supervise)  # before the first thread
     writing = threading.Lock()
 
     def reply(value):

@@ -15,6 +15,7 @@ import subprocess
 import time
 
 import runtimes
+import supervisors
 import users
 from common import (
     HOME,
@@ -24,7 +25,6 @@ from common import (
     AgentError,
     alive,
     child_environment,
-    detach,
     file_lock,
     read_json,
     record_path,
@@ -122,8 +122,8 @@ def _launch(unit):
     env = child_environment("engine", dict(unit.get("env", {}), **own))
     spec_file = path + ".launch"
     write_atomic(spec_file, {"record": record, "env": env, "cwd": cwd, "switch": switch})
-    # The supervisor detaches in its own session, so the unit outlives this SSH session.
-    supervisor = detach("supervise", unit["id"])
+    # The supervisor runs in its own session, so the unit outlives this SSH session.
+    exited = supervisors.start(unit["id"])
     deadline = time.time() + 10
     while time.time() < deadline:  # the record is written before we answer
         current = read_json(path)
@@ -135,12 +135,10 @@ def _launch(unit):
             current["alive"] = running(current)
             current["changed"] = True
             return current
-        if supervisor.poll() is not None:
+        if exited() is not None:
             break
         time.sleep(0.01)
-    raise AgentError(
-        "unit {} did not start (supervisor exit {})".format(unit["id"], supervisor.poll())
-    )
+    raise AgentError("unit {} did not start (supervisor exit {})".format(unit["id"], exited()))
 
 
 def pinned(unit):
