@@ -16,7 +16,9 @@ finds them warm. Measured:
 
 - deploy: `denv reconcile --once` after the first commit, until it exits with every replica
   and every router ready (wall time, interpreter start included; "pass" is the bot's own
-  figure);
+  figure; "apply" is the part of it from the decision — the plan the pass acts on, after
+  reading git, observing and taking the lease — until every replica serves, which is what
+  adding replicas costs a running bot);
 - steady: the next `--once`, which finds nothing to do; its "pass" is what each pass of the
   loop costs once the bot runs;
 - roll: one commit that changes max_batch in every release, then `--once` until every replica
@@ -28,8 +30,9 @@ finds them warm. Measured:
 
 `--json` prints one JSON list, an object per replicas point: `replicas`, `deploy_s`,
 `script_s` (medians, seconds), and `deployments`, `spare_gpus`, `ratio` (deploy ÷ script),
-`pass_s`, `steady_s`, `steady_pass_s`, `roll_s`, `roll_per_replica_s`, `repeats` and the
-1-minute load average before and after the point (`load_before`, `load_after`).
+`pass_s`, `apply_s`, `apply_ratio` (apply ÷ script), `steady_s`, `steady_pass_s`, `roll_s`,
+`roll_per_replica_s`, `repeats` and the 1-minute load average before and after the point
+(`load_before`, `load_after`).
 
 Every unit is stopped and the folder removed after each repeat, also on failure, Ctrl-C or
 SIGTERM; a unit that will not stop is named, and its folder kept.
@@ -296,7 +299,8 @@ def one_repeat(
         said = f"{step} {seconds:.2f}s"
         if answer is not None:
             row[f"{step} pass"] = answer["seconds"]
-            said += f" (pass {answer['seconds']:.2f}s)"
+            row[f"{step} apply"] = answer["apply_seconds"]
+            said += f" (pass {answer['seconds']:.2f}s, apply {answer['apply_seconds']:.2f}s)"
         progress(f"{said}, load average {os.getloadavg()[0]:.1f}")
 
     ws.release(batch=128)
@@ -350,6 +354,8 @@ def point(args: argparse.Namespace, replicas: int) -> dict[str, Any]:
         "script_s": round(m["script"], 3),
         "ratio": round(m["deploy"] / m["script"], 3),
         "pass_s": round(m["deploy pass"], 3),
+        "apply_s": round(m["deploy apply"], 3),
+        "apply_ratio": round(m["deploy apply"] / m["script"], 3),
         "steady_s": round(m["steady"], 3),
         "steady_pass_s": round(m["steady pass"], 3),
         "roll_s": round(m["roll"], 3),

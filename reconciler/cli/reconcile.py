@@ -152,6 +152,7 @@ def _pass_json(result: PassResult) -> dict[str, Any]:
         "waiting": result.report.waiting,
         "resubmitted": result.report.resubmitted,
         "seconds": round(result.seconds, 3),
+        "apply_seconds": round(result.apply_seconds, 3),
     }
 
 

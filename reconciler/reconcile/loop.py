@@ -78,6 +78,9 @@ class PassResult:
     plan: Plan
     report: ApplyReport
     seconds: float
+    # of them, from the plan the pass acts on (its decision) until apply ended (every started
+    # replica serving, or given up on)
+    apply_seconds: float = 0.0
 
     def summary(self) -> str:
         counts = self.plan.counts
@@ -245,16 +248,18 @@ class Reconciler:
         applied = threading.Event()
         renewing = threading.Thread(target=self._keep_leases, args=(snap.repo, applied))
         renewing.start()
+        decided = time.monotonic()
         try:
             report = applier.apply(chosen, deployments, snap.observations)
         finally:
             applied.set()
             renewing.join()
+        applying = time.monotonic() - decided
         report.errors += list(skipped.values())
         self._reach = self._track(snap)
         if self.checks is not None and not self.stop_requested.is_set():
             self._checked = self.checks(snap, self._checked)
-        result = PassResult(snap.head, snap.plan, report, time.monotonic() - started)
+        result = PassResult(snap.head, snap.plan, report, time.monotonic() - started, applying)
         note = {
             "head": snap.head,
             "at": self.clock(),

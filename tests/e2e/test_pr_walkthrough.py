@@ -156,6 +156,8 @@ def test_pull_request_from_open_to_deployed(github: GitHubSetup, home: Path) -> 
     assert run.returncode == 0, run.stderr
     passed = json.loads(run.stdout)
     assert passed["errors"] == [] and passed["done"] == {"start": 3}, passed
+    # from its decision on, the pass waited for the three units to serve: part of it, not all
+    assert 0 < passed["apply_seconds"] < passed["seconds"], passed
 
     agent = AgentClient(LocalTransport(env=env), python=sys.executable)
     units = {u.id: u for u in agent.units()}
