@@ -26,7 +26,9 @@ finds them warm. Measured:
   a time inside a deployment, deployments side by side as far as apply runs them so; with
   none, it is in place);
 - script: bash starting the same argv in the background, `curl` on each replica's readiness
-  every 0.2 s (the bot's interval), then the routers likewise.
+  every 0.2 s (the bot's interval), then the routers likewise, then each router's worker
+  list every 0.05 s (as the bot polls it) until it lists all its replicas: the state the
+  bot's deploy ends in (a router's readiness passes once it has one).
 
 `--json` prints one JSON list, an object per replicas point: `replicas`, `deploy_s`,
 `script_s` (medians, seconds), and `deployments`, `spare_gpus`, `ratio` (deploy ÷ script),
@@ -227,12 +229,16 @@ def converged(ws: Workspace) -> None:
     assert all(len(probes.router_workers(r) or {}) == each for r in routers)
 
 
-def script_text(units: list[Unit], logs: Path) -> str:
+def script_text(units: list[Unit], logs: Path, workers: int) -> str:
     """The hand-written launch script: engines in the background, each polled until ready,
-    then the routers the same way."""
+    then the routers the same way, and each polled until it lists its `workers` engines (the
+    state the bot's deploy ends in: a router's readiness passes with one)."""
     lines = [
         "set -eu",
         'ready() { until curl -fs -o /dev/null --max-time 2 "$1"; do sleep 0.2; done; }',
+        # the router's worker list, polled as often as the bot polls it while it takes workers
+        'listing() { until [ "$(curl -fs --max-time 2 "$1" | grep -o \'"url":\' | wc -l)"'
+        ' -ge "$2" ]; do sleep 0.05; done; }',
     ]
     engines = [u for u in units if u.role != "router"]
     routers = [u for u in units if u.role == "router"]
@@ -245,6 +251,8 @@ def script_text(units: list[Unit], logs: Path) -> str:
         for unit in batch:
             assert unit.readiness is not None
             lines.append(f"ready {shlex.quote(f'{probes.base_url(unit)}{unit.readiness.path}')}")
+    for unit in routers:
+        lines.append(f"listing {shlex.quote(f'{probes.base_url(unit)}/workers')} {workers}")
     return "\n".join(lines) + "\n"
 
 
@@ -267,7 +275,7 @@ def run_script(units: list[Unit], ws: Workspace) -> float:
     logs = ws.root / "script-logs"
     logs.mkdir()
     script = ws.root / "launch.sh"
-    script.write_text(script_text(units, logs))
+    script.write_text(script_text(units, logs, ws.replicas // len(ws.names)))
     started = time.perf_counter()
     process = subprocess.Popen(["bash", str(script)], env=ws.env, start_new_session=True)
     try:
@@ -276,6 +284,9 @@ def run_script(units: list[Unit], ws: Workspace) -> float:
         if code != 0:
             raise SystemExit(f"the launch script failed ({code}); logs in {logs}")
         assert all(probes.is_ready(u) for u in units)
+        each = ws.replicas // len(ws.names)
+        routers = [u for u in units if u.role == "router"]
+        assert all(len(probes.router_workers(r) or {}) == each for r in routers)
         return seconds
     finally:
         for sig in (signal.SIGTERM, signal.SIGKILL):
