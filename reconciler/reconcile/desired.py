@@ -252,7 +252,10 @@ def _desired_units(
         sizes: set[int] = set()
         # fixed counts first: an elastic deployment's replicas beyond what they need never
         # take the GPUs a fixed one must have (it gets fewer, the rest pending)
-        for deployment, stage, repo in sorted(items, key=lambda item: item[0].bounds is not None):
+        ordered = sorted(items, key=lambda item: item[0].bounds is not None)
+        for index, (deployment, stage, repo) in enumerate(ordered):
+            # nor those the elastic ones placed after it need for their minimum
+            later = [minimum(d) for d, _, _ in ordered[index + 1 :] if d.bounds is not None]
             context = EngineContext(
                 hardware=hardware,
                 model=repo.models.get(deployment.recipe.model),
@@ -265,7 +268,7 @@ def _desired_units(
             key = (deployment.release, deployment.stage, deployment.fleet)
             try:
                 placed, pending = _place(
-                    placer, deployment, context, stage.revision, counts.get(key), memo
+                    placer, deployment, context, stage.revision, counts.get(key), memo, later
                 )
                 hit = placed.hit
                 if hit is None:
@@ -314,21 +317,21 @@ def _place(
     revision: str,
     count: int | None,
     memo: DesiredMemo,
+    reserved: list[Deployment],
 ) -> tuple[_Placed, int]:
     """The deployment placed; an elastic one at `count` (kept within its bounds), else at
-    as many replicas as fit down to its minimum: the rest is pending. PlacementError when
-    not even the minimum (or the fixed count) fits."""
+    as many replicas as fit down to its minimum, leaving room for every deployment of
+    `reserved` (the minimum of those placed after it): the rest is pending. PlacementError
+    when not even the minimum (or the fixed count) fits."""
     bounds = deployment.bounds
     wanted = bounds.clamp(count if count else bounds.min) if bounds is not None else 0
     tries = range(wanted, bounds.min - 1, -1) if bounds is not None else [0]
     key = (deployment.release, deployment.stage, deployment.fleet)
     for replicas in tries:
-        sized = deployment
-        if replicas:
-            topology = with_replicas(deployment.recipe.topology, replicas)
-            sized = deployment.model_copy(
-                update={"recipe": deployment.recipe.model_copy(update={"topology": topology})}
-            )
+        sized = at_count(deployment, replicas) if replicas else deployment
+        above_minimum = bounds is not None and replicas > bounds.min
+        if above_minimum and reserved and not placer.fits_beside([sized, *reserved]):
+            continue
         lookup = _Lookup(memo, key, (sized, context, revision))
         try:
             grow = bounds.max - replicas if bounds is not None else 0
@@ -341,6 +344,19 @@ def _place(
             sized, units, lookup.hit, lookup.inputs
         ), wanted - replicas if replicas else 0
     raise AssertionError("unreachable: the last try raises")
+
+
+def at_count(deployment: Deployment, replicas: int) -> Deployment:
+    """An elastic deployment at `replicas` replicas."""
+    topology = with_replicas(deployment.recipe.topology, replicas)
+    return deployment.model_copy(
+        update={"recipe": deployment.recipe.model_copy(update={"topology": topology})}
+    )
+
+
+def minimum(deployment: Deployment) -> Deployment:
+    assert deployment.bounds is not None
+    return at_count(deployment, deployment.bounds.min)
 
 
 def _resolve(

@@ -114,3 +114,18 @@ def test_a_fixed_count_is_placed_before_an_elastic_one_grows(git_repo: GitRepo) 
     found = by_key(desired_at(git_repo, seen, counts={CHAT: 3}))
     assert found[CODE].replicas == 1
     assert (found[CHAT].replicas, found[CHAT].pending_replicas) == (2, 1)
+
+
+def test_an_elastic_deployment_grows_only_where_the_next_ones_minimum_still_fits(
+    git_repo: GitRepo,
+) -> None:
+    """chat-8b (placed first by name) asks for every serving GPU; code-8b, elastic too,
+    runs nothing yet: it still gets its minimum, and chat-8b the rest, one replica pending
+    (not code-8b refused for want of a GPU)."""
+    elastic(git_repo, "chat-8b", 1, 3)
+    elastic(git_repo, "code-8b", 1, 3)
+    git_repo.commit("two elastic releases")
+    seen = observation([], hosts={"localhost": 11}, busy={"localhost": set()})
+    found = by_key(desired_at(git_repo, seen, counts={CHAT: 3}))
+    assert (found[CODE].replicas, found[CODE].pending_replicas) == (1, 0)
+    assert (found[CHAT].replicas, found[CHAT].pending_replicas) == (2, 1)

@@ -111,6 +111,20 @@ def place_deployment(
     return book.place_deployment(deployment, rules, base_port, unit_prefix)
 
 
+def replica_demands(deployment: Deployment, unit_prefix: str) -> list[Demand]:
+    """A Demand per replica of the deployment, keyed as its units run (`unit_prefix +
+    role-replica`): those that run already keep their GPUs."""
+    return [
+        Demand(
+            f"{unit_prefix}{role}-{index}",
+            pool.gpus,
+            f"replica {index}" if role == "aggregated" else f"{role} replica {index}",
+        )
+        for role, pool in deployment.recipe.topology.pools()
+        for index in range(pool.replicas)
+    ]
+
+
 def place_on_trial_gpus(
     deployment: Deployment,
     fleet: Fleet,
@@ -233,14 +247,7 @@ class GpuBook:
             for role, pool in deployment.recipe.topology.pools()
             for index in range(pool.replicas)
         ]
-        demands = [
-            Demand(
-                f"{unit_prefix}{role}-{index}",
-                gpus,
-                f"replica {index}" if role == "aggregated" else f"{role} replica {index}",
-            )
-            for role, index, gpus in replicas
-        ]
+        demands = replica_demands(deployment, unit_prefix)
         placed = self.place(demands)
         if placed.errors:
             more = len(placed.errors) - 1

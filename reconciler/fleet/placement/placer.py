@@ -12,7 +12,7 @@ processes denv did not start. Hosts that did not answer get nothing new; a cordo
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from reconciler.catalog.deployments import Deployment
 from reconciler.engines.launch import launch_units
@@ -23,7 +23,13 @@ from reconciler.fleet.launching import one_unit_per_replica
 from reconciler.fleet.model.labels import DeploymentKey, fleet_key, unit_id
 from reconciler.fleet.model.observed import FleetObservation
 from reconciler.fleet.model.rules import FleetRules
-from reconciler.fleet.placement.gpus import Demand, GpuBook, HostState, declared_states
+from reconciler.fleet.placement.gpus import (
+    Demand,
+    GpuBook,
+    HostState,
+    declared_states,
+    replica_demands,
+)
 from reconciler.fleet.placement.ports import PortBook, address_of
 from reconciler.fleet.placement.slots import Nodes, with_ports
 from reconciler.spec.fleet import Fleet
@@ -150,6 +156,16 @@ class FleetPlacer:
                     return None
                 replicas.append((role, index, [(slot.host, list(slot.gpus)) for slot in found]))
         return with_ports(self.fleet, replicas, self.rules, self.base_port, self.book.known)
+
+    def fits_beside(self, deployments: Sequence[Deployment]) -> bool:
+        """Whether every replica of `deployments` fits beside everything placed (those that
+        run keep their GPUs); nothing is held."""
+        demands = [
+            demand
+            for d in deployments
+            for demand in replica_demands(d, unit_id(d.release, d.stage, d.fleet, ""))
+        ]
+        return not self.book.place(demands).errors
 
     def room(self, sizes: set[int]) -> dict[int, bool]:
         """For each replica size, whether one more replica fits beside everything placed."""
