@@ -11,7 +11,7 @@ import time
 
 import leases
 import units
-from common import UNITS, Unreadable, aside, file_lock, record_path, start_time
+from common import HOME, UNITS, Unreadable, aside, file_lock, record_path, start_time
 
 
 def repair(grace):
@@ -38,8 +38,11 @@ def repair(grace):
 
 
 def marked(unit_id):
-    """The processes of this host whose environment says DENV_UNIT=<unit_id> (those of other
-    users are not readable unless the agent runs as root), as (pid, start time)."""
+    """This home's processes of the unit, as (pid, start time): those whose environment says
+    DENV_UNIT=<unit_id>, and a supervisor started as `agent supervise <unit_id>` (a unit an
+    agent before the marker started: its supervisor leads the unit's process group). Another
+    home's units on the same machine are not this one's; other users' processes cannot be
+    read unless the agent runs as root."""
     wanted = (units.MARKER + "=" + unit_id).encode()
     found = []
     for name in os.listdir("/proc"):
@@ -48,12 +51,22 @@ def marked(unit_id):
         try:
             with open(f"/proc/{name}/environ", "rb") as stream:
                 environ = stream.read().split(b"\0")
+            with open(f"/proc/{name}/cmdline", "rb") as stream:
+                argv = stream.read().split(b"\0")[:-1]
         except OSError:
             continue
+        ours = wanted in environ or argv[-2:] == [b"supervise", unit_id.encode()]
         started = start_time(int(name))
-        if wanted in environ and started is not None:
+        if ours and started is not None and _home_of(environ) == HOME:
             found.append((int(name), started))
     return found
+
+
+def _home_of(environ):
+    """The agent home a process belongs to, from its environment (as common.HOME is found)."""
+    values = dict(item.split(b"=", 1) for item in environ if b"=" in item)
+    home = values.get(b"DENV_HOME") or os.path.join(values.get(b"HOME", b"~"), b".denv")
+    return os.fsdecode(home)
 
 
 def stop_marked(unit_id, grace):
