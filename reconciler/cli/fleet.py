@@ -337,7 +337,8 @@ def repaired_lines(done: list[dict[str, Any]]) -> list[str]:
     """What `repair` did on a host, a line per record."""
     lines = []
     for record in done:
-        line = f"{record['record']} record {record['path']} moved to {record['moved_to']}"
+        kind = "lease file" if record["record"] == "lease" else "unit record"
+        line = f"{kind} {record['path']} moved to {record['moved_to']}"
         if record["record"] == "unit":
             pids = ", ".join(str(p) for p in record["stopped"]) or "none running"
             line += f"; its processes stopped first (DENV_UNIT={record['id']}: {pids})"

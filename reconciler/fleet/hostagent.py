@@ -109,8 +109,10 @@ class AgentClient:
         resident: bool = False,
         deadline: float = DEADLINE,
         home: str | None = None,
+        fleet: str | None = None,
     ) -> None:
         self.transport = transport
+        self.fleet = fleet  # the fleet it serves, named in the repair command it suggests
         self.python = python
         self.home = home  # the agent's DENV_HOME on the host; None: its own default
         self.resident = resident
@@ -135,7 +137,7 @@ class AgentClient:
         if not found.ok:
             message = f"{self.transport.host}: {(found.error or 'no reason')[:2000]}"
             if found.unreadable:
-                raise RecordUnreadable(message, found.unreadable)
+                raise RecordUnreadable(self._named(message), found.unreadable)
             raise AgentFailed(message)
         try:
             return answer.model_validate(found.result)
@@ -287,8 +289,14 @@ class AgentClient:
             first, more = found.unreadable[0], len(found.unreadable) - 1
             message = f"{self.transport.host}: unit record {first.path} is unreadable ({first.why})"
             message += f" (and {more} more unit record(s))" if more else ""
-            raise RecordUnreadable(message + f"; repair: {REPAIR}", first.path)
+            raise RecordUnreadable(self._named(message + f"; repair: {REPAIR}"), first.path)
         return list(found.units)
+
+    def _named(self, message: str) -> str:
+        """The agent's `denv fleet repair FLEET`, with the fleet's name where it is known."""
+        if self.fleet is None:
+            return message
+        return message.replace(REPAIR, f"`denv fleet repair {shlex.quote(self.fleet)}`")
 
     def repair(self, grace: float = 10.0) -> RepairAnswer:
         """Mend the host's unreadable records (`denv fleet repair`)."""

@@ -49,7 +49,7 @@ def test_an_unreadable_lease_is_never_taken_and_is_repaired(lab: ElasticLab) -> 
     assert (
         f"fleet {FLEET}: no lease, nothing done: localhost: lease file {path} is unreadable" in said
     )
-    assert "denv fleet repair" in said
+    assert f"repair: `denv fleet repair {FLEET}`" in said
     assert path.read_bytes() == garbled  # left as it is
     assert len(lab.engines()) == 1  # nothing done on the fleet
     shown = lab.status()["bot"][FLEET]

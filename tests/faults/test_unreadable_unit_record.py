@@ -52,7 +52,7 @@ def test_an_unreadable_unit_record_is_not_taken_for_no_unit(lab: ElasticLab) -> 
     said = done.stdout + done.stderr
     assert done.returncode == 1, said
     assert f"fleet {FLEET}: localhost: unit record {path} is unreadable" in said
-    assert "denv fleet repair" in said
+    assert f"repair: `denv fleet repair {FLEET}`" in said
     listed = lab.agent().call("units", answer=UnitsAnswer)
     assert [(u.id, u.path) for u in listed.unreadable] == [(engine.id, str(path))]
     assert {u.id: u.pid for u in listed.units} == others  # no second engine, nothing stopped

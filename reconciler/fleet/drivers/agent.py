@@ -123,6 +123,7 @@ class AgentDriver:
                     python=self.python,
                     resident=self.resident,
                     home=self.fleet.agent_home,
+                    fleet=self.fleet.name,
                 )
                 self._open[host] = client
             client.deadline = self.deadline  # the fleet file as read now
