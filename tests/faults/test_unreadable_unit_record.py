@@ -14,6 +14,7 @@ import pytest
 from reconciler.fleet.hostagent import AgentFailed
 from reconciler.fleet.model.answers import UnitsAnswer
 from tests.fleet.conftest import wait_for
+from tests.fleet.test_recovery import runs
 from tests.labs.elastic_local import FLEET, ElasticLab, elastic_lab
 from tests.labs.release import release_yaml, stage
 from tests.reconcile.conftest import GitRepo, git_repo
@@ -26,13 +27,6 @@ def lab(git_repo: GitRepo, tmp_path: Path) -> Iterator[ElasticLab]:
     for found in elastic_lab(git_repo, tmp_path, gpus=2):
         yield found
         found.denv("fleet", "repair", FLEET, "--grace", "1s")  # a failed test's engine too
-
-
-def runs(pid: int) -> bool:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().split(") ")[1][0] != "Z"
-    except OSError:
-        return False
 
 
 def test_an_unreadable_unit_record_is_not_taken_for_no_unit(lab: ElasticLab) -> None:
