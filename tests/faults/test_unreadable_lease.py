@@ -19,8 +19,10 @@ __all__ = ["git_repo"]  # the fixture
 
 
 @pytest.fixture
-def lab(git_repo: GitRepo, tmp_path: Path) -> Iterator[ElasticLab]:
-    yield from elastic_lab(git_repo, tmp_path, gpus=2)
+def lab(git_repo: GitRepo, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ElasticLab]:
+    # the agent's home outside the repository: a commit never meets its files changing
+    folder = tmp_path_factory.mktemp("lab")
+    yield from elastic_lab(git_repo, folder, gpus=2)
 
 
 def deploy(lab: ElasticLab, replicas: int) -> None:

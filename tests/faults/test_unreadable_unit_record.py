@@ -23,8 +23,10 @@ __all__ = ["git_repo"]  # the fixture
 
 
 @pytest.fixture
-def lab(git_repo: GitRepo, tmp_path: Path) -> Iterator[ElasticLab]:
-    for found in elastic_lab(git_repo, tmp_path, gpus=2):
+def lab(git_repo: GitRepo, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ElasticLab]:
+    # the agent's home outside the repository: a commit never meets its files changing
+    folder = tmp_path_factory.mktemp("lab")
+    for found in elastic_lab(git_repo, folder, gpus=2):
         yield found
         found.denv("fleet", "repair", FLEET, "--grace", "1s")  # a failed test's engine too
 
