@@ -1,4 +1,5 @@
-"""CLI: `denv fleet …` — fleets, what their hosts report, and unit logs."""
+"""CLI: `denv fleet …` — fleets, what their hosts report, unit logs, and repairing the
+records an agent cannot read."""
 
 from __future__ import annotations
 
@@ -10,9 +11,18 @@ import typer
 from rich.table import Table
 
 from reconciler.cli import fleet_trials
-from reconciler.cli.common import JsonOption, RepoOption, console, load, print_json, print_table
+from reconciler.cli.common import (
+    JsonOption,
+    RepoOption,
+    console,
+    load,
+    print_json,
+    print_table,
+    seconds,
+)
 from reconciler.cli.fleet_slurm import print_view
-from reconciler.errors import DenvError, NotFound
+from reconciler.errors import DenvError, NotFound, UsageError
+from reconciler.fleet.drivers.agent import AgentDriver
 from reconciler.fleet.drivers.registry import Drivers
 from reconciler.fleet.kinds.cards import card_of
 from reconciler.fleet.listing import fleet_row
@@ -275,3 +285,62 @@ def _print_runtimes(fleet: str, found: dict[str, Any], errors: dict[str, str]) -
 
 def _yes(value: bool) -> str:
     return "yes" if value else "no"
+
+
+@app.command("repair")
+def repair(
+    fleet: FleetArg,
+    host: Annotated[str | None, typer.Option(help="Only this host of FLEET.")] = None,
+    grace: Annotated[
+        str, typer.Option(help="How long a unit's processes get after SIGTERM, then SIGKILL.")
+    ] = "10s",
+    repo: RepoOption = Path("."),
+    as_json: JsonOption = False,
+) -> None:
+    """Mend the records FLEET's agents cannot read (garbled, truncated): a lease file is moved
+    aside (the lease is free again; the note it kept is lost), a unit record too, once the
+    processes that carry the unit's DENV_UNIT marker are stopped (the next pass starts the
+    unit again from git). Each file is kept as <file>.unreadable-<UTC time>."""
+    loaded = load(repo)
+    spec = _fleet(loaded, fleet)
+    wait = seconds("--grace", grace)
+    hosts = [h.name for h in spec.hosts if host in (None, h.name)]
+    if not hosts:
+        raise NotFound(f"fleet {fleet} has no host {host}")
+    drivers = Drivers(warn=_warn, one_shot=True)
+    found: dict[str, Any] = {}
+    errors: dict[str, str] = {}
+    try:
+        driver = drivers.get(spec)
+        if not isinstance(driver, AgentDriver):
+            raise UsageError(f"fleet {fleet} ({spec.transport}) keeps no agent records")
+        for name in hosts:
+            try:
+                found[name] = driver.repair(name, wait).model_dump(mode="json")["repaired"]
+            except DenvError as exc:
+                errors[name] = str(exc)
+    finally:
+        drivers.close()
+    if as_json:
+        print_json({"fleet": fleet, "repaired": found, "errors": errors})
+    else:
+        for name, done in found.items():
+            for line in repaired_lines(done) or ["every record reads; nothing to repair"]:
+                console.print(f"{name}: {line}", markup=False, soft_wrap=True)
+        for why in errors.values():
+            console.print(why, markup=False, soft_wrap=True)
+    if errors:
+        raise typer.Exit(1)
+
+
+def repaired_lines(done: list[dict[str, Any]]) -> list[str]:
+    """What `repair` did on a host, a line per record."""
+    lines = []
+    for record in done:
+        kind = "lease file" if record["record"] == "lease" else "unit record"
+        line = f"{kind} {record['path']} moved to {record['moved_to']}"
+        if record["record"] == "unit":
+            pids = ", ".join(str(p) for p in record["stopped"]) or "none running"
+            line += f"; its processes stopped first (DENV_UNIT={record['id']}: {pids})"
+        lines.append(line)
+    return lines

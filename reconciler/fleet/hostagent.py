@@ -43,6 +43,7 @@ from reconciler.fleet.model.answers import (
     LogsAnswer,
     PruneAnswer,
     Refused,
+    RepairAnswer,
     RuntimesAnswer,
     StopAnswer,
     UnitsAnswer,
@@ -53,7 +54,15 @@ from reconciler.fleet.model.observed import HostObservation, UnitRecord
 from reconciler.fleet.session import AgentGone, AgentSession, BadAnswer
 from reconciler.fleet.transport import HostUnreachable, Transport
 
-__all__ = ["AgentClient", "AgentFailed", "AgentGone", "BadAnswer", "agent_source"]
+__all__ = [
+    "AgentClient",
+    "AgentFailed",
+    "AgentGone",
+    "BadAnswer",
+    "RecordUnreadable",
+    "agent_source",
+]
+REPAIR = "`denv fleet repair FLEET`"
 M = TypeVar("M", bound=BaseModel)
 
 _MISSING = 97  # the wrapper's exit code when the agent is not cached on the host yet
@@ -66,6 +75,15 @@ _HOME = '"${DENV_HOME:-$HOME/.denv}/agent"'
 
 class AgentFailed(DenvError):
     """The agent ran and refused, or answered something that is not its JSON."""
+
+
+class RecordUnreadable(AgentFailed):
+    """The agent refused because a record it needs is there and cannot be read (a lease file,
+    a unit record): what it holds is not known, until `denv fleet repair`."""
+
+    def __init__(self, message: str, path: str) -> None:
+        super().__init__(message)
+        self.path = path
 
 
 @functools.cache
@@ -91,8 +109,10 @@ class AgentClient:
         resident: bool = False,
         deadline: float = DEADLINE,
         home: str | None = None,
+        fleet: str | None = None,
     ) -> None:
         self.transport = transport
+        self.fleet = fleet  # the fleet it serves, named in the repair command it suggests
         self.python = python
         self.home = home  # the agent's DENV_HOME on the host; None: its own default
         self.resident = resident
@@ -115,7 +135,10 @@ class AgentClient:
         if found is None:
             found = self._once(verb, list(args), payload, timeout)
         if not found.ok:
-            raise AgentFailed(f"{self.transport.host}: {(found.error or 'no reason')[:2000]}")
+            message = f"{self.transport.host}: {(found.error or 'no reason')[:2000]}"
+            if found.unreadable:
+                raise RecordUnreadable(self._named(message), found.unreadable)
+            raise AgentFailed(message)
         try:
             return answer.model_validate(found.result)
         except ValidationError as exc:
@@ -259,7 +282,26 @@ class AgentClient:
         return state.model_dump(mode="json")
 
     def units(self) -> list[UnitRecord]:
-        return list(self.call("units", answer=UnitsAnswer).units)
+        """Every unit record; RecordUnreadable when one cannot be read (what runs is not
+        known: nothing is to be decided from the others alone)."""
+        found = self.call("units", answer=UnitsAnswer)
+        if found.unreadable:
+            first, more = found.unreadable[0], len(found.unreadable) - 1
+            message = f"{self.transport.host}: unit record {first.path} is unreadable ({first.why})"
+            message += f" (and {more} more unit record(s))" if more else ""
+            raise RecordUnreadable(self._named(message + f"; repair: {REPAIR}"), first.path)
+        return list(found.units)
+
+    def _named(self, message: str) -> str:
+        """The agent's `denv fleet repair FLEET`, with the fleet's name where it is known."""
+        if self.fleet is None:
+            return message
+        return message.replace(REPAIR, f"`denv fleet repair {shlex.quote(self.fleet)}`")
+
+    def repair(self, grace: float = 10.0) -> RepairAnswer:
+        """Mend the host's unreadable records (`denv fleet repair`)."""
+        args = ("--grace", f"{grace:g}")
+        return self.call("repair", *args, answer=RepairAnswer, timeout=grace + self.deadline)
 
     def launch(self, unit: dict[str, Any]) -> UnitRecord:
         return self.call("launch", answer=UnitRecord, payload=unit)

@@ -255,7 +255,7 @@ class Reconciler:
             applied.set()
             renewing.join()
         applying = time.monotonic() - decided
-        report.errors += list(skipped.values())
+        report.errors += list(skipped.values()) + snap.unreadable()
         self._reach = self._track(snap)
         if self.checks is not None and not self.stop_requested.is_set():
             self._checked = self.checks(snap, self._checked)

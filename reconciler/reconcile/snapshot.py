@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from reconciler.errors import failure
 from reconciler.fleet.drivers.registry import Drivers
-from reconciler.fleet.model.observed import Cause, FleetObservation
+from reconciler.fleet.model.observed import FleetObservation
 from reconciler.reconcile.desired import (
     Counts,
     Desired,
@@ -37,9 +37,19 @@ class Snapshot:
     def unreached(self) -> dict[str, dict[str, str]]:
         """fleet -> host -> cause, for the hosts of the observed fleets that did not answer."""
         return {
-            name: {host: str(seen.causes.get(host, Cause.FAILED)) for host in seen.errors}
+            name: {host: seen.cause_text(host) for host in seen.errors}
             for name, seen in self.observations.items()
         }
+
+    def unreadable(self) -> list[str]:
+        """One error per host whose agent could not read a record it needs: its placement
+        waits (nothing started or stopped there) until `denv fleet repair`."""
+        return [
+            f"fleet {name}: {seen.errors[host]}"
+            for name, seen in sorted(self.observations.items())
+            for host in sorted(seen.unreadable)
+            if host in seen.errors
+        ]
 
 
 def snapshot(

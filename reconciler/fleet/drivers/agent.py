@@ -14,8 +14,8 @@ from threading import Lock
 from typing import Any
 
 from reconciler.errors import DenvError
-from reconciler.fleet.hostagent import DEADLINE, AgentClient
-from reconciler.fleet.model.answers import LeaseAnswer
+from reconciler.fleet.hostagent import DEADLINE, AgentClient, RecordUnreadable
+from reconciler.fleet.model.answers import LeaseAnswer, RepairAnswer
 from reconciler.fleet.model.observed import Cause, FleetObservation, HostObservation, UnitRecord
 from reconciler.fleet.transport import HostUnreachable, Transport
 from reconciler.spec.catalog import Hardware
@@ -61,6 +61,9 @@ def unreached(found: FleetObservation, host: str, error: DenvError) -> None:
     message = str(error)
     found.errors[host] = message if message.startswith(host) else f"{host}: {message}"
     found.causes[host] = error.cause if isinstance(error, HostUnreachable) else Cause.FAILED
+    if isinstance(error, RecordUnreadable):  # it answered: what runs there is not known
+        found.causes[host] = Cause.UNREADABLE
+        found.unreadable[host] = error.path
 
 
 class AgentDriver:
@@ -120,6 +123,7 @@ class AgentDriver:
                     python=self.python,
                     resident=self.resident,
                     home=self.fleet.agent_home,
+                    fleet=self.fleet.name,
                 )
                 self._open[host] = client
             client.deadline = self.deadline  # the fleet file as read now
@@ -159,6 +163,10 @@ class AgentDriver:
 
     def units(self, host: str) -> list[UnitRecord]:
         return self.agent(host).units()
+
+    def repair(self, host: str, grace: float = 10.0) -> RepairAnswer:
+        """Mend `host`'s records that cannot be read (a lease file, unit records)."""
+        return self.agent(host).repair(grace)
 
     def logs(self, host: str, unit_id: str, tail: int = 100) -> dict[str, Any]:
         return self.agent(host).logs(unit_id, tail)

@@ -6,7 +6,8 @@ no state of its own. Verbs:
 
   probe  [--simulated JSON]   GPUs (NVML, amdsmi, nvidia-smi/amd-smi, else the declared
                               simulated GPUs), driver, container engine, and every unit
-  units                       the unit records, each with `alive` checked against pid reuse
+  units                       the unit records, each with `alive` checked against pid reuse,
+                              and the paths of those that cannot be read (`unreadable`)
   launch                      start the unit given as JSON on stdin, detached (own session),
                               under a supervisor that keeps a size-capped log and the exit code
   stop   UNIT [--grace S]     SIGTERM to the unit's process group, wait, SIGKILL; clean up
@@ -16,6 +17,8 @@ no state of its own. Verbs:
   runtimes                    environments, images and weights that are ready, in use, sizes
   prune  [--keep-hours H]     remove runtimes and weights no unit needs any more
   lease  NAME --holder H --ttl S [--release]   take, renew or give back a fleet's lease
+  repair [--grace S]          mend the records that cannot be read: a lease file moved aside,
+                              a unit record too once the unit's processes are stopped
   slurm-observe|slurm-submit|slurm-cancel|slurm-logs   on a Slurm cluster's login node:
                               the cluster in one call, a unit as a job, scancel (slurm.py)
   serve                       stay resident: read one JSON request per line on stdin, answer
@@ -24,6 +27,9 @@ no state of its own. Verbs:
 
 One-shot, every call starts Python (about 60 ms of a host's CPU); the bot keeps `serve` running
 on its kept SSH channel, so a call is one message — the shape mitogen gives Ansible.
+
+A record that is there and cannot be read is never taken for absent: the verbs that need it
+refuse, naming its path (`unreadable` in the answer), until `repair` (recovery.py).
 
 Runs on Python 3.8+ with nothing installed: hosts are not ours to provision.
 """
@@ -38,13 +44,14 @@ import threading
 import gpus
 import jobs
 import leases
+import recovery
 import runtimes
 import slurm
 import sockets
 import supervisors
 import units
 import weights
-from common import HOME, AgentError, agent_path, emit, option
+from common import HOME, AgentError, Unreadable, agent_path, emit, option
 
 
 def probe(simulated):
@@ -73,13 +80,14 @@ def prune(keep_hours):
 def main(argv, payload=lambda: json.loads(sys.stdin.read())):
     """Run one verb; `payload` reads the JSON a verb takes (one-shot: stdin)."""
     if not argv:
-        raise AgentError("usage: agent probe|units|launch|stop|logs|prepare|runtimes|prune …")
+        raise AgentError("usage: agent probe|units|launch|stop|logs|prepare|runtimes|prune|repair")
     verb, args = argv[0], argv[1:]
     if verb == "probe":
         simulated = option(args, "--simulated", None)
         return probe(json.loads(simulated) if simulated else None)
     if verb == "units":
-        return {"host": os.uname()[1], "units": units.list_units()}
+        records, unreadable = units.scan()
+        return {"host": os.uname()[1], "units": records, "unreadable": unreadable}
     if verb == "launch":
         return units.launch(payload())
     if verb == "stop":
@@ -101,6 +109,8 @@ def main(argv, payload=lambda: json.loads(sys.stdin.read())):
             note=json.loads(option(args, "--note", "null")),
             peek="--peek" in args,
         )
+    if verb == "repair":
+        return recovery.repair(float(option(args, "--grace", "10")))
     if verb == "supervise":
         units.supervise(args[0])
         return None
@@ -118,6 +128,8 @@ def answer(argv, payload=lambda: json.loads(sys.stdin.read())):
     """One verb's answer as the bot reads it: ok and the result, or the error."""
     try:
         return {"ok": True, "result": main(argv, payload)}
+    except Unreadable as exc:
+        return {"ok": False, "error": str(exc), "unreadable": exc.path}
     except AgentError as exc:
         return {"ok": False, "error": str(exc)}
     except OSError as exc:

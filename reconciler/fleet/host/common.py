@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 
 HOME = os.environ.get("DENV_HOME") or os.path.join(os.path.expanduser("~"), ".denv")
 UNITS = os.path.join(HOME, "units")
@@ -84,18 +85,77 @@ def write_atomic(path, value):
             stream.flush()
             os.fsync(stream.fileno())
         os.replace(temporary, path)
+        _sync_folder(folder)
     except BaseException:
         if os.path.exists(temporary):
             os.unlink(temporary)
         raise
 
 
-def read_json(path):
+class Unreadable(AgentError):
+    """A record that is there but cannot be read (garbled, truncated, NUL bytes, no
+    permission): never taken for absent. `path` names it; `repair` says how to mend it."""
+
+    def __init__(self, path, why, repair, what="record"):
+        super().__init__(f"{what} {path} is unreadable ({why}); left as it is; repair: {repair}")
+        self.path = path
+        self.why = why
+
+
+def read_record(path, repair="`denv fleet repair FLEET`", what="record"):
+    """A record's three states, for every verb that acts on it: its value (present), None
+    (absent: no such file), or Unreadable raised (anything else; the file is left as it is).
+    A record is a JSON object."""
     try:
-        with open(path) as stream:
-            return json.load(stream)
-    except (OSError, ValueError):
+        with open(path, "rb") as stream:
+            raw = stream.read()
+    except (FileNotFoundError, NotADirectoryError):
         return None
+    except OSError as exc:
+        raise Unreadable(path, exc.strerror or str(exc), repair, what) from None
+    try:
+        value = json.loads(raw.decode("utf-8"))
+    except ValueError as exc:  # UnicodeDecodeError too
+        raise Unreadable(path, _why(raw, exc), repair, what) from None
+    if not isinstance(value, dict):
+        raise Unreadable(path, f"a JSON {type(value).__name__}, not an object", repair, what)
+    return value
+
+
+def _why(raw, error):
+    if not raw:
+        return "empty"
+    if b"\0" in raw:
+        return f"{len(raw)} bytes with NUL bytes"
+    return f"{len(raw)} bytes, not JSON: {str(error)[:80]}"
+
+
+def read_json(path):
+    """For files whose loss costs a rebuild only (caches, markers, a job's progress): absent
+    and unreadable both read as None. A record the agent acts on is read with read_record."""
+    try:
+        return read_record(path)
+    except Unreadable:
+        return None
+
+
+def aside(path, now=None):
+    """Move an unreadable record out of the way, kept for a post-mortem, as
+    `<path>.unreadable-<UTC time>`; the new path. fsynced, as a write."""
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(now))
+    moved = f"{path}.unreadable-{stamp}"
+    os.replace(path, moved)
+    _sync_folder(os.path.dirname(path))
+    return moved
+
+
+def _sync_folder(folder):
+    """A rename is durable once its folder is synced."""
+    handle = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(handle)
+    finally:
+        os.close(handle)
 
 
 def record_path(unit_id):

@@ -5,6 +5,12 @@ by its supervisor as soon as it exits, without waiting for the reconciler's next
 it keeps exiting within STABLE_S of its start, after RESTART_BASE_S, doubling up to
 RESTART_MAX_S. `stop` ends that (a marker file first, then the signal).
 Other units are restarted by the reconciler, which also backs off (reconcile/steps/start.py).
+
+A unit record that is there and cannot be read (truncated, garbled) is never taken for no
+unit: `units` lists its path apart, every verb that needs the whole picture (probe, runtimes,
+prune) refuses with it, and so do `launch`, `stop` and `logs` of that unit. Every unit's
+processes carry DENV_UNIT=<id> in their environment, so `repair` finds them without the
+record (recovery.py).
 """
 
 import contextlib
@@ -23,10 +29,12 @@ from common import (
     LOGS,
     UNITS,
     AgentError,
+    Unreadable,
     alive,
     child_environment,
     file_lock,
     read_json,
+    read_record,
     record_path,
     running,
     start_time,
@@ -39,23 +47,53 @@ RESTART_BASE_S = 1.0  # the second exit in a row after short runs waits 1 s, the
 RESTART_MAX_S = 60.0
 
 
-def list_units():
-    records = []
+REPAIR = "`denv fleet repair FLEET` stops the unit's processes and moves the record aside"
+MARKER = "DENV_UNIT"  # in every unit's environment: its id
+
+
+def read_unit(path):
+    """A unit record: present, None (absent), or Unreadable raised."""
+    return read_record(path, REPAIR, "unit record")
+
+
+def scan():
+    """(every readable record, `alive` checked; every unreadable one as {"id", "path", "why"})."""
+    records, unreadable = [], []
     if os.path.isdir(UNITS):
         for name in sorted(os.listdir(UNITS)):
             if name.endswith(".json") and not name.startswith("."):
-                record = read_json(os.path.join(UNITS, name))
-                if record is not None:
-                    record["alive"] = running(record)
-                    # exited, and its supervisor, still running, has not written the exit
-                    # code yet: ask again rather than report an exit without its code
-                    record["exiting"] = bool(
-                        not record["alive"]
-                        and record.get("pid")
-                        and record.get("exit_code") is None
-                        and supervising(record)
-                    )
-                    records.append(record)
+                path = os.path.join(UNITS, name)
+                try:
+                    record = read_unit(path)
+                except Unreadable as exc:
+                    unit_id = name[: -len(".json")]
+                    unreadable.append({"id": unit_id, "path": path, "why": exc.why})
+                    continue
+                if record is not None:  # else removed since listed
+                    records.append(_observed(record))
+    return records, unreadable
+
+
+def _observed(record):
+    record["alive"] = running(record)
+    # exited, and its supervisor, still running, has not written the exit code yet: ask
+    # again rather than report an exit without its code
+    record["exiting"] = bool(
+        not record["alive"]
+        and record.get("pid")
+        and record.get("exit_code") is None
+        and supervising(record)
+    )
+    return record
+
+
+def list_units():
+    """Every unit record; Unreadable when one cannot be read: what runs here is not known."""
+    records, unreadable = scan()
+    if unreadable:
+        first = unreadable[0]
+        more = f" (and {len(unreadable) - 1} more unit record(s))" if len(unreadable) > 1 else ""
+        raise Unreadable(first["path"], first["why"] + more, REPAIR, "unit record")
     return records
 
 
@@ -69,7 +107,7 @@ def launch(unit):
 
 def _launch(unit):
     path = record_path(unit["id"])
-    previous = read_json(path)
+    previous = read_unit(path)
     if previous is not None and running(previous):
         if previous.get("digest") == unit["digest"]:
             previous["alive"] = True
@@ -119,7 +157,7 @@ def _launch(unit):
         "start_time": None,
         "exit_code": None,
     }
-    env = child_environment("engine", dict(unit.get("env", {}), **own))
+    env = child_environment("engine", dict(unit.get("env", {}), **own, **{MARKER: unit["id"]}))
     spec_file = path + ".launch"
     write_atomic(spec_file, {"record": record, "env": env, "cwd": cwd, "switch": switch})
     # The supervisor runs in its own session, so the unit outlives this SSH session.
@@ -265,7 +303,7 @@ def stop(unit_id, grace):
 
 def _stop(unit_id, grace):
     path = record_path(unit_id)
-    record = read_json(path)
+    record = read_unit(path)
     if record is None:
         return {"id": unit_id, "stopped": False, "reason": "no such unit"}
     was_alive = running(record)
@@ -323,7 +361,7 @@ def tail_lines(path, tail):
 
 
 def logs(unit_id, tail):
-    record = read_json(record_path(unit_id))
+    record = read_unit(record_path(unit_id))
     if record is None:
         raise AgentError(f"no unit {unit_id} on this host")
     lines, error = tail_lines(record["log"], tail)

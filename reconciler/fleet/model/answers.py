@@ -41,6 +41,7 @@ class Envelope(BaseModel):
     ok: bool = False
     result: Any = None
     error: str | None = None
+    unreadable: str | None = None  # the record the refusal is about: there, and not readable
     id: int | None = None
 
 
@@ -55,8 +56,33 @@ class Hello(Observed):
     ok: bool | None = None
 
 
+class UnreadableRecord(Observed):
+    """A unit record the agent found and could not read: what runs under it is not known."""
+
+    id: str
+    path: str
+    why: str
+
+
 class UnitsAnswer(Observed):
     units: tuple[UnitRecord, ...] = ()
+    unreadable: tuple[UnreadableRecord, ...] = ()
+
+
+class Repaired(Shown):
+    """One record `repair` moved aside: a lease file, or a unit record (its processes, found
+    by their DENV_UNIT marker, stopped first)."""
+
+    record: str  # lease or unit
+    path: str
+    moved_to: str
+    id: str | None = None
+    stopped: tuple[int, ...] = ()
+
+
+class RepairAnswer(Shown):
+    host: str
+    repaired: tuple[Repaired, ...] = ()
 
 
 class StopAnswer(Shown):

@@ -24,6 +24,8 @@ class Cause(StrEnum):
     CLOSED = "closed"  # the host dropped the connection during the handshake
     EXAMPLE_HOST = "example host"  # a name reserved for documentation: replace it
     BAD_ANSWER = "bad answer"  # its agent answered something that is not a valid answer
+    # its agent cannot read a record (a unit's): what runs there is not known, until repaired
+    UNREADABLE = "unreadable record"
     FAILED = "failed"  # anything else: the message says what
 
     @property
@@ -152,6 +154,7 @@ class FleetObservation:
     hosts: dict[str, HostObservation] = field(default_factory=dict)
     errors: dict[str, str] = field(default_factory=dict)  # host -> why it was not observed
     causes: dict[str, Cause] = field(default_factory=dict)  # host -> the cause, in a word
+    unreadable: dict[str, str] = field(default_factory=dict)  # host -> the record's path
 
     @classmethod
     def failed(cls, fleet: str, hosts: list[str], reason: str) -> FleetObservation:
@@ -164,9 +167,15 @@ class FleetObservation:
 
     def unreached(self) -> str:
         """The hosts that did not answer, each with its cause: `n0 (timed out), n1 (refused)`."""
-        return ", ".join(
-            f"{host} ({self.causes.get(host, Cause.FAILED)})" for host in sorted(self.errors)
-        )
+        return ", ".join(f"{host} ({self.cause_text(host)})" for host in sorted(self.errors))
+
+    def cause_text(self, host: str) -> str:
+        """Why `host` was not observed, in a word; with the file, for an unreadable record
+        (what the operator repairs)."""
+        cause = self.causes.get(host, Cause.FAILED)
+        if cause == Cause.UNREADABLE and host in self.unreadable:
+            return f"{cause} {self.unreadable[host]}"
+        return str(cause)
 
     def free_gpus(self, host: str, trial: set[int] | None = None) -> list[int]:
         """GPU indices that no unit and no foreign process uses (trial GPUs left out)."""
