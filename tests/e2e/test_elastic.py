@@ -38,15 +38,17 @@ def busy(url: str, workers: int) -> AbstractContextManager[Load]:
     return light_load(url, workers, max_tokens=300, stream=True, timeout=60, distinct=True)
 
 
+# The lab's agent home outside the repository (the test's tmp_path): a commit never meets the
+# agent's files changing under it.
 @pytest.fixture
-def lab(git_repo: GitRepo, tmp_path: Path) -> Iterator[ElasticLab]:
-    yield from elastic_lab(git_repo, tmp_path)
+def lab(git_repo: GitRepo, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ElasticLab]:
+    yield from elastic_lab(git_repo, tmp_path_factory.mktemp("lab"))
 
 
 @pytest.fixture
-def small_lab(git_repo: GitRepo, tmp_path: Path) -> Iterator[ElasticLab]:
+def small_lab(git_repo: GitRepo, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ElasticLab]:
     """A fleet of 2 GPUs."""
-    yield from elastic_lab(git_repo, tmp_path, gpus=2)
+    yield from elastic_lab(git_repo, tmp_path_factory.mktemp("lab"), gpus=2)
 
 
 def workers(endpoint: str) -> set[str]:
