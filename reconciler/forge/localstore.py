@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime
@@ -62,7 +63,7 @@ class UnreadableRecord(ForgeError):
         super().__init__(
             f"{path}: the record of local pull request #{number} is unreadable ({why}); denv "
             f"leaves #{number} alone until it is repaired: restore the file, or run "
-            f"`denv pr repair {number}` (keeps it aside, records #{number} as closed)"
+            f"`denv pr repair {number}` (moves it aside, records #{number} as closed)"
         )
 
 
@@ -111,10 +112,14 @@ class LocalStore:
         return found, unreadable
 
     def set_aside(self, number: int) -> Path:
-        """Keep pull request `number`'s record file beside it under a name never read again."""
+        """Keep pull request `number`'s record file beside it, for a post-mortem, under a name
+        never read again: `<n>.json.unreadable-<UTC time>`."""
         path = self._pr_path(number)
-        kept = path.with_name(f"{number}.json.unreadable")
+        kept = path.with_name(
+            f"{path.name}.unreadable-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}"
+        )
         os.replace(path, kept)
+        _sync_folder(path.parent)
         return kept
 
     def save(self, pr: LocalPr) -> None:
@@ -143,20 +148,31 @@ class LocalStore:
             out.flush()
             os.fsync(out.fileno())
         os.replace(temporary, path)
-        folder = os.open(path.parent, os.O_RDONLY)
-        try:
-            os.fsync(folder)  # the rename itself survives a power loss
-        finally:
-            os.close(folder)
+        _sync_folder(path.parent)
+
+
+def _sync_folder(folder: Path) -> None:
+    """A rename survives a power loss once its folder is synced."""
+    handle = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(handle)
+    finally:
+        os.close(handle)
 
 
 def _read(path: Path, model: type[M]) -> M | str:
     """The record in `path`, or why it cannot be read."""
     try:
-        return model.model_validate_json(path.read_bytes())
+        raw = path.read_bytes()
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    try:
+        return model.model_validate_json(raw)
     except ValidationError as exc:
+        if not raw:
+            return "empty"
+        if b"\0" in raw:
+            return f"{len(raw)} bytes with NUL bytes"
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"])
         return f"{where}: {first['msg']}" if where else str(first["msg"])
-    except OSError as exc:
-        return exc.strerror or str(exc)

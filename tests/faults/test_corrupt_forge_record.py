@@ -52,7 +52,10 @@ def test_pr_list_names_the_file_and_exits_1(
     listed = denv(repo, "pr", "list")
     assert listed.returncode == 1, listed.stdout + listed.stderr
     assert "Traceback" not in listed.stderr and "bug" not in listed.stderr
-    assert f"{record}: the record of local pull request #1 is unreadable" in listed.stderr
+    assert (
+        f"{record}: the record of local pull request #1 is unreadable (76 bytes with NUL bytes)"
+        in listed.stderr
+    )
     assert "denv pr repair 1" in listed.stderr
     assert "chat-8b: max_batch 320" in listed.stdout  # the readable one is still listed
     as_json = denv(repo, "pr", "list", "--json")
@@ -90,9 +93,10 @@ def test_repair_sets_the_file_aside_and_records_it_closed(
     garbled: tuple[GitRepo, LocalForge, Path, bytes],
 ) -> None:
     repo, forge, record, data = garbled
-    repaired = denv(repo, "pr", "repair", "1")
+    repaired = denv(repo, "pr", "repair", "1", "--json")
     assert repaired.returncode == 0, repaired.stderr
-    assert record.with_name("1.json.unreadable").read_bytes() == data
+    [kept] = record.parent.glob("1.json.unreadable-*")
+    assert kept.read_bytes() == data and json.loads(repaired.stdout)["kept"] == str(kept)
     assert denv(repo, "pr", "list").returncode == 0
     [lost] = forge.pull_requests(PrState.CLOSED)
     assert lost.number == 1 and lost.title.startswith("(record lost")
