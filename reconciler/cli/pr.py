@@ -63,12 +63,19 @@ def list_prs(
     """Pull requests with their head, approvals and checks."""
     forge = _forge(repo)
     prs = forge.pull_requests(state)
+    unreadable = forge.unreadable()
     if as_json:
-        print_json({"pull_requests": [pr.model_dump(mode="json") for pr in prs]})
-        return
-    if not prs:
+        found = [pr.model_dump(mode="json") for pr in prs]
+        print_json({"pull_requests": found, "unreadable": unreadable})
+    elif not prs:
         console.print(f"No {state} pull requests.")
-        return
+    else:
+        _table(forge, prs)
+    if unreadable:  # never read as absent: the listing is incomplete, and says so
+        raise ForgeError("\n".join(unreadable))
+
+
+def _table(forge: LocalForge, prs: list[PullRequest]) -> None:
     table = Table("#", "TITLE", "BRANCH", "AUTHOR", "HEAD", "APPROVALS", "CHECKS", box=None)
     for pr in prs:
         approvals = forge.approvals(pr.number)
@@ -82,6 +89,17 @@ def list_prs(
             _checks_line(forge, pr),
         )
     console.print(table)
+
+
+@app.command("repair")
+def repair(number: NumberArg, repo: RepoOption = Path("."), as_json: JsonOption = False) -> None:
+    """Set an unreadable pull request record aside and record the pull request as closed;
+    the bot opens a new one for its branch if its change is still wanted."""
+    kept = _forge(repo).repair(number)
+    if as_json:
+        print_json({"number": number, "kept": str(kept)})
+        return
+    console.print(f"#{number}: recorded as closed; the unreadable record is kept as {kept}")
 
 
 @app.command("show")

@@ -92,6 +92,11 @@ def refuse_foreign(repo: GitRepo, branch: str, tip: str, base: str, bot: BotIden
         )
 
 
+def contains(repo: GitRepo, tip: str, sha: str) -> bool:
+    """Whether the branch at `tip` holds commit `sha` (here; a commit not here: it does not)."""
+    return sha == tip or (repo.lookup(sha) is not None and repo.descendant_of(tip, sha))
+
+
 def bot_commit(
     repo: GitRepo,
     branch: str,
@@ -104,9 +109,7 @@ def bot_commit(
     """The commit the branch should point to: `branch_tip` itself when nothing changed."""
     base = repo.revparse(base_tip)
     tree = edited_tree(repo, base, edit)
-    if branch_tip is not None and (
-        branch_tip == base_tip or repo.descendant_of(base_tip, branch_tip)
-    ):
+    if branch_tip is not None and contains(repo, base_tip, branch_tip):
         branch_tip = None  # merged already: start again from the base (still a fast-forward)
     if branch_tip is None:
         if tree == base.tree_id:

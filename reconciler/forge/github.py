@@ -19,7 +19,7 @@ from github.PullRequest import PullRequest as GhPull
 from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt
 
 from reconciler.errors import ForgeError
-from reconciler.forge.botgit import bot_commit
+from reconciler.forge.botgit import bot_commit, contains
 from reconciler.forge.commands import approval_candidates, approver_rule, comment_commands
 from reconciler.forge.comments import post
 from reconciler.forge.gitremote import GitRemote
@@ -193,6 +193,24 @@ class GitHubForge:
             )
             if pr.state == state
         ]
+
+    def unreadable(self) -> list[str]:
+        return []
+
+    def bot_author(self) -> str:
+        return self.login()
+
+    def landed(self, shas: Sequence[str]) -> set[str]:
+        """From the bot's clone, once the default branch is fetched: no API call per commit
+        (nothing, without a clone: the bot cannot open pull requests then either)."""
+        if self.git is None or not shas:
+            return set()
+        default = self.default_branch()
+        repo, tips = self.git.fetch(default)
+        tip = tips.get(default)
+        if tip is None:
+            return set()
+        return {sha for sha in shas if contains(repo, tip, sha)}
 
     def open_or_update_bot_pr(self, change: BotChange) -> PullRequest:
         if self.git is None:

@@ -21,7 +21,7 @@ from pathlib import Path
 from reconciler.adapters.git import Author, GitFailure, GitRepo
 from reconciler.errors import ForgeError, NotFound
 from reconciler.forge import sshsig
-from reconciler.forge.botgit import bot_commit
+from reconciler.forge.botgit import bot_commit, contains
 from reconciler.forge.commands import (
     APPROVAL_NAMESPACE,
     OPENING_NAMESPACE,
@@ -33,7 +33,7 @@ from reconciler.forge.commands import (
 )
 from reconciler.forge.comments import post
 from reconciler.forge.localsigs import Signers, approval_problem, opening_problem, read_signers
-from reconciler.forge.localstore import LocalPr, LocalStore
+from reconciler.forge.localstore import LocalPr, LocalStore, UnreadableRecord
 from reconciler.forge.markers import Create, Delete, Edit, read_marker, split_body, upsert_ops
 from reconciler.forge.models import (
     Approvals,
@@ -127,12 +127,10 @@ class LocalForge:
             message = opening_message(number, head, base, str(tip), who)
             opening = sshsig.sign(key, OPENING_NAMESPACE, message)
         with self.store.locked():
-            for known_number in self.store.numbers():
-                known = self.store.load(known_number)
-                if known.head_branch == head and known.state == PrState.OPEN:
-                    raise ForgeError(
-                        f"branch '{head}' already has an open pull request: #{known_number}"
-                    )
+            known = self._open_on(head)
+            if known is not None:
+                already = f"branch '{head}' already has an open pull request: #{known.number}"
+                raise ForgeError(already)
             if (self._next_number(), self._tip(head)) != (number, tip):
                 raise ForgeError(f"#{number} was taken or '{head}' moved while signing; open again")
             pr = LocalPr(
@@ -156,8 +154,42 @@ class LocalForge:
         return self._view(self.store.load(number))
 
     def pull_requests(self, state: PrState = PrState.OPEN) -> list[PullRequest]:
-        prs = [self.store.load(n) for n in self.store.numbers()]
+        """The readable ones; `unreadable()` names the others."""
+        prs, _ = self.store.records()
         return [self._view(pr) for pr in prs if pr.state == state]
+
+    def unreadable(self) -> list[str]:
+        return [str(problem) for problem in self.store.records()[1]]
+
+    def _open_on(self, branch: str) -> LocalPr | None:
+        """The open pull request from `branch`; None when there is none. While a record is
+        unreadable, it may be that branch's: `UnreadableRecord`, never a second one."""
+        prs, unreadable = self.store.records()
+        for pr in prs:
+            if pr.head_branch == branch and pr.state == PrState.OPEN:
+                return pr
+        if unreadable:
+            raise unreadable[0]
+        return None
+
+    def repair(self, number: int) -> Path:
+        """Set an unreadable record aside and record #`number` as closed in its place; the
+        bot opens a new pull request for its branch if its change is still wanted."""
+        with self.store.locked():
+            try:
+                self.store.load(number)
+            except UnreadableRecord:
+                kept = self.store.set_aside(number)
+            else:
+                raise ForgeError(f"the record of #{number} is readable: nothing to repair")
+            lost = f"(record lost: the unreadable file is kept as {kept.name})"
+            self.store.save(
+                LocalPr(
+                    number=number, title=lost, body="", author="", head_branch="",
+                    base_branch="", state=PrState.CLOSED, created_at=self.clock(),
+                )
+            )  # fmt: skip
+        return kept
 
     def open_or_update_bot_pr(self, change: BotChange) -> PullRequest:
         base = change.base or self.default_branch()
@@ -171,12 +203,11 @@ class LocalForge:
         if new != branch_tip:
             self.repo.set_branch(change.branch, new)
         with self.store.locked():
-            for number in self.store.numbers():
-                pr = self.store.load(number)
-                if pr.head_branch == change.branch and pr.state == PrState.OPEN:
-                    pr.title, pr.body = change.title, change.body
-                    self.store.save(pr)
-                    return self._view(pr)
+            pr = self._open_on(change.branch)
+            if pr is not None:
+                pr.title, pr.body = change.title, change.body
+                self.store.save(pr)
+                return self._view(pr)
         return self.open_pr(change.branch, change.title, change.body, base, self.bot.name)
 
     # -- comments --------------------------------------------------------------------------
@@ -333,7 +364,12 @@ class LocalForge:
                 return _refused(f"branch '{record.head_branch}' or '{record.base_branch}' is gone")
             if head_sha is not None and str(head) != head_sha:
                 return _refused(f"the head moved to {str(head)[:12]}; it was {head_sha[:12]}")
-            merged = self._merge_commit(record, base, head)
+            if contains(self.repo, base, head):
+                # merged before, and the record not written (a crash between the two): what
+                # the merge left is recorded, never a second merge commit
+                merged: str | MergeOutcome = base
+            else:
+                merged = self._merge_commit(record, base, head)
             if isinstance(merged, MergeOutcome):
                 return merged
             record.state, record.head_sha, record.merged_sha = (
@@ -343,6 +379,15 @@ class LocalForge:
             )
             self.store.save(record)
         return MergeOutcome(status=MergeStatus.MERGED, sha=str(merged))
+
+    def bot_author(self) -> str:
+        return self.bot.name
+
+    def landed(self, shas: Sequence[str]) -> set[str]:
+        tip = self._tip(self.default_branch())
+        if tip is None:
+            return set()
+        return {sha for sha in shas if contains(self.repo, tip, sha)}
 
     def _merge_commit(self, record: LocalPr, base: str, head: str) -> str | MergeOutcome:
         tree = self.repo.merged_tree(base, head)

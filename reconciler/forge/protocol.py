@@ -75,7 +75,22 @@ class Forge(Protocol):
 
     def pull_request(self, number: int) -> PullRequest: ...
 
-    def pull_requests(self, state: PrState = PrState.OPEN) -> list[PullRequest]: ...
+    def pull_requests(self, state: PrState = PrState.OPEN) -> list[PullRequest]:
+        """Those the forge can read; `unreadable()` names any it cannot."""
+        ...
+
+    def unreadable(self) -> list[str]:
+        """Pull requests whose records cannot be read, each named with its file and repair
+        (the local forge's; GitHub keeps its own and answers or fails as a whole)."""
+        ...
+
+    def bot_author(self) -> str:
+        """Who the bot's pull requests are by on this forge."""
+        ...
+
+    def landed(self, shas: Sequence[str]) -> set[str]:
+        """Those of these commits the default branch holds (its tip or an ancestor of it)."""
+        ...
 
     def comments(self, pr: int) -> list[Comment]: ...
 

@@ -14,7 +14,9 @@ from collections.abc import Callable
 from typing import Any
 
 from reconciler.engines.units import Unit
+from reconciler.errors import DenvError
 from reconciler.forge.protocol import Forge
+from reconciler.forge.sweep import sweep
 from reconciler.reconcile import probes
 from reconciler.reconcile.desired import DesiredDeployment
 from reconciler.reconcile.plan import Action, ActionKind, Wave
@@ -89,6 +91,7 @@ class RolloutBot:
     ) -> dict[str, Any]:
         """One pass of the rollout: the state to keep."""
         now = self.clock()
+        self._sweep(snap)  # before any step that reads what the bot remembers
         state = RolloutState.model_validate(previous or {})
         policies = snap.repo.policies
         prometheus = policies.prometheus.url if policies.prometheus is not None else None
@@ -128,6 +131,18 @@ class RolloutBot:
         kept.checked_at = now
         self._forget_merged(snap, kept)
         return kept.model_dump(mode="json")
+
+    def _sweep(self, snap: Snapshot) -> None:
+        """The bot's pull requests, found on the forge by branch (sweep.py): a pass killed
+        between two steps of one is completed or closed here, whatever the note kept."""
+        if not any(release.stages for release in snap.repo.releases.values()):
+            return  # no stage: the bot opens no pull request, and needs no forge
+        try:
+            forge = self.forge()
+        except DenvError as exc:  # said; the rollout's own steps say it again when they need it
+            self.say(f"forge: {exc}")
+            return
+        sweep(forge, self.say)
 
     @staticmethod
     def _bake_evidence(
