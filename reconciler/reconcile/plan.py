@@ -329,7 +329,11 @@ def _groups(
 ) -> tuple[Group, ...]:
     wanted = {d.key: d for d in desired.deployments}
     keys = set(wanted) | set(by_key)
-    keys |= {(e.release, e.stage, e.fleet) for e in desired.errors if e.fleet is not None}
+    keys |= {
+        (e.release, e.stage, e.fleet)
+        for e in desired.errors
+        if e.stage is not None and e.fleet is not None
+    }
     groups = []
     for key in sorted(keys):
         records = [r for r in by_key.get(key, []) if r.alive]

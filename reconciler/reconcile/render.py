@@ -126,11 +126,7 @@ def _by_group(plan: Plan) -> dict[tuple[str, str, str], list[Action]]:
 
 def _notes(plan: Plan) -> list[str]:
     """Stages that run nothing: not deployed yet, or not planned (what runs is left alone)."""
-    notes = [
-        f"{e.release} / {e.stage}: not planned — {e.message}"
-        for e in plan.errors
-        if e.fleet is None
-    ]
+    notes = [f"{e.where}: not planned — {e.message}" for e in plan.errors if e.fleet is None]
     return notes + [f"{p.release} / {p.stage}: {p.reason}" for p in plan.pending]
 
 

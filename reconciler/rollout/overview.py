@@ -43,6 +43,7 @@ from reconciler.rollout.status import (
     overrides,
     rollout_status,
 )
+from reconciler.spec.isolation import held_lines
 from reconciler.spec.repo import Repo
 
 
@@ -99,6 +100,7 @@ class Overview:
             "bot": self.notes,
             "parity": self.parity(),
             "overrides": [o.model_dump(mode="json") for o in self.overrides],
+            "invalid_files": held_lines(self.repo),
             "unreachable": {
                 fleet: {
                     "whole": r.whole,
@@ -191,7 +193,8 @@ def status_lines(seen: Overview) -> list[str]:
     """What `denv status` says under its table: unreachable fleets, errors, queued jobs,
     overrides, parity and the bot's last pass per fleet."""
     now = seen.at
-    lines = [found.text(now) for found in seen.reach.values()]
+    lines = [f"invalid file: {line}" for line in held_lines(seen.repo)]
+    lines += [found.text(now) for found in seen.reach.values()]
     for row in seen.rows:
         if row["error"]:
             lines.append(f"{row['release']}/{row['stage']} on {row['fleet']}: {row['error']}")
