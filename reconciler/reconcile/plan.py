@@ -115,6 +115,9 @@ class Plan(Spec):
     # the errors of those files as they stand: the plan leaves them out.
     uncommitted: tuple[str, ...] = ()
     uncommitted_errors: tuple[str, ...] = ()
+    # The default branch's invalid files at the head, each with what it holds (the rest is
+    # planned: spec/isolation.py).
+    invalid_files: tuple[str, ...] = ()
 
     @computed_field  # type: ignore[prop-decorator]
     @property

@@ -64,6 +64,9 @@ def test_garbled_results_file_does_not_stop_a_restart(lab: ElasticLab) -> None:
     [line] = shown["invalid_files"]
     assert line.startswith("results/2026-12/garbled.jsonl:1:"), line
     assert any("garbled.jsonl" in e for e in shown["bot"][FLEET]["errors"])
+    planned = lab.denv("plan")  # nothing left to do, and the file named
+    assert planned.returncode == 1, planned.stdout + planned.stderr
+    assert "invalid file: results/2026-12/garbled.jsonl:1:" in planned.stdout, planned.stdout
 
 
 def test_broken_release_holds_only_that_release(lab: ElasticLab) -> None:
