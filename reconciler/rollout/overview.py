@@ -78,6 +78,8 @@ class Overview:
         needs the look's stages."""
         found = next((s for s in self.stages.get(release, []) if s.stage == stage), None)
         words = found.state if found is not None else Unrecorded.NOT_DEPLOYED.value
+        if f"release:{release}" in self.repo.held:
+            words = Unrecorded.HELD.value  # what runs is left as it runs (docs/files.md)
         row = next(
             (
                 r
@@ -165,6 +167,9 @@ def release_stages(
     head = source.resolve()
     loaded = source.repo_at(head)
     spec = loaded.releases.get(release)
+    if held := loaded.held.get(f"release:{release}"):
+        problems = "\n".join(str(problem) for problem in held)
+        raise UsageError(f"release {release} is held: an invalid file\n{problems}")
     if spec is None:
         raise UsageError(f"no release '{release}' (known: {', '.join(sorted(loaded.releases))})")
     checks, why = bot_checks(loaded, release_fleets(loaded, release), drivers)

@@ -87,3 +87,4 @@ def test_broken_release_holds_only_that_release(lab: ElasticLab) -> None:
     assert after == held  # left as it runs: not stopped as a removed release would be
     [row] = [d for d in lab.status()["deployments"] if d["release"] == "chat-b"]
     assert "releases/chat-b/denv.yaml:" in row["error"], row
+    assert row["state"] == "held: invalid file", row
