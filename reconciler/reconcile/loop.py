@@ -32,7 +32,6 @@ from reconciler.reconcile.reach import Streaks, dump, parse, track
 from reconciler.reconcile.revisions import Stages
 from reconciler.reconcile.snapshot import Snapshot, snapshot
 from reconciler.reconcile.source import GitSource
-from reconciler.spec.isolation import held_lines
 from reconciler.spec.repo import Repo
 
 LEASE = "reconciler"
@@ -257,7 +256,7 @@ class Reconciler:
             renewing.join()
         applying = time.monotonic() - decided
         # invalid files on the default branch: what they hold waits, the rest went on
-        report.errors += held_lines(snap.repo) + list(skipped.values())
+        report.errors += list(snap.plan.invalid_files) + list(skipped.values())
         self._reach = self._track(snap)
         if self.checks is not None and not self.stop_requested.is_set():
             self._checked = self.checks(snap, self._checked)

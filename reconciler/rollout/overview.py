@@ -43,7 +43,6 @@ from reconciler.rollout.status import (
     overrides,
     rollout_status,
 )
-from reconciler.spec.isolation import held_lines
 from reconciler.spec.repo import Repo
 
 
@@ -102,7 +101,7 @@ class Overview:
             "bot": self.notes,
             "parity": self.parity(),
             "overrides": [o.model_dump(mode="json") for o in self.overrides],
-            "invalid_files": held_lines(self.repo),
+            "invalid_files": list(self.snap.plan.invalid_files),
             "unreachable": {
                 fleet: {
                     "whole": r.whole,
@@ -198,7 +197,7 @@ def status_lines(seen: Overview) -> list[str]:
     """What `denv status` says under its table: unreachable fleets, errors, queued jobs,
     overrides, parity and the bot's last pass per fleet."""
     now = seen.at
-    lines = [f"invalid file: {line}" for line in held_lines(seen.repo)]
+    lines = [f"invalid file: {line}" for line in seen.snap.plan.invalid_files]
     lines += [found.text(now) for found in seen.reach.values()]
     for row in seen.rows:
         if row["error"]:
