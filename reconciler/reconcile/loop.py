@@ -150,7 +150,10 @@ class Reconciler:
         self.lease_drivers.close()
 
     def _lease_driver(self, repo: Repo, fleet: str) -> FleetDriver:
-        return self.lease_drivers.get(repo.fleets[fleet])
+        found = repo.fleets.get(fleet)
+        if found is None:  # its file is invalid (held) or gone since we took the lease
+            raise DenvError(f"fleet {fleet} is not in the revision read: its lease expires")
+        return self.lease_drivers.get(found)
 
     def _take(self, repo: Repo, fleets: list[str], note: Any = None) -> dict[str, str]:
         """Take or renew every fleet's lease; the fleets this pass leaves alone, with why: their

@@ -17,6 +17,7 @@ from tests.fleet.conftest import wait_for
 from tests.labs.elastic_local import FLEET, ElasticLab, elastic_lab
 from tests.labs.release import release_yaml, stage
 from tests.reconcile.conftest import GitRepo
+from tests.reconcile.test_loop import Bot
 
 
 @pytest.fixture
@@ -88,3 +89,21 @@ def test_broken_release_holds_only_that_release(lab: ElasticLab) -> None:
     [row] = [d for d in lab.status()["deployments"] if d["release"] == "chat-b"]
     assert "releases/chat-b/denv.yaml:" in row["error"], row
     assert row["state"] == "held: invalid file", row
+
+
+def test_a_fleet_file_broken_under_a_running_bot(lab: ElasticLab) -> None:
+    """The bot held the fleet's lease when its file broke: the fleet is held, what runs there
+    left as it runs, and the bot still stops cleanly (the lease expires by itself)."""
+    deploy(lab, "chat-8b")
+    running = {u.id: u.pid for u in lab.units() if u.alive}
+    bot = Bot(lab.repo, lab.cache / "home", "--interval", "1s", env=lab.env)
+    try:
+        bot.expect("=2;")  # the engine and the router, kept
+        lab.repo.replace(f"fleets/{FLEET}.yaml", "simulated: true", "simulated: maybe")
+        lab.repo.commit("the lab's fleet file broken")
+        line = bot.expect(f"fleets/{FLEET}.yaml:")
+        assert f"holds fleet {FLEET}" in line, line
+        assert bot.terminate() == 0, (lab.cache / "bot.stderr").read_text()
+    finally:
+        bot.close()
+    assert {u.id: u.pid for u in lab.units() if u.alive} == running
