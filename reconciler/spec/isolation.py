@@ -3,8 +3,8 @@ default branch by (reconcile/source.py), so that one invalid file holds only wha
 
 `denv validate`, and a pull request's revisions, stay strict: any error refuses the whole
 revision. The bot's pass on the default branch cannot refuse what is already merged; it holds
-what the broken file decides and goes on with the rest (docs/files.md, "When a file is
-invalid"):
+what the broken file decides and goes on with the rest (docs/files.md, "When a file on the
+default branch is invalid"):
 
 | an error in | holds |
 |---|---|
