@@ -59,7 +59,8 @@ def plan(
 ) -> None:
     """What would start, stop and be replaced: desired state from git, observed from the
     fleets the releases use (`+` start, `~` replace, `-` stop). Exit 1 when a host did not
-    answer: the plan leaves out what runs there."""
+    answer, or a file at the commit is invalid: the plan leaves out what runs there, or what
+    the file holds."""
     progress = terminal.console(stderr=True)
     source = GitSource(repo, cache_dir())
     drivers = Drivers(warn=_warn)
@@ -80,7 +81,7 @@ def plan(
             console.print(Text(line, style=style), soft_wrap=True)
     else:
         typer.echo(render_text(result), nl=False)
-    if result.unreachable or result.uncommitted_errors:
+    if result.unreachable or result.uncommitted_errors or result.invalid_files:
         raise typer.Exit(1)
 
 

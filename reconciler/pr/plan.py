@@ -58,10 +58,7 @@ class PrPlan:
 
 
 def _unplaceable(plan: Plan) -> list[str]:
-    return [
-        f"{e.release} / {e.stage}" + (f" on {e.fleet}" if e.fleet else "") + f": {e.message}"
-        for e in plan.errors
-    ]
+    return [e.where + (f" on {e.fleet}" if e.fleet else "") + f": {e.message}" for e in plan.errors]
 
 
 def _check(problems: list[str], unplaceable: list[str], plan: Plan | None) -> CheckRun:

@@ -66,13 +66,20 @@ class DeploymentError(Spec):
     """Why a stage, or one deployment of it, was not planned; what it runs is left alone."""
 
     release: str
-    stage: str
+    stage: str | None  # None: every stage of the release (its file is invalid)
     fleet: str | None  # None: every fleet of the stage
     revision: str | None
     message: str
 
     def covers(self, key: DeploymentKey) -> bool:
-        return (self.release, self.stage) == key[:2] and self.fleet in (None, key[2])
+        return (
+            self.release == key[0] and self.stage in (None, key[1]) and self.fleet in (None, key[2])
+        )
+
+    @property
+    def where(self) -> str:
+        """'release / stage', or the release alone when every stage is held."""
+        return self.release if self.stage is None else f"{self.release} / {self.stage}"
 
 
 class FleetCapacity(Spec):
@@ -223,6 +230,7 @@ def _desired_units(
     memo = memo if memo is not None else DesiredMemo()  # one pass's own, then dropped
     head = repo_at(stages.head)
     wanted, errors = _resolve(stages, repo_at)
+    errors += _held_releases(head)
     protected = {(d.release, d.stage, d.fleet) for d, _, _ in wanted}
     stage_errors = [e for e in errors if e.fleet is None]
 
@@ -239,7 +247,8 @@ def _desired_units(
         hardware = head.resolve_hardware(fleet.hardware) if fleet is not None else None
         if fleet is None or hardware is None:
             why = f"no fleet {name}" if fleet is None else f"unknown hardware of fleet {name}"
-            errors += [_error(s, name, f"{why} at the head revision") for _, s, _ in items]
+            why = _held(head, f"fleet:{name}") or f"{why} at the head revision"
+            errors += [_error(s, name, why) for _, s, _ in items]
             continue
         observation = observations.get(name)
         size = domain_size(head, name) or 1
@@ -372,6 +381,9 @@ def _resolve(
         except DenvError as exc:
             errors.append(_error(stage, None, str(exc)))
             continue
+        if held := _held(repo, f"release:{stage.release}"):
+            errors.append(_error(stage, None, held))
+            continue
         if stage.commit not in resolved:
             index: dict[tuple[str, str], list[Deployment]] = {}
             for found in deployments(repo):
@@ -460,3 +472,29 @@ def _error(stage: StageRevision, fleet: str | None, message: str) -> DeploymentE
         revision=stage.revision,
         message=message,
     )
+
+
+def _held(repo: Repo, key: str) -> str:
+    """Why `key` ('release:<name>', 'fleet:<name>') is held in `repo` (an invalid file,
+    spec/isolation.py; what it runs is left as it runs); '' when it is not."""
+    problems = repo.held.get(key, ())
+    if not problems:
+        return ""
+    more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+    return f"held, an invalid file: {problems[0]}{more}"
+
+
+def _held_releases(head: Repo) -> list[DeploymentError]:
+    """An error for every release an invalid file holds at the head: it covers each of its
+    stages, so what they run is left as it runs."""
+    return [
+        DeploymentError(
+            release=key.removeprefix("release:"),
+            stage=None,
+            fleet=None,
+            revision=None,
+            message=_held(head, key),
+        )
+        for key in sorted(head.held)
+        if key.startswith("release:")
+    ]

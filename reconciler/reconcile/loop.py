@@ -150,7 +150,10 @@ class Reconciler:
         self.lease_drivers.close()
 
     def _lease_driver(self, repo: Repo, fleet: str) -> FleetDriver:
-        return self.lease_drivers.get(repo.fleets[fleet])
+        found = repo.fleets.get(fleet)
+        if found is None:  # its file is invalid (held) or gone since we took the lease
+            raise DenvError(f"fleet {fleet} is not in the revision read: its lease expires")
+        return self.lease_drivers.get(found)
 
     def _take(self, repo: Repo, fleets: list[str], note: Any = None) -> dict[str, str]:
         """Take or renew every fleet's lease; the fleets this pass leaves alone, with why: their
@@ -255,7 +258,9 @@ class Reconciler:
             applied.set()
             renewing.join()
         applying = time.monotonic() - decided
-        report.errors += list(skipped.values()) + snap.unreadable()
+        # invalid files on the default branch: what they hold waits, the rest went on
+        report.errors += list(snap.plan.invalid_files) + list(skipped.values())
+        report.errors += snap.unreadable()
         self._reach = self._track(snap)
         if self.checks is not None and not self.stop_requested.is_set():
             self._checked = self.checks(snap, self._checked)

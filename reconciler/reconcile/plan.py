@@ -115,6 +115,9 @@ class Plan(Spec):
     # the errors of those files as they stand: the plan leaves them out.
     uncommitted: tuple[str, ...] = ()
     uncommitted_errors: tuple[str, ...] = ()
+    # The default branch's invalid files at the head, each with what it holds (the rest is
+    # planned: spec/isolation.py).
+    invalid_files: tuple[str, ...] = ()
 
     @computed_field  # type: ignore[prop-decorator]
     @property
@@ -329,7 +332,11 @@ def _groups(
 ) -> tuple[Group, ...]:
     wanted = {d.key: d for d in desired.deployments}
     keys = set(wanted) | set(by_key)
-    keys |= {(e.release, e.stage, e.fleet) for e in desired.errors if e.fleet is not None}
+    keys |= {
+        (e.release, e.stage, e.fleet)
+        for e in desired.errors
+        if e.stage is not None and e.fleet is not None
+    }
     groups = []
     for key in sorted(keys):
         records = [r for r in by_key.get(key, []) if r.alive]

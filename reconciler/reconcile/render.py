@@ -126,12 +126,9 @@ def _by_group(plan: Plan) -> dict[tuple[str, str, str], list[Action]]:
 
 def _notes(plan: Plan) -> list[str]:
     """Stages that run nothing: not deployed yet, or not planned (what runs is left alone)."""
-    notes = [
-        f"{e.release} / {e.stage}: not planned — {e.message}"
-        for e in plan.errors
-        if e.fleet is None
-    ]
-    return notes + [f"{p.release} / {p.stage}: {p.reason}" for p in plan.pending]
+    notes = [f"{e.where}: not planned — {e.message}" for e in plan.errors if e.fleet is None]
+    notes += [f"{p.release} / {p.stage}: {p.reason}" for p in plan.pending]
+    return notes + [f"invalid file: {line}" for line in plan.invalid_files]
 
 
 def _indented(text: str, prefix: str) -> str:

@@ -20,6 +20,7 @@ from reconciler.reconcile.desired import (
 from reconciler.reconcile.plan import Plan, plan
 from reconciler.reconcile.revisions import Stages
 from reconciler.reconcile.source import GitSource
+from reconciler.spec.isolation import held_lines
 from reconciler.spec.repo import Repo
 
 # (the desired state at the counts that run, the observations) -> elastic deployments' counts
@@ -102,5 +103,7 @@ def snapshot(
         repo=loaded,
         desired=desired,
         observations=observations,
-        plan=plan(desired, observed_units(observations)),
+        plan=plan(desired, observed_units(observations)).model_copy(
+            update={"invalid_files": tuple(held_lines(loaded))}
+        ),
     )

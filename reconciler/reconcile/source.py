@@ -20,6 +20,7 @@ from reconciler.errors import DenvError, Problem, SpecError
 from reconciler.reconcile.history import History
 from reconciler.reconcile.revisions import Stages, stage_revisions
 from reconciler.spec.bounds import max_bytes
+from reconciler.spec.isolation import isolate
 from reconciler.spec.lenient import release_names
 from reconciler.spec.loader import open_repo
 from reconciler.spec.parsecache import ParseCache
@@ -68,6 +69,10 @@ class GitSource:
         # A pull request's revisions: fleets and policies are read from this commit, the
         # default branch's tip (forge/trusted.py).
         self.trusted_base = trusted_base
+        # The default branch's revisions are merged already: an invalid file there holds only
+        # what reads it (spec/isolation.py). A pull request's are refused whole, as
+        # `denv validate` refuses them: it must not add a broken file.
+        self.isolates = trusted_base is None
         self.label = redact(location)
         self.remote = is_remote(location)
         self.branch = branch  # None: the remote's default branch, or a local path's HEAD
@@ -136,13 +141,16 @@ class GitSource:
         return loaded.errors
 
     def repo_at(self, commit: str) -> Repo:
-        """The repository's files at `commit`, validated; InvalidRevision when they are not."""
+        """The repository's files at `commit`, validated; InvalidRevision when they are not.
+        Where the source `isolates`, only errors that hold everything refuse the revision;
+        what the others hold is left out of it and named in `Repo.held`."""
         if commit in self._loaded:
             self._loaded.move_to_end(commit)
             return self._loaded[commit]
         loaded = open_repo(self.git_dir, commit, self.trusted_base, cache=self._parsed)
         loaded.problems.extend(check_engines(loaded))
-        if loaded.errors:
+        refused = isolate(loaded) if self.isolates else loaded.errors
+        if refused:
             raise InvalidRevision(commit, loaded.errors)
         self._loaded[commit] = loaded
         if len(self._loaded) > CACHED_REVISIONS:

@@ -127,6 +127,9 @@ class RolloutBot:
                     record = rollbacks.open(snap, name, stage, runs, rollback, record, now)
                 kept.stages[key] = record
             promoter.promotions(snap, name, release, kept, parity, now)
+        for key, record in state.stages.items():  # an invalid file holds the release: as it was
+            if f"release:{key.split('/')[0]}" in snap.repo.held:
+                kept.stages.setdefault(key, record)
         kept.alarms = watch.state()
         kept.checked_at = now
         self._forget_merged(snap, kept)

@@ -77,6 +77,8 @@ class Overview:
         needs the look's stages."""
         found = next((s for s in self.stages.get(release, []) if s.stage == stage), None)
         words = found.state if found is not None else Unrecorded.NOT_DEPLOYED.value
+        if f"release:{release}" in self.repo.held:
+            words = Unrecorded.HELD.value  # what runs is left as it runs (docs/files.md)
         row = next(
             (
                 r
@@ -99,6 +101,7 @@ class Overview:
             "bot": self.notes,
             "parity": self.parity(),
             "overrides": [o.model_dump(mode="json") for o in self.overrides],
+            "invalid_files": list(self.snap.plan.invalid_files),
             "unreachable": {
                 fleet: {
                     "whole": r.whole,
@@ -163,6 +166,9 @@ def release_stages(
     head = source.resolve()
     loaded = source.repo_at(head)
     spec = loaded.releases.get(release)
+    if held := loaded.held.get(f"release:{release}"):
+        problems = "\n".join(str(problem) for problem in held)
+        raise UsageError(f"release {release} is held: an invalid file\n{problems}")
     if spec is None:
         raise UsageError(f"no release '{release}' (known: {', '.join(sorted(loaded.releases))})")
     checks, why = bot_checks(loaded, release_fleets(loaded, release), drivers)
@@ -191,7 +197,8 @@ def status_lines(seen: Overview) -> list[str]:
     """What `denv status` says under its table: unreachable fleets, errors, queued jobs,
     overrides, parity and the bot's last pass per fleet."""
     now = seen.at
-    lines = [found.text(now) for found in seen.reach.values()]
+    lines = [f"invalid file: {line}" for line in seen.snap.plan.invalid_files]
+    lines += [found.text(now) for found in seen.reach.values()]
     for row in seen.rows:
         if row["error"]:
             lines.append(f"{row['release']}/{row['stage']} on {row['fleet']}: {row['error']}")

@@ -22,6 +22,7 @@ class Unrecorded(StrEnum):
 
     NOT_DEPLOYED = Phase.PENDING.value  # git names no revision for the stage yet (no pin)
     WAITING = "waiting for the bot"  # no bot has recorded it: none has run, or its pass goes on
+    HELD = "held: invalid file"  # its release's file (or recipe) is invalid on the branch
 
 
 def fleet_state(words: str, drift: str | None, bot_ran: bool) -> str:

@@ -38,6 +38,9 @@ class Repo:
     problems: list[Problem] = field(default_factory=list)
     broken: set[str] = field(default_factory=set)  # "fleet:<name>" etc. whose file is invalid
     unread: set[str] = field(default_factory=set)  # "recipe:<id>" etc. of files not read (`only`)
+    # what invalid files hold ("release:<name>", "ranking"...: spec/isolation.py), taken out
+    # of the models above, with the problems that hold it; only the bot's reading fills it
+    held: dict[str, tuple[Problem, ...]] = field(default_factory=dict)
 
     def resolve_hardware(self, key: str) -> Hardware | None:
         if key in self.hardware:

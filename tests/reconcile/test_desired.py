@@ -9,7 +9,8 @@ from reconciler.engines.placement import PORT_BLOCK
 from reconciler.fleet.drivers.registry import rules_of
 from reconciler.fleet.launching import unit_digest
 from reconciler.fleet.model.observed import UnitRecord
-from reconciler.reconcile.desired import Desired, DesiredDeployment, fleets_of
+from reconciler.reconcile.desired import Desired, DesiredDeployment, fleets_of, observed_units
+from reconciler.reconcile.plan import plan
 from reconciler.spec.fleet import Fleet, Host
 from reconciler.spec.loader import open_repo
 from tests.reconcile.conftest import GitRepo, add_release, applied, desired_of, observation
@@ -223,3 +224,30 @@ def test_a_topology_without_parallel_runs_tensor_parallel_over_its_gpus(
     for engine in canary.units[:2]:
         argv = engine.unit.argv
         assert argv[argv.index("--tensor-parallel-size") + 1] == "4"
+
+
+def test_an_invalid_release_is_held_as_it_runs_and_the_others_are_planned(
+    git_repo: GitRepo,
+) -> None:
+    """On the default branch (spec/isolation.py): its units are neither planned nor stopped."""
+    running = applied(desired_of(git_repo))
+    add_release(git_repo, "other", replicas=1)
+    git_repo.replace("releases/chat-8b/denv.yaml", "stages:", "stagez:")
+    git_repo.commit("another release, and chat-8b broken")
+    seen = {"local": observation(running)}
+    desired = desired_of(git_repo, seen)
+    assert [d.release for d in desired.deployments] == ["other"]
+    (error,) = desired.errors
+    assert (error.release, error.stage, error.fleet) == ("chat-8b", None, None)
+    assert error.message.startswith("held, an invalid file: releases/chat-8b/denv.yaml:")
+    actions = plan(desired, observed_units(seen)).actions
+    assert {a.release for a in actions} == {"other"}  # chat-8b's units: no stop
+
+
+def test_an_invalid_fleet_holds_the_deployments_on_it(git_repo: GitRepo) -> None:
+    git_repo.replace("fleets/local.yaml", "trial_gpus: 8", "trial_gpus: many")
+    git_repo.commit("break the fleet")
+    desired = desired_of(git_repo)
+    assert desired.deployments == ()
+    assert {(e.release, e.fleet) for e in desired.errors} == {("chat-8b", "local")}
+    assert all("fleets/local.yaml:" in e.message for e in desired.errors)

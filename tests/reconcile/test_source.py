@@ -45,20 +45,46 @@ def test_unknown_revisions_and_folders_outside_git_are_clear_errors(
         GitSource(str(outside), git_repo.cache)
 
 
+def strict(repo: GitRepo, commit: str) -> GitSource:
+    """The source a pull request's revision is read from (fleets and policies from
+    `commit`): any invalid file refuses the revision, as `denv validate` does."""
+    return GitSource(str(repo.path), repo.cache, trusted_base=commit)
+
+
 def test_a_revision_with_invalid_files_names_revision_file_and_field(git_repo: GitRepo) -> None:
     git_repo.replace("fleets/local.yaml", "trial_gpus: 8", "trial_gpus: many")
     bad = git_repo.commit("break the fleet")
     with pytest.raises(InvalidRevision) as caught:
-        git_repo.source().repo_at(bad)
+        strict(git_repo, bad).repo_at(bad)
     message = str(caught.value)
     assert message.startswith(f"revision {bad[:12]} has invalid files:")
     assert "fleets/local.yaml:" in message and "trial_gpus" in message
 
 
+def test_on_the_default_branch_an_invalid_fleet_holds_that_fleet_only(git_repo: GitRepo) -> None:
+    git_repo.replace("fleets/local.yaml", "trial_gpus: 8", "trial_gpus: many")
+    bad = git_repo.commit("break the fleet")
+    loaded = git_repo.source().repo_at(bad)
+    assert "local" not in loaded.fleets and "chat-8b" in loaded.releases
+    [problem] = loaded.held["fleet:local"]
+    assert problem.path == "fleets/local.yaml" and "trial_gpus" in problem.message
+
+
+def test_on_the_default_branch_an_invalid_catalog_still_refuses_the_revision(
+    git_repo: GitRepo,
+) -> None:
+    """Every fleet and deployment resolves its hardware: nothing can be planned without it."""
+    git_repo.write("catalog/hardware.yaml", "hardware: [\n")
+    bad = git_repo.commit("garble the hardware catalog")
+    with pytest.raises(InvalidRevision, match=r"catalog/hardware\.yaml:"):
+        git_repo.source().repo_at(bad)
+
+
 def test_an_engine_version_without_a_flag_table_makes_the_revision_invalid(
     git_repo: GitRepo,
 ) -> None:
-    """What `denv validate` refuses is never planned: the reconciler loads the same checks."""
+    """What `denv validate` refuses is never planned: the reconciler loads the same checks
+    (on the default branch, the release they find is held)."""
     git_repo.replace(
         "releases/chat-8b/denv.yaml",
         "settings: { max_batch: 128 }",
@@ -66,9 +92,12 @@ def test_an_engine_version_without_a_flag_table_makes_the_revision_invalid(
     )
     bad = git_repo.commit("an engine version denv has no flags for")
     with pytest.raises(InvalidRevision) as caught:
-        git_repo.source().repo_at(bad)
+        strict(git_repo, bad).repo_at(bad)
     assert "releases/chat-8b/denv.yaml:9:" in str(caught.value)
     assert "vllm 0.11.0 has no flag table in denv" in str(caught.value)
+    loaded = git_repo.source().repo_at(bad)
+    assert "chat-8b" not in loaded.releases
+    assert "no flag table" in loaded.held["release:chat-8b"][0].message
 
 
 def test_recipe_args_the_engine_refuses_make_the_revision_invalid(git_repo: GitRepo) -> None:
@@ -79,7 +108,7 @@ def test_recipe_args_the_engine_refuses_make_the_revision_invalid(git_repo: GitR
     )
     bad = git_repo.commit("a flag denv sets itself")
     with pytest.raises(InvalidRevision) as caught:
-        git_repo.source().repo_at(bad)
+        strict(git_repo, bad).repo_at(bad)
     assert "releases/chat-8b/denv.yaml:9:" in str(caught.value)
     assert "release.overrides.args[0]: --port is set by denv from placement" in str(caught.value)
 
