@@ -95,12 +95,14 @@ def release_text(replicas: int | None, peak: int, batch: int) -> str:
 class Stage:
     """One stage's workspace, its bot, and what is sampled of its fleet."""
 
-    def __init__(self, name: str, replicas: int | None, peak: int, gpus: int) -> None:
+    def __init__(
+        self, name: str, replicas: int | None, peak: int, gpus: int, policy: str = POLICY_TEXT
+    ) -> None:
         self.name, self.replicas, self.peak = name, replicas, peak
         self.ws = Workspace(max(1, gpus - 1), 1, 1, timeout=180.0)
         self.ws.write("fleets/bench.yaml", fleet_text(gpus, self.ws.address))
         policies = self.ws.repo / "policies/scaling.yaml"
-        policies.write_text(policies.read_text() + POLICY_TEXT)
+        policies.write_text(policies.read_text() + policy)
         self.commit(BATCH, "a day of traffic")
         self.agent = AgentClient(LocalTransport(env=self.ws.env), sys.executable, resident=True)
         self.bot: subprocess.Popen[str] | None = None
