@@ -1,17 +1,19 @@
 """Time to add a replica: from the bot's scale-up decision to the router serving the new
 replica, side by side with a bash script that starts the same argv and joins it the same way.
 
-    .venv/bin/python benchmarks/scale_up.py [--repeats 3] [--timeout SECONDS] [--json]
+    .venv/bin/python benchmarks/scale_up.py [--from N] [--repeats 3] [--timeout SECONDS]
+        [--json]
 
 Each repeat gets a fresh workspace (converge.py's Workspace through autoscale.py's Stage: one
-local simulated fleet of 2 GPUs on a loopback address of its own) with one elastic release,
-`replicas: {min: 1, max: 2}`, of `llama-3.1-8b/vllm@1` at max_batch 5 behind sglang-router,
-under a policy that reacts at once (interval 1s, up delay 0, reactive only, one waiting
-request per replica), and `denv reconcile` running as a loop (`--interval 1s`). Once the
-router serves the one replica, a burst of 16 concurrent streams of requests (more than
-max_batch, so requests wait) runs through the router until the repeat ends.
+local simulated fleet of N + 1 GPUs on a loopback address of its own) with one elastic
+release, `replicas: {min: N, max: N + 1}` (N = `--from`, 1 by default), of
+`llama-3.1-8b/vllm@1` at max_batch 5 behind sglang-router, under a policy that reacts at once
+(interval 1s, up delay 0, reactive only, one waiting request per replica), and
+`denv reconcile` running as a loop (`--interval 1s`). Once the router serves the N replicas,
+a burst of 8N + 8 concurrent streams of requests (more than N × max_batch, so requests wait)
+runs through the router until the repeat ends.
 
-- bot: from the moment the bot's line `scale <key>: 1 → 2 (…)` is read (lines are
+- bot: from the moment the bot's line `scale <key>: N → N+1 (…)` is read (lines are
   timestamped as they arrive) until the router's `GET /workers` lists the new replica. The
   autoscaler (rollout/autoscale.py) prints it as it decides, while the loop's pass reads the
   desired counts (reconcile/loop.py `_scaled`, inside the pass's snapshot), before the plan
@@ -22,19 +24,20 @@ max_batch, so requests wait) runs through the router until the repeat ends.
   until the router lists it).
 - script: then the bot gets SIGTERM, the new replica's unit is stopped through the agent and
   removed from the router, so that the stage is back where the bot's decision found it: the
-  same workspace and machine, one replica serving, the burst still running against the same
+  same workspace and machine, N replicas serving, the burst still running against the same
   router (requests wait again). A bash script then starts the new replica's recorded argv and
   env (the agent's unit record of the bot's replica, so exactly what the bot started, on the
   same port and GPU) in the background, `curl`s its readiness path every 0.2 s, `POST`s it
   to the router's `/workers` with the same body the bot sends, and polls `GET /workers` every
   0.2 s until it is listed. Measured: the script's wall time, bash's start included.
 
-The script goes second in every repeat (it needs the bot's unit record); both start from one
-replica serving under the same burst, and each ends at the same definition of serving.
+The script goes second in every repeat (it needs the bot's unit record: the bot chooses the
+port and GPU); both start from N replicas serving under the same burst, and each ends at the
+same definition of serving.
 
 `--json` prints one object: `bot_s`, `script_s` (medians, seconds), `ratio` (bot ÷ script),
-`repeats`, `bot` and `script` (the per-repeat values) and the 1-minute load average before
-and after (`load_before`, `load_after`). Progress lines go to stderr.
+`repeats`, `from` (N), `bot` and `script` (the per-repeat values) and the 1-minute load
+average before and after (`load_before`, `load_after`). Progress lines go to stderr.
 
 Every process stops by itself: the burst's streams end when the repeat does (each request
 within 60 s), the bot gets SIGTERM, every unit is stopped and the folder removed after each
@@ -71,11 +74,10 @@ POLICY_TEXT = (
     "    max_waiting_per_replica: 1\n    up: { delay: 0s }\n"
     "    down: { delay: 10m, drain_grace: 5s }\n"
 )
-STREAMS = 16  # concurrent requests of the burst, over max_batch 5
 
 
-def burst(router: str, model: str, stop: threading.Event) -> list[threading.Thread]:
-    """STREAMS threads, each sending one completion after another until `stop`."""
+def burst(router: str, model: str, streams: int, stop: threading.Event) -> None:
+    """`streams` threads, each sending one completion after another until `stop`."""
     body = json.dumps({"model": model, "prompt": "hello " * 200, "max_tokens": 200}).encode()
 
     def stream() -> None:
@@ -89,10 +91,8 @@ def burst(router: str, model: str, stop: threading.Event) -> list[threading.Thre
             except OSError:
                 stop.wait(0.2)
 
-    threads = [threading.Thread(target=stream, daemon=True) for _ in range(STREAMS)]
-    for thread in threads:
-        thread.start()
-    return threads
+    for _ in range(streams):
+        threading.Thread(target=stream, daemon=True).start()
 
 
 def workers(router: str) -> set[str]:
@@ -124,8 +124,8 @@ def script_text(record: UnitRecord, ready: str, url: str, router: str, logs: Pat
     )
 
 
-def one_repeat(timeout: float) -> tuple[float, float]:
-    stage = Stage("scale-up", None, 2, 2, POLICY_TEXT)
+def one_repeat(low: int, timeout: float) -> tuple[float, float]:
+    stage = Stage("scale-up", None, low + 1, low + 1, POLICY_TEXT, low)
     stop = threading.Event()
     script: subprocess.Popen[bytes] | None = None
     try:
@@ -135,21 +135,21 @@ def one_repeat(timeout: float) -> tuple[float, float]:
             stage.sample()
             return stage.serving() >= count
 
-        wait(lambda: serving(1), timeout, "the stage serving its one replica")
+        wait(lambda: serving(low), timeout, f"the stage serving its {low} replicas")
         router = str(stage.router)
         model = _get(f"{router}/v1/models")["data"][0]["id"]
-        (first,) = engines(stage)
-        burst(router, model, stop)
-        wait(lambda: bool(scale_events(stage.said)), timeout, "the bot's decision 1 → 2")
+        first = {u.id for u in engines(stage)}
+        burst(router, model, 8 * low + 8, stop)
+        wait(lambda: bool(scale_events(stage.said)), timeout, "the bot's scale-up decision")
         decided = scale_events(stage.said)[0]
-        assert decided[1:] == (1, 2), decided
-        wait(lambda: len(workers(router)) >= 2, timeout, "the router serving the new replica")
+        assert decided[1:] == (low, low + 1), decided
+        wait(lambda: len(workers(router)) > low, timeout, "the router serving the new replica")
         bot_s = time.perf_counter() - decided[0]
         say(f"bot {bot_s:.2f}s")
         assert stage.bot is not None
         stage.bot.send_signal(signal.SIGTERM)
         stage.bot.wait(timeout=60)
-        (new,) = [u for u in engines(stage) if u.id != first.id]
+        (new,) = [u for u in engines(stage) if u.id not in first]
         url = f"http://{stage.ws.address}:{new.port}"
         (router_unit,) = [u for u in units_of(stage.ws.look()) if u.role == "router"]
         stage.agent.stop(new.id, grace=2)
@@ -189,6 +189,7 @@ def say(line: str) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--from", dest="low", type=int, default=1, help="replicas before")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--timeout", type=float, default=180.0)
     parser.add_argument("--json", action="store_true")
@@ -198,7 +199,7 @@ def main() -> None:
     rows = []
     for i in range(args.repeats):
         say(f"repeat {i + 1}/{args.repeats}")
-        rows.append(one_repeat(args.timeout))
+        rows.append(one_repeat(args.low, args.timeout))
     bot = [b for b, _ in rows]
     script = [s for _, s in rows]
     out = {
@@ -206,6 +207,7 @@ def main() -> None:
         "script_s": median(script),
         "ratio": median(bot) / median(script),
         "repeats": args.repeats,
+        "from": args.low,
         "bot": bot,
         "script": script,
         "load_before": load_before,

@@ -24,12 +24,13 @@ def test_one_repeat_measures_the_bot_and_the_script() -> None:
         "script_s",
         "ratio",
         "repeats",
+        "from",
         "bot",
         "script",
         "load_before",
         "load_after",
     }
-    assert out["repeats"] == 1 and len(out["bot"]) == len(out["script"]) == 1
+    assert out["repeats"] == 1 and out["from"] == 1 and len(out["bot"]) == len(out["script"]) == 1
     assert out["bot_s"] > 0 and out["script_s"] > 0 and out["ratio"] > 0
     # the bot decided 1 → 2 by itself and the router served the new replica (else no figure)
     assert "bot " in done.stderr and "script " in done.stderr
