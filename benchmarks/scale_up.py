@@ -21,7 +21,8 @@ runs through the router until the repeat ends.
   lease, the applier's start step (reconcile/steps/start.py): the agent launching the unit
   (its supervisor and the engine's process), the engine's start-up to ready (polled every
   0.2 s), and the join to the router (reconcile/steps/routers.py `join`: `POST /workers`, then
-  until the router lists it).
+  until the router lists it, polled every 0.05 s; the script polls it every 0.2 s, up to
+  0.15 s in the bot's favour).
 - script: then the bot gets SIGTERM, the new replica's unit is stopped through the agent and
   removed from the router, so that the stage is back where the bot's decision found it: the
   same workspace and machine, N replicas serving, the burst still running against the same
