@@ -81,13 +81,13 @@ POLICY_TEXT = (
 WEIGHTS = "hf://meta-llama/Llama-3.1-8B-Instruct@0e9e39f249a16976918f6564b8830bc894c89659"
 
 
-def release_text(replicas: int | None, peak: int, batch: int) -> str:
-    """Static at `replicas`, or elastic (None) between 1 and `peak`."""
-    bounds = "" if replicas else f"    replicas: {{ min: 1, max: {peak}, policy: bench }}\n"
+def release_text(replicas: int | None, peak: int, batch: int, low: int = 1) -> str:
+    """Static at `replicas`, or elastic (None) between `low` and `peak`."""
+    bounds = "" if replicas else f"    replicas: {{ min: {low}, max: {peak}, policy: bench }}\n"
     return (
         f"release:\n  model: day\n  weights: {WEIGHTS}\n  recipe: {RECIPE}\n"
         f"  overrides:\n    settings: {{ max_batch: {batch} }}\n"
-        f"  topology: {{ mode: aggregated, replicas: {replicas or 1}, gpus: 1 }}\n"
+        f"  topology: {{ mode: aggregated, replicas: {replicas or low}, gpus: 1 }}\n"
         f"stages:\n  - name: prod\n    fleets: [bench]\n{bounds}"
     )
 
@@ -95,12 +95,22 @@ def release_text(replicas: int | None, peak: int, batch: int) -> str:
 class Stage:
     """One stage's workspace, its bot, and what is sampled of its fleet."""
 
-    def __init__(self, name: str, replicas: int | None, peak: int, gpus: int) -> None:
-        self.name, self.replicas, self.peak = name, replicas, peak
+    def __init__(
+        self,
+        name: str,
+        replicas: int | None,
+        peak: int,
+        gpus: int,
+        policy: str = POLICY_TEXT,
+        low: int = 1,
+    ) -> None:
+        """`policy`: the scaling policies' text appended to policies/scaling.yaml (it names
+        `bench`); `low`: an elastic stage's minimum count."""
+        self.name, self.replicas, self.peak, self.low = name, replicas, peak, low
         self.ws = Workspace(max(1, gpus - 1), 1, 1, timeout=180.0)
         self.ws.write("fleets/bench.yaml", fleet_text(gpus, self.ws.address))
         policies = self.ws.repo / "policies/scaling.yaml"
-        policies.write_text(policies.read_text() + POLICY_TEXT)
+        policies.write_text(policies.read_text() + policy)
         self.commit(BATCH, "a day of traffic")
         self.agent = AgentClient(LocalTransport(env=self.ws.env), sys.executable, resident=True)
         self.bot: subprocess.Popen[str] | None = None
@@ -109,7 +119,9 @@ class Stage:
         self.router: str | None = None
 
     def commit(self, batch: int, message: str) -> None:
-        self.ws.write("releases/day/denv.yaml", release_text(self.replicas, self.peak, batch))
+        self.ws.write(
+            "releases/day/denv.yaml", release_text(self.replicas, self.peak, batch, self.low)
+        )
         git = self.ws.git
         index = git.index
         index.add_all()
