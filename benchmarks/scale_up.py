@@ -21,8 +21,7 @@ runs through the router until the repeat ends.
   lease, the applier's start step (reconcile/steps/start.py): the agent launching the unit
   (its supervisor and the engine's process), the engine's start-up to ready (polled every
   0.2 s), and the join to the router (reconcile/steps/routers.py `join`: `POST /workers`, then
-  until the router lists it, polled every 0.05 s; the script polls it every 0.2 s, up to
-  0.15 s in the bot's favour).
+  until the router lists it, polled every 0.05 s, as the script polls it).
 - script: then the bot gets SIGTERM, the new replica's unit is stopped through the agent and
   removed from the router, so that the stage is back where the bot's decision found it: the
   same workspace and machine, N replicas serving, the burst still running against the same
@@ -30,7 +29,7 @@ runs through the router until the repeat ends.
   env (the agent's unit record of the bot's replica, so exactly what the bot started, on the
   same port and GPU) in the background, `curl`s its readiness path every 0.2 s, `POST`s it
   to the router's `/workers` with the same body the bot sends, and polls `GET /workers` every
-  0.2 s until it is listed. Measured: the script's wall time, bash's start included.
+  0.05 s (as the bot does) until it is listed. Measured: the script's wall time, bash's start included.
 
 The script goes second in every repeat (it needs the bot's unit record: the bot chooses the
 port and GPU); both start from N replicas serving under the same burst, and each ends at the
@@ -119,7 +118,7 @@ def script_text(record: UnitRecord, ready: str, url: str, router: str, logs: Pat
             f"curl -fs -o /dev/null -X POST -H 'Content-Type: application/json' -d {join} "
             f"{shlex.quote(router + '/workers')}",
             f"until curl -fs --max-time 2 {shlex.quote(router + '/workers')} | tr -d ' '"
-            f" | grep -qF {listed}; do sleep 0.2; done",
+            f" | grep -qF {listed}; do sleep 0.05; done",  # the bot's poll (routers.TAKE_POLL_S)
             "",
         ]
     )
