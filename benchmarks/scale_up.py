@@ -29,7 +29,8 @@ runs through the router until the repeat ends.
   env (the agent's unit record of the bot's replica, so exactly what the bot started, on the
   same port and GPU) in the background, `curl`s its readiness path every 0.2 s, `POST`s it
   to the router's `/workers` with the same body the bot sends, and polls `GET /workers` every
-  0.05 s (as the bot does) until it is listed. Measured: the script's wall time, bash's start included.
+  0.05 s (as the bot does) until it is listed. Measured: the script's wall time, bash's
+  start included.
 
 The script goes second in every repeat (it needs the bot's unit record: the bot chooses the
 port and GPU); both start from N replicas serving under the same burst, and each ends at the
