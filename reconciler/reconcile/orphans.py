@@ -26,8 +26,10 @@ class Removal(Spec):
     searched: int = 0
 
     def text(self) -> str:
-        if self.removed_in is None or self.last_with is None:
+        if self.last_with is None:
             return f"no commit of the last {self.searched} on the branch has it (a rewind?)"
+        if self.removed_in is None:
+            return f"the head {self.last_with[:12]} names it"
         return f"removed in {self.removed_in[:12]} (last in {self.last_with[:12]})"
 
 
