@@ -4,11 +4,21 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 from reconciler.fleet.model.observed import UnitRecord
-from tests.labs.elastic_local import FLEET, ElasticLab
+from tests.labs.elastic_local import FLEET, ElasticLab, elastic_lab
 from tests.labs.release import release_yaml, stage
+from tests.reconcile.conftest import GitRepo
+
+
+def empty_lab(repo: GitRepo, folder: Path) -> Iterator[ElasticLab]:
+    """The lab fleet in a repository with no release yet; every unit stopped at the end."""
+    repo.remove("releases/chat-8b")
+    repo.commit("no release yet")
+    yield from elastic_lab(repo, folder)
 
 
 def put_release(lab: ElasticLab, name: str) -> None:

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.faults.orphans import alive, orphaned, plan_json, put_release
-from tests.labs.elastic_local import FLEET, ElasticLab, elastic_lab
+from tests.faults.orphans import alive, empty_lab, orphaned, plan_json, put_release
+from tests.labs.elastic_local import FLEET, ElasticLab
 from tests.reconcile.conftest import GitRepo, git_repo
 
 __all__ = ["git_repo"]  # the fixture
@@ -18,9 +18,7 @@ __all__ = ["git_repo"]  # the fixture
 
 @pytest.fixture
 def lab(git_repo: GitRepo, tmp_path: Path) -> Iterator[ElasticLab]:
-    git_repo.remove("releases/chat-8b")
-    git_repo.commit("no release yet")
-    yield from elastic_lab(git_repo, tmp_path)
+    yield from empty_lab(git_repo, tmp_path)
 
 
 def test_a_removed_release_waits_for_the_fleets_prune_policy(lab: ElasticLab) -> None:

@@ -11,8 +11,8 @@ from pathlib import Path
 import pygit2
 import pytest
 
-from tests.faults.orphans import alive, orphaned, plan_json, put_release
-from tests.labs.elastic_local import ElasticLab, elastic_lab
+from tests.faults.orphans import alive, empty_lab, orphaned, plan_json, put_release
+from tests.labs.elastic_local import ElasticLab
 from tests.reconcile.conftest import GitRepo, git_repo
 
 __all__ = ["git_repo"]  # the fixture
@@ -20,9 +20,7 @@ __all__ = ["git_repo"]  # the fixture
 
 @pytest.fixture
 def lab(git_repo: GitRepo, tmp_path: Path) -> Iterator[ElasticLab]:
-    git_repo.remove("releases/chat-8b")
-    git_repo.commit("no release yet")
-    yield from elastic_lab(git_repo, tmp_path)
+    yield from empty_lab(git_repo, tmp_path)
 
 
 def test_a_rewound_release_is_shown_left_running_and_pruned_by_hand(lab: ElasticLab) -> None:
