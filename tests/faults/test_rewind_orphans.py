@@ -44,6 +44,9 @@ def test_a_rewound_release_is_shown_left_running_and_pruned_by_hand(lab: Elastic
     text = lab.denv("status")
     assert "orphaned chat.canary.lab." in text.stdout, text.stdout
 
+    unknown = lab.denv("prune", "--fleet", "nope")
+    assert unknown.returncode == 1 and "no fleet 'nope'" in unknown.stderr, unknown.stderr
+    assert {u.id for u in alive(lab, "chat")} == running
     pruned = lab.denv("prune", "--json")
     assert pruned.returncode == 0, pruned.stdout + pruned.stderr
     assert json.loads(pruned.stdout)["stopped"] == 2
