@@ -96,7 +96,7 @@ class PassResult:
         if self.report.resubmitted:
             line += "; resubmitted: " + ", ".join(self.report.resubmitted)
         if left := self.plan.left:
-            line += f"; orphaned (left running, `denv prune` stops them): {left[0].text()}"
+            line += f"; {left[0].text()}"
             line += f" (+{len(left) - 1} more)" if len(left) > 1 else ""
         return line
 

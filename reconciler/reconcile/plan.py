@@ -314,7 +314,7 @@ def _leftovers(
             prune = fleet in desired.prune
             orphans.append(orphan(record, host, why, prune))
             if prune:
-                stops.append(_stop(record, host, Wave.FREE, f"{why}; orphan, the fleet prunes"))
+                stops.append(_stop(record, host, Wave.FREE, f"{why}; orphan, pruned"))
     return stops, orphans
 
 

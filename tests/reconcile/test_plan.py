@@ -147,7 +147,7 @@ def test_a_removed_release_is_stopped_router_first_where_its_fleet_prunes(
     assert [(a.kind.value, a.unit) for a in stops] == [
         ("stop", ROUTER), ("stop", ENGINE_0), ("stop", ENGINE_1),
     ]  # fmt: skip
-    why = "release chat-8b was removed; orphan, the fleet prunes"
+    why = "release chat-8b was removed; orphan, pruned"
     assert {(a.wave, a.reason) for a in stops} == {(Wave.FREE, why)}
     assert {o.prune for o in result.orphans} == {True}
     assert group(result) == (2, 0, None)
