@@ -151,6 +151,7 @@ def _pass_json(result: PassResult) -> dict[str, Any]:
         "errors": result.report.errors,
         "waiting": result.report.waiting,
         "resubmitted": result.report.resubmitted,
+        "orphans": [o.model_dump(mode="json") for o in result.plan.orphans],
         "seconds": round(result.seconds, 3),
         "apply_seconds": round(result.apply_seconds, 3),
     }

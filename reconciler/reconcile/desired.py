@@ -97,6 +97,9 @@ class Desired(Spec):
     errors: tuple[DeploymentError, ...] = ()
     pending: tuple[Pending, ...] = ()
     fleets: dict[str, FleetCapacity] = {}
+    # Fleets whose file says `prune: true`: units of deployments nothing wants (orphans,
+    # reconcile/orphans.py) are stopped there; elsewhere they are shown and left running.
+    prune: frozenset[str] = frozenset()
 
 
 class _Resolved(NamedTuple):
@@ -233,9 +236,14 @@ def _desired_units(
     errors += _held_releases(head)
     protected = {(d.release, d.stage, d.fleet) for d, _, _ in wanted}
     stage_errors = [e for e in errors if e.fleet is None]
+    prune = frozenset(name for name, fleet in head.fleets.items() if fleet.prune)
 
     def keeps(key: DeploymentKey) -> bool:
-        return key in protected or any(e.covers(key) for e in stage_errors)
+        """Whether what runs of `key` keeps its GPUs: a wanted deployment's, one that failed
+        to plan, and an orphan where its fleet does not prune (it is left running)."""
+        if key in protected or any(e.covers(key) for e in stage_errors):
+            return True
+        return key[2] not in prune
 
     planned: list[DesiredDeployment] = []
     fleets: dict[str, FleetCapacity] = {}
@@ -309,6 +317,7 @@ def _desired_units(
         errors=tuple(errors),
         pending=stages.pending,
         fleets=fleets,
+        prune=prune,
     )
 
 

@@ -95,6 +95,9 @@ class PassResult:
             line += f"; waiting: {self.report.waiting[0]}"
         if self.report.resubmitted:
             line += "; resubmitted: " + ", ".join(self.report.resubmitted)
+        if left := self.plan.left:
+            line += f"; {left[0].text()}"
+            line += f" (+{len(left) - 1} more)" if len(left) > 1 else ""
         return line
 
 

@@ -3,8 +3,10 @@ sorted tuple of actions: start, stop, replace (rolling) and keep.
 
 Only units the reconciler started are ever touched: a unit record whose labels name a release,
 stage and fleet. Records without those labels (bench runs, optimizer trials) and processes
-with no record at all are left alone. A labelled record that no wanted unit matches is stopped,
-unless its deployment failed to plan (then everything of it is left as it runs).
+with no record at all are left alone. A labelled record of a wanted deployment that no wanted
+unit matches is stopped, unless its deployment failed to plan (then everything of it is left as
+it runs). One whose deployment the desired state does not have at all is an orphan
+(reconcile/orphans.py): shown, and stopped only where its fleet's file says `prune: true`.
 
 Waves say what must be done before what: stops of what nothing wants free GPUs and ports
 that new units were placed on, so they come first; starts next; then rolling replaces; stops of
@@ -24,6 +26,7 @@ from reconciler.fleet.model.labels import DeploymentKey, record_key
 from reconciler.fleet.model.observed import UnitRecord
 from reconciler.reconcile.changes import Change, unit_changes
 from reconciler.reconcile.desired import DeploymentError, Desired, DesiredUnit
+from reconciler.reconcile.orphans import Orphan, orphan
 from reconciler.reconcile.revisions import Pending
 from reconciler.spec.base import Spec
 from reconciler.spec.scaling import ReplicaBounds
@@ -84,6 +87,7 @@ class Group(Spec):
     replicas: int = 0  # aggregated replicas wanted (elastic: the count the bot keeps)
     bounds: ReplicaBounds | None = None  # elastic: git's bounds on the count
     pending_replicas: int = 0  # elastic: asked for, no free GPU: never counted
+    orphaned: bool = False  # not wanted; left running (its fleet does not prune)
 
     @property
     def scale(self) -> str | None:
@@ -111,6 +115,7 @@ class Plan(Spec):
     fleets: tuple[FleetUsage, ...] = ()
     pending: tuple[Pending, ...] = ()
     errors: tuple[DeploymentError, ...] = ()
+    orphans: tuple[Orphan, ...] = ()  # units denv started that nothing wants (orphans.py)
     # A local work tree's paths that differ from the commit planned (`denv plan` of HEAD), and
     # the errors of those files as they stand: the plan leaves them out.
     uncommitted: tuple[str, ...] = ()
@@ -143,6 +148,11 @@ class Plan(Spec):
         key = (group.release, group.stage, group.fleet)
         return [a for a in self.actions if (a.release, a.stage, a.fleet) == key]
 
+    @property
+    def left(self) -> tuple[Orphan, ...]:
+        """The orphans left running (their fleet does not prune)."""
+        return tuple(o for o in self.orphans if not o.prune)
+
 
 def plan(desired: Desired, observed: ObservedUnits) -> Plan:
     """The actions that make `observed` (fleet -> host -> unit records) what `desired` says."""
@@ -170,7 +180,8 @@ def plan(desired: Desired, observed: ObservedUnits) -> Plan:
                 if match is None or record is not match[1]:
                     why = f"{unit.id} runs on {unit.host}" + (" now" if match is None else "")
                     actions.append(_stop(record, host, Wave.TRIM, why))
-    actions += _leftovers(desired, running)
+    stops, orphans = _leftovers(desired, running)
+    actions += stops
     actions.sort(key=_order)
     groups = _groups(desired, by_key)
     return Plan(
@@ -180,6 +191,7 @@ def plan(desired: Desired, observed: ObservedUnits) -> Plan:
         fleets=_fleets(desired, groups),
         pending=desired.pending,
         errors=desired.errors,
+        orphans=tuple(sorted(orphans, key=lambda o: (*o.key, o.host, o.unit))),
     )
 
 
@@ -275,14 +287,15 @@ def _int(text: str | None) -> int:
 
 def _leftovers(
     desired: Desired, running: Mapping[tuple[str, str], list[tuple[str, UnitRecord]]]
-) -> list[Action]:
-    """Stops for labelled records no wanted unit matched, except where planning failed."""
+) -> tuple[list[Action], list[Orphan]]:
+    """Stops for labelled records no wanted unit matched, except where planning failed; those
+    of deployments nothing wants are orphans, stopped too where their fleet prunes."""
     wanted = {d.key for d in desired.deployments}
     releases = {d.release for d in desired.deployments}
     releases |= {e.release for e in desired.errors} | {p.release for p in desired.pending}
     pending = {(p.release, p.stage) for p in desired.pending}
     covered: dict[DeploymentKey, bool] = {}
-    stops = []
+    stops, orphans = [], []
     for found in running.values():
         for host, record in found:
             key = record_key(record)
@@ -293,15 +306,19 @@ def _leftovers(
                 continue
             release, stage, fleet = key
             if key in wanted:
-                wave, why = Wave.TRIM, "no longer part of the deployment"
-            elif release not in releases:
-                wave, why = Wave.FREE, f"release {release} was removed"
+                stops.append(_stop(record, host, Wave.TRIM, "no longer part of the deployment"))
+                continue
+            if release not in releases:
+                why = f"release {release} was removed"
             elif (release, stage) in pending:
-                wave, why = Wave.FREE, f"stage {stage} is not deployed"
+                why = f"stage {stage} is not deployed"
             else:
-                wave, why = Wave.FREE, f"stage {stage} of {release} no longer runs on {fleet}"
-            stops.append(_stop(record, host, wave, why))
-    return stops
+                why = f"stage {stage} of {release} no longer runs on {fleet}"
+            prune = fleet in desired.prune
+            orphans.append(orphan(record, host, why, prune))
+            if prune:
+                stops.append(_stop(record, host, Wave.FREE, f"{why}; orphan, pruned"))
+    return stops, orphans
 
 
 _ROLES = {"prefill": 0, "decode": 1, "aggregated": 2}
@@ -343,10 +360,11 @@ def _groups(
         before = sum(len(r.gpus) for r in records)
         error = next((e for e in desired.errors if e.covers(key)), None)
         deployment = wanted.get(key)
+        orphaned = deployment is None and error is None and key[2] not in desired.prune
         if deployment is not None:
             after = sum(len(u.unit.gpu_indices) for u in deployment.units)
         else:
-            after = before if error is not None else 0
+            after = before if error is not None or orphaned else 0
         revision = deployment.revision if deployment is not None else None
         if error is not None:
             revision = error.revision
@@ -366,6 +384,7 @@ def _groups(
                 replicas=deployment.replicas if deployment is not None else 0,
                 bounds=deployment.bounds if deployment is not None else None,
                 pending_replicas=deployment.pending_replicas if deployment is not None else 0,
+                orphaned=orphaned,
             )
         )
     return tuple(groups)

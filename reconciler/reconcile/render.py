@@ -45,6 +45,8 @@ def summary(plan: Plan) -> str:
         )
     if missed := plan.unreachable:
         line += f" {missed} host{'s' * (missed != 1)} not reached: what runs there is not known."
+    if left := len(plan.left):
+        line += f" {_units(left)} orphaned, left running: `denv prune` stops them."
     return line
 
 
@@ -57,6 +59,8 @@ def group_title(group: Group) -> str:
     running = [_short(r) for r in group.running_revisions]
     if group.error is not None:
         revision = "not planned"
+    elif group.orphaned:
+        revision = "orphaned (not in git; left running)"
     elif group.revision is None:
         revision = "removed"
     elif running and running != [_short(group.revision)]:
@@ -128,7 +132,8 @@ def _notes(plan: Plan) -> list[str]:
     """Stages that run nothing: not deployed yet, or not planned (what runs is left alone)."""
     notes = [f"{e.where}: not planned — {e.message}" for e in plan.errors if e.fleet is None]
     notes += [f"{p.release} / {p.stage}: {p.reason}" for p in plan.pending]
-    return notes + [f"invalid file: {line}" for line in plan.invalid_files]
+    notes += [f"invalid file: {line}" for line in plan.invalid_files]
+    return notes + [orphan.text() for orphan in plan.orphans]
 
 
 def _indented(text: str, prefix: str) -> str:

@@ -3,11 +3,12 @@ plan between them. `denv plan` prints it; every reconcile pass starts from a fre
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from reconciler.errors import failure
 from reconciler.fleet.drivers.registry import Drivers
+from reconciler.fleet.model.labels import fleet_key
 from reconciler.fleet.model.observed import FleetObservation
 from reconciler.reconcile.desired import (
     Counts,
@@ -17,6 +18,7 @@ from reconciler.reconcile.desired import (
     fleets_of,
     observed_units,
 )
+from reconciler.reconcile.orphans import Orphan
 from reconciler.reconcile.plan import Plan, plan
 from reconciler.reconcile.revisions import Stages
 from reconciler.reconcile.source import GitSource
@@ -76,10 +78,12 @@ def snapshot(
     stages = source.stages(head)
     if adjust is not None:
         stages = adjust(stages)
-    # The running stages' fleets, and those of releases removed lately: their units stop.
+    # The running stages' fleets, and those of releases removed lately; the head's other
+    # fleets too, kept where denv's units run there: orphans (a release rewound away) are
+    # found whatever history says.
     names = fleets_of(stages, source.repo_at) | source.recent_fleets(head)
     observations: dict[str, FleetObservation] = {}
-    for name in sorted(n for n in names if n in loaded.fleets):
+    for name in sorted(loaded.fleets):
         fleet = loaded.fleets[name]
         status(f"observing fleet {name} ({len(fleet.hosts)} hosts)")
         hardware = loaded.resolve_hardware(fleet.hardware)
@@ -89,6 +93,8 @@ def snapshot(
             reason = f"fleet {name} not observed: {failure(exc)}"
             hosts = [host.name for host in fleet.hosts]
             observations[name] = FleetObservation.failed(name, hosts, reason)
+        if name not in names and not _denvs(observations[name]):
+            del observations[name]  # nothing of denv's answered there: as if not looked at
     desired = desired_units(stages, source.repo_at, observations, rules=drivers.get, memo=memo)
     counts = scale(desired, observations) if scale is not None else {}
     if any(
@@ -98,12 +104,31 @@ def snapshot(
         desired = desired_units(
             stages, source.repo_at, observations, rules=drivers.get, memo=memo, counts=counts
         )
+    planned = plan(desired, observed_units(observations))
     return Snapshot(
         head=head,
         repo=loaded,
         desired=desired,
         observations=observations,
-        plan=plan(desired, observed_units(observations)).model_copy(
-            update={"invalid_files": tuple(held_lines(loaded))}
+        plan=planned.model_copy(
+            update={
+                "orphans": with_removals(planned.orphans, source, head),
+                "invalid_files": tuple(held_lines(loaded)),
+            }
         ),
     )
+
+
+def _denvs(seen: FleetObservation) -> bool:
+    """Whether a unit denv started for this fleet runs on one of its hosts that answered."""
+    return any(
+        fleet_key(record, seen.fleet) is not None
+        for host in seen.hosts.values()
+        for record in host.units
+    )
+
+
+def with_removals(orphans: Sequence[Orphan], source: GitSource, head: str) -> tuple[Orphan, ...]:
+    """Each orphan with the commit that removed its deployment, where history says."""
+    found = source.removals(head, {o.key for o in orphans})
+    return tuple(o.model_copy(update={"removal": found[o.key]}) for o in orphans)

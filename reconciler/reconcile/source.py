@@ -17,7 +17,9 @@ from urllib.parse import urlsplit, urlunsplit
 from reconciler.adapters.git import GitFailure, GitRepo, Snapshot
 from reconciler.engines.recipe_args import check_engines
 from reconciler.errors import DenvError, Problem, SpecError
+from reconciler.fleet.model.labels import DeploymentKey
 from reconciler.reconcile.history import History
+from reconciler.reconcile.orphans import Removal, removal
 from reconciler.reconcile.revisions import Stages, stage_revisions
 from reconciler.spec.bounds import max_bytes
 from reconciler.spec.isolation import isolate
@@ -81,6 +83,7 @@ class GitSource:
         # their bytes): most of a pass's time went to parsing the same files anew
         self._parsed = ParseCache(cache_dir / "parsed")
         self._history: History | None = None  # opened once the repository is there
+        self._removals: dict[tuple[str, DeploymentKey], Removal] = {}  # (head, deployment)
         if self.remote:
             digest = hashlib.sha256(location.encode()).hexdigest()[:16]
             self.git_dir = cache_dir / f"{digest}.git"
@@ -191,6 +194,31 @@ class GitSource:
         for current in GitRepo.open(self.git_dir).first_parents(commit, depth):
             found |= _release_fleets(current)
         return found
+
+    def removals(
+        self, commit: str, keys: set[DeploymentKey], depth: int = HISTORY_DEPTH
+    ) -> dict[DeploymentKey, Removal]:
+        """For each deployment of `keys`, the commit of the last `depth` first-parent ones up
+        to `commit` that removed it (reconcile/orphans.py)."""
+        found = {}
+        for key in keys:
+            if (commit, key) not in self._removals:  # a bot passes over the same head
+                walk = GitRepo.open(self.git_dir).first_parents(commit, depth)
+                history = ((current.id, _deployments(current)) for current in walk)
+                self._removals[(commit, key)] = removal(history, key)
+            found[key] = self._removals[(commit, key)]
+        return found
+
+
+def _deployments(commit: Snapshot) -> set[DeploymentKey]:
+    """(release, stage, fleet) of every stage's fleets in one commit's release files (read
+    leniently: a broken file names none)."""
+    found: set[DeploymentKey] = set()
+    for release in commit.folders("releases"):
+        blob = commit.blob(release_file(release))
+        if blob is not None:
+            found |= {(release, s, f) for s, f in release_names(blob.data).deployments}
+    return found
 
 
 def _release_fleets(commit: Snapshot) -> set[str]:

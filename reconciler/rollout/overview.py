@@ -102,6 +102,7 @@ class Overview:
             "parity": self.parity(),
             "overrides": [o.model_dump(mode="json") for o in self.overrides],
             "invalid_files": list(self.snap.plan.invalid_files),
+            "orphans": [o.model_dump(mode="json") for o in self.snap.plan.orphans],
             "unreachable": {
                 fleet: {
                     "whole": r.whole,
@@ -207,6 +208,7 @@ def status_lines(seen: Overview) -> list[str]:
         if (scaled := scale_line(row)) is not None:
             lines.append(scaled)
     lines += [override.text() for override in seen.overrides]
+    lines += [orphan.text() for orphan in seen.snap.plan.orphans]
     lines += [parity_line(key, found) for key, found in sorted(seen.parity().items())]
     for fleet, note in sorted(seen.notes.items()):
         if note is None:

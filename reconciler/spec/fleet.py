@@ -162,6 +162,10 @@ class Fleet(Spec):
     weights: WeightsSettings = WeightsSettings()
     # Actions of one apply wave (starts, stops, deployments rolling) on this fleet at once.
     parallel_actions: PositiveInt = 16
+    # Units denv started here whose deployment git no longer has (a release or stage removed,
+    # `main` rewound): false, they are shown and left running until `denv prune`; true, the
+    # bot stops them (routers first, then engines).
+    prune: bool = False
 
     @property
     def gpus(self) -> int:

@@ -18,6 +18,7 @@ from reconciler.spec.yamlio import parse_yaml
 class ReleaseNames:
     recipes: tuple[str, ...] = ()  # the release's recipe and its stages' per-fleet ones, sorted
     fleets: tuple[str, ...] = ()  # its stages' fleets, sorted
+    deployments: tuple[tuple[str, str], ...] = ()  # (stage, fleet) of each stage's fleets
 
 
 @lru_cache(maxsize=256)  # history walks see the same blobs commit after commit
@@ -28,6 +29,7 @@ def release_names(data: bytes) -> ReleaseNames:
         return ReleaseNames()
     recipes: set[str] = set()
     fleets: set[str] = set()
+    pairs: set[tuple[str, str]] = set()
     body = doc.data.get("release")
     if isinstance(body, dict) and isinstance(body.get("recipe"), str):
         recipes.add(body["recipe"])
@@ -41,4 +43,6 @@ def release_names(data: bytes) -> ReleaseNames:
         named = stage.get("fleets")
         if isinstance(named, list):
             fleets |= {f for f in named if isinstance(f, str)}
-    return ReleaseNames(tuple(sorted(recipes)), tuple(sorted(fleets)))
+            if isinstance(stage.get("name"), str):
+                pairs |= {(stage["name"], f) for f in named if isinstance(f, str)}
+    return ReleaseNames(tuple(sorted(recipes)), tuple(sorted(fleets)), tuple(sorted(pairs)))

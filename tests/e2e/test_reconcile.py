@@ -120,7 +120,9 @@ def test_deploy_scale_and_remove(lab: Lab) -> None:
     assert ask(endpoint(lab.status())).strip()
     lab.repo.remove("releases/chat-8b")
     lab.repo.commit("chat-8b retired")
-    lab.reconcile()
+    assert "orphaned" in lab.reconcile().stdout  # left running: never stopped without a word
+    pruned = lab.denv("prune")
+    assert pruned.returncode == 0, pruned.stdout + pruned.stderr
     assert [u.id for u in lab.units() if u.alive] == []
 
 

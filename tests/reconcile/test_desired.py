@@ -113,12 +113,12 @@ def test_units_denv_did_not_start_and_busy_gpus_are_avoided(git_repo: GitRepo) -
     seen = observation([("localhost", bench), ("localhost", other)], busy={"localhost": {2}})
     canary = only(desired_of(git_repo, {"local": seen}))
     # GPU 0 and ports from 8032 are the bench unit's, GPU 2 a foreign process's; the unit
-    # of a removed release is stopped first, so its GPU 1 and port 8064 are free again. The
-    # first base whose blocks are all free is 8064.
+    # of a removed release is an orphan, left running (its fleet does not prune), so its GPU
+    # 1 and port 8064 stay held. The first base whose blocks are all free is 8096.
     assert [(u.unit.gpu_indices, u.unit.port) for u in canary.units] == [
-        ([1], 8096),
         ([3], 8128),
-        ([], 8064),
+        ([4], 8160),
+        ([], 8096),
     ]
 
 

@@ -114,17 +114,42 @@ def test_on_real_engines_the_changed_flag_is_named(git_repo: GitRepo) -> None:
     ]
 
 
-def test_a_removed_release_is_stopped_router_first(git_repo: GitRepo) -> None:
+def test_a_removed_release_is_an_orphan_left_running(git_repo: GitRepo) -> None:
     before = running(git_repo)
     add_release(git_repo, "other", replicas=1)
     git_repo.remove("releases/chat-8b")
     git_repo.commit("retire chat-8b")
     result = plan_of(git_repo, before)
+    assert [a for a in result.actions if a.release == "chat-8b"] == []
+    assert [(o.unit, o.reason, o.prune) for o in result.orphans] == [
+        (unit, "release chat-8b was removed", False) for unit in (ENGINE_0, ENGINE_1, ROUTER)
+    ]
+    assert group(result) == (2, 2, None)  # its GPUs stay held
+    assert result.groups[0].orphaned
+    # The new release was placed beside them, never on their GPUs.
+    held = {gpu for orphan in result.orphans for gpu in orphan.gpus}
+    (other,) = [a for a in result.actions if a.release == "other" and a.role != "router"]
+    assert held and not held & set(other.gpus_after)
+
+
+def test_a_removed_release_is_stopped_router_first_where_its_fleet_prunes(
+    git_repo: GitRepo,
+) -> None:
+    before = running(git_repo)
+    add_release(git_repo, "other", replicas=1)
+    git_repo.remove("releases/chat-8b")
+    git_repo.replace(
+        "fleets/local.yaml", "  simulated: true\n", "  simulated: true\n  prune: true\n"
+    )
+    git_repo.commit("retire chat-8b; the fleet prunes")
+    result = plan_of(git_repo, before)
     stops = [a for a in result.actions if a.release == "chat-8b"]
     assert [(a.kind.value, a.unit) for a in stops] == [
         ("stop", ROUTER), ("stop", ENGINE_0), ("stop", ENGINE_1),
     ]  # fmt: skip
-    assert {(a.wave, a.reason) for a in stops} == {(Wave.FREE, "release chat-8b was removed")}
+    why = "release chat-8b was removed; orphan, pruned"
+    assert {(a.wave, a.reason) for a in stops} == {(Wave.FREE, why)}
+    assert {o.prune for o in result.orphans} == {True}
     assert group(result) == (2, 0, None)
     assert result.groups[0].revision is None
     # The new release was placed on the GPUs the stops free (they come first).
@@ -183,7 +208,10 @@ def test_the_order_does_not_depend_on_how_hosts_answered(git_repo: GitRepo) -> N
     before = running(git_repo)
     git_repo.replace(RELEASE, "max_batch: 128", "max_batch: 256")
     git_repo.remove("releases/alpha")
-    git_repo.commit("change one, remove the other")
+    git_repo.replace(
+        "fleets/local.yaml", "  simulated: true\n", "  simulated: true\n  prune: true\n"
+    )
+    git_repo.commit("change one, remove the other (the fleet prunes its orphans)")
     seen = observation(before)
     desired: Desired = desired_of(git_repo, {"local": seen})
     first = plan(desired, {"local": {"localhost": tuple(r for _, r in before)}})

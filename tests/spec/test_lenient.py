@@ -17,7 +17,14 @@ stages:
 @pytest.mark.parametrize(
     ("data", "expected"),
     [
-        (RELEASE, ReleaseNames(("m/sglang@2", "m/vllm@1"), ("eu", "lab", "us"))),
+        (
+            RELEASE,
+            ReleaseNames(
+                ("m/sglang@2", "m/vllm@1"),
+                ("eu", "lab", "us"),
+                (("canary", "lab"), ("prod", "eu"), ("prod", "us")),
+            ),
+        ),
         (b"release: [unclosed\n", ReleaseNames()),
         (b"- a list\n", ReleaseNames()),
         (b"stages: [7, {fleets: [x, 3]}]\n", ReleaseNames((), ("x",))),
