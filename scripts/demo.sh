@@ -77,10 +77,11 @@ git -C "$REPO" checkout -q main
 "$DENV" reconcile --once --repo "$REPO"
 "$DENV" status --repo "$REPO"
 
-step "Tear down: the release leaves git, its units stop"
+step "Tear down: the release leaves git; its units, orphans now, are shown, then pruned"
 git -C "$REPO" rm -q -r releases/chat-8b
 git -C "$REPO" commit -q -m "retire chat-8b"
 "$DENV" reconcile --once --repo "$REPO"
+"$DENV" prune --repo "$REPO"
 
 # Stages: the same local fleet and clone (the UI shows it), a two-stage release.
 BIN="$BIN" REPO="$REPO" bash scripts/demo_stages.sh
