@@ -123,7 +123,7 @@ class FakeDriver(QuietVerbs):
             return list(self.hosts.running.get((self.fleet.name, host), {}).values())
 
 
-def fleet(name: str, hosts: int, parallel: int = 16, gpus: int = 1) -> Fleet:
+def fleet(name: str, hosts: int, parallel: int = 16, gpus: int = 1, prune: bool = False) -> Fleet:
     return Fleet(
         name=name,
         provider="local",
@@ -131,6 +131,7 @@ def fleet(name: str, hosts: int, parallel: int = 16, gpus: int = 1) -> Fleet:
         transport="local",
         hosts=[Host(name=f"{name}-h{i}", gpus=gpus) for i in range(hosts)],
         parallel_actions=parallel,
+        prune=prune,
     )
 
 
@@ -201,7 +202,8 @@ class Lab:
             )
             for name, f in self.repo.fleets.items()
         }
-        wanted = Desired(head=HEAD, deployments=deployments, fleets=capacity)
+        prune = frozenset(name for name, f in self.repo.fleets.items() if f.prune)
+        wanted = Desired(head=HEAD, deployments=deployments, fleets=capacity, prune=prune)
         drivers = self.drivers()
         seen = {name: drivers.get(f).observe(None) for name, f in self.repo.fleets.items()}
         applier = Applier(
@@ -267,7 +269,7 @@ def test_a_host_that_does_not_answer_holds_only_its_own_launch() -> None:
 
 
 def test_stops_on_different_hosts_run_at_once() -> None:
-    lab = Lab(fleet("a", 2))
+    lab = Lab(fleet("a", 2, prune=True))  # units nothing wants any more are stopped
     assert lab.apply(deployment("r", "a", ["a-h0", "a-h1"], "v1")).errors == []
     together = threading.Barrier(2)
     lab.hosts.on_stop = lambda host, unit: meet(together)
