@@ -52,7 +52,9 @@ def step(record: StageRecord | None, facts: StageFacts) -> tuple[StageRecord, Ro
     record = record or StageRecord(revision=facts.revision, digest=facts.digest, since=facts.now)
     if record.revision != facts.revision:
         record = _moved(record, facts)
-    record = record.model_copy(update={"alarms": list(facts.alarms), "digest": facts.digest})
+    record = record.model_copy(
+        update={"alarms": list(facts.alarms), "digest": facts.digest, "ready": facts.ready}
+    )
     if facts.revision in facts.rejected:
         return _rejected(record, facts), None
     if record.phase in (Phase.ROLLED_BACK, Phase.REJECTED):  # git took the rejection back
