@@ -6,10 +6,27 @@ from __future__ import annotations
 
 import json
 import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
+import pytest
+
 from reconciler.fleet.model.observed import UnitRecord
-from tests.labs.elastic_local import FLEET, ElasticLab
+from tests.labs.elastic_local import FLEET, ElasticLab, elastic_lab
+from tests.reconcile.conftest import GitRepo
+
+# The only alarm the stages name: a latency they never reach.
+ALARMS = (
+    "alarms:\n  ttft-slow: { metric: ttft, stat: p99, max: 30s, window: 1m, min_requests: 5 }\n"
+)
+
+
+@pytest.fixture
+def lab(git_repo: GitRepo, tmp_path: Path) -> Iterator[ElasticLab]:
+    """A local fleet of 4 simulated GPUs, policies/alarms.yaml naming ALARMS only."""
+    git_repo.write("policies/alarms.yaml", ALARMS)
+    yield from elastic_lab(git_repo, tmp_path, gpus=4)
 
 
 def rollout(lab: ElasticLab) -> dict[str, Any]:

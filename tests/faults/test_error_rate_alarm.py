@@ -7,33 +7,19 @@ client, the fault set through the simulator's faults API."""
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
-from pathlib import Path
-
-import pytest
 
 from tests.e2e.load import light_load
-from tests.faults.health import fault, passes_until, stage, url_of
-from tests.labs.elastic_local import FLEET, ElasticLab, elastic_lab
+from tests.faults.health import fault, lab, passes_until, stage, url_of
+from tests.labs.elastic_local import FLEET, ElasticLab
 from tests.labs.release import release_yaml
 from tests.labs.release import stage as stage_lines
-from tests.reconcile.conftest import GitRepo, git_repo
+from tests.reconcile.conftest import git_repo
 
-__all__ = ["git_repo"]  # the fixture
+__all__ = ["git_repo", "lab"]  # the fixtures
+
 
 # The only alarm the stage names: a latency it never reaches.
-ALARMS = (
-    "alarms:\n  ttft-slow: { metric: ttft, stat: p99, max: 30s, window: 1m, min_requests: 5 }\n"
-)
-
-
-@pytest.fixture
-def lab(git_repo: GitRepo, tmp_path: Path) -> Iterator[ElasticLab]:
-    yield from elastic_lab(git_repo, tmp_path, gpus=2)
-
-
 def test_failed_requests_fire_the_default_error_rate_alarm(lab: ElasticLab) -> None:
-    lab.repo.write("policies/alarms.yaml", ALARMS)
     canary = stage_lines("canary", FLEET, "bake: 5m", "alarms: [ttft-slow]")
     lab.repo.write("releases/chat-8b/denv.yaml", release_yaml(canary, replicas=2))
     revision = lab.repo.commit("chat-8b: a canary watching its latency only")

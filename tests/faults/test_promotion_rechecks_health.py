@@ -8,32 +8,20 @@ from __future__ import annotations
 import os
 import signal
 import time
-from collections.abc import Iterator
 from pathlib import Path
-
-import pytest
 
 from reconciler.forge.local import LocalForge
 from reconciler.forge.models import PrState
 from reconciler.rollout.promote import PROMOTION_CHECK
-from tests.faults.health import passes_until, stage
+from tests.faults.health import lab, passes_until, stage
 from tests.fleet.conftest import wait_for
 from tests.forge.sshkeys import allow, new_key
-from tests.labs.elastic_local import FLEET, ElasticLab, elastic_lab
+from tests.labs.elastic_local import FLEET, ElasticLab
 from tests.labs.release import release_yaml
 from tests.labs.release import stage as stage_lines
-from tests.reconcile.conftest import GitRepo, git_repo
+from tests.reconcile.conftest import git_repo
 
-__all__ = ["git_repo"]  # the fixture
-
-ALARMS = (
-    "alarms:\n  ttft-slow: { metric: ttft, stat: p99, max: 30s, window: 1m, min_requests: 5 }\n"
-)
-
-
-@pytest.fixture
-def lab(git_repo: GitRepo, tmp_path: Path) -> Iterator[ElasticLab]:
-    yield from elastic_lab(git_repo, tmp_path, gpus=4)
+__all__ = ["git_repo", "lab"]  # the fixtures
 
 
 def test_an_approved_promotion_waits_while_its_stage_is_not_ready(
@@ -41,7 +29,6 @@ def test_an_approved_promotion_waits_while_its_stage_is_not_ready(
 ) -> None:
     key = new_key(tmp_path, "grace")
     allow(lab.repo.path, {"grace": key})
-    lab.repo.write("policies/alarms.yaml", ALARMS)
     stages = (
         stage_lines("canary", FLEET, "bake: 1s", "alarms: [ttft-slow]"),
         stage_lines("prod", FLEET, "approvals: 1"),
