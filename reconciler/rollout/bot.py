@@ -173,7 +173,10 @@ class RolloutBot:
         )
         alarms: list[AlarmValue] = []
         watched = stage_alarms(snap.repo.policies, stage.alarms)
-        if ready and watched and revision not in rejected:
+        # A stage that baked and lost a replica since is judged once more, over its bake so
+        # far: what its clients were refused while the replica went down counts.
+        baked = record is not None and record.revision == revision and record.ready_at is not None
+        if (ready or baked) and watched and revision not in rejected:
             fresh = record is None or record.revision != revision or record.ready_at is None
             if fresh:
                 watch.forget(key)  # the window starts with this revision, ready

@@ -59,18 +59,18 @@ def step(record: StageRecord | None, facts: StageFacts) -> tuple[StageRecord, Ro
         return _rejected(record, facts), None
     if record.phase in (Phase.ROLLED_BACK, Phase.REJECTED):  # git took the rejection back
         record = record.model_copy(update={"phase": Phase.DEPLOYING, "override": None})
+    firing = [a for a in facts.alarms if a.firing]
+    watched = record.phase in (Phase.DEPLOYING, Phase.BAKING, Phase.DEGRADED) or (
+        record.phase == Phase.GREEN and facts.rollback_after_bake
+    )
+    if firing and watched:  # a replica lost under load: the requests it failed count
+        return _roll_back(record, facts, "; ".join(a.text for a in firing))
     if not facts.ready:
         if record.phase in (Phase.BAKING, Phase.DEGRADED):  # a replica went away: bake again
             return record.model_copy(update={"phase": Phase.DEPLOYING, "ready_at": None}), None
         if record.phase == Phase.GREEN:
             return record, None  # green stays green; a lost replica is the reconciler's work
         return record.model_copy(update={"phase": Phase.DEPLOYING}), None
-    firing = [a for a in facts.alarms if a.firing]
-    watched = record.phase in (Phase.DEPLOYING, Phase.BAKING, Phase.DEGRADED) or (
-        record.phase == Phase.GREEN and facts.rollback_after_bake
-    )
-    if firing and watched:
-        return _roll_back(record, facts, "; ".join(a.text for a in firing))
     if record.phase == Phase.GREEN:
         return record, None
     ready_at = record.ready_at if record.ready_at is not None else facts.now

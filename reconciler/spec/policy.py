@@ -71,9 +71,9 @@ class PrometheusSource(Spec):
 # What every stage watches besides its own alarms (docs/stages.md, "Default alarms"): failed
 # requests are never invisible, whatever a stage names. `defaults:` in policies/alarms.yaml
 # replaces them (`defaults: {}`: none).
-# More than one request in twenty failed over 5 minutes, judged from 20 requests on.
+# More than one request in fifty failed over 5 minutes, judged from 50 requests on.
 DEFAULT_ALARMS: dict[str, Alarm] = {
-    "error-rate": Alarm(metric="error_rate", max=0.05, window=300.0, min_requests=20)
+    "error-rate": Alarm(metric="error_rate", max=0.02, window=300.0, min_requests=50)
 }
 
 

@@ -67,6 +67,20 @@ CASES = [
     ("parity failed: degraded", record(), facts(now=200.0, parity="failed"), Phase.DEGRADED, None),
     ("parity waiting: no green", record(), facts(now=200.0, parity="waiting"), Phase.BAKING, None),
     ("a replica lost during bake", record(), facts(ready=False), Phase.DEPLOYING, None),
+    (
+        "a replica lost during bake, clients refused meanwhile",
+        record(),
+        facts(ready=False, alarms=(SLOW,)),
+        Phase.ROLLED_BACK,
+        A,
+    ),
+    (
+        "a replica lost after bake",
+        record(phase=Phase.GREEN),
+        facts(ready=False, alarms=(SLOW,)),
+        Phase.GREEN,
+        None,
+    ),
     ("new revision from git", record(revision=A, phase=Phase.GREEN), facts(), Phase.BAKING, None),
     (
         "rejected in git: last good",
