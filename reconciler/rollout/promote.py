@@ -23,7 +23,7 @@ from reconciler.rollout.benchfigures import Wanted, bench_figures, none_yet
 from reconciler.rollout.evidence import approvals_needed, promotion_view
 from reconciler.rollout.prs import promotion_change
 from reconciler.rollout.revisions import Revisions, rejected_in
-from reconciler.rollout.stages import wants_promotion
+from reconciler.rollout.stages import unhealthy, wants_promotion
 from reconciler.rollout.state import PromotionPr, RolloutState, StageRecord
 from reconciler.spec.policy import watched_alarms
 from reconciler.spec.release import Release, Stage
@@ -212,15 +212,6 @@ class Promoter:
             self.say(f"rollout: merged promotion PR #{pr.number}")
             return pr.model_copy(update={"state": "merged", "blockers": []})
         return pr.model_copy(update={"blockers": [outcome.reason or outcome.status.value]})
-
-
-def unhealthy(stage: str, record: StageRecord) -> str:
-    """Why the stage a promotion comes from may not promote at this moment ('' when it may):
-    a green stage stays green when a replica dies, so the merge looks again."""
-    if not record.ready:
-        return f"{stage} is not ready (a replica is down or being replaced)"
-    firing = [a.text for a in record.alarms if a.firing]
-    return f"{stage} alarm firing: {'; '.join(firing)}" if firing else ""
 
 
 def _hardware_id(snap: Snapshot) -> Callable[[str], str]:

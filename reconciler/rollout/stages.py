@@ -134,6 +134,15 @@ def wants_promotion(
     )
 
 
+def unhealthy(stage: str, record: StageRecord) -> str:
+    """Why the stage a promotion comes from may not promote at this moment ('' when it may):
+    a green stage stays green when a replica dies, so the merge looks again."""
+    if not record.ready:
+        return f"{stage} is not ready (a replica is down or being replaced)"
+    firing = [a.text for a in record.alarms if a.firing]
+    return f"{stage} alarm firing: {'; '.join(firing)}" if firing else ""
+
+
 def rollback_effects(
     stages: list[tuple[str, str | None]], rolled: str, bad: str, target: str | None
 ) -> list[StageEffect]:
