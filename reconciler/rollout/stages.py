@@ -1,7 +1,8 @@
 """Pure logic: one stage's progress, one step per reconcile pass.
 
     deploying --every replica ready--> baking --bake elapsed, no alarm, parity ok--> green
-    baking --an alarm fires--> rolled back (to the last good revision, at once)
+    baking --an alarm fires (also read at the pass that finds a replica lost)--> rolled back
+        (to the last good revision, at once)
     green --an alarm fires, with rollback_on_alarm: always--> rolled back
 
 A new revision from git starts again at deploying; what the stage ran before becomes its
