@@ -31,6 +31,7 @@ from reconciler.rollout.capacity import capacity_key, replica_capacity, targets
 from reconciler.rollout.scaling import History, Signals, as_number, decide
 from reconciler.rollout.series import series_for
 from reconciler.rollout.watch import AlarmWatch, fetch_all
+from reconciler.spec.policy import stage_alarms
 from reconciler.spec.repo import Repo
 from reconciler.spec.scaling import DEFAULT_POLICY, ScalingPolicy
 
@@ -344,9 +345,7 @@ def _stage_alarms(repo: Repo, deployment: DesiredDeployment) -> dict[str, Any]:
     )
     if stage is None:
         return {}
-    return {
-        name: repo.policies.alarms[name] for name in stage.alarms if name in repo.policies.alarms
-    }
+    return stage_alarms(repo.policies, stage.alarms)
 
 
 def _firing(

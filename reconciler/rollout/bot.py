@@ -28,6 +28,7 @@ from reconciler.rollout.rollback import Rollbacks
 from reconciler.rollout.stages import step
 from reconciler.rollout.state import AlarmValue, Phase, RolloutState, StageFacts, StageRecord
 from reconciler.rollout.watch import AlarmWatch, metrics_targets
+from reconciler.spec.policy import stage_alarms, watched_alarms
 from reconciler.spec.release import Release, Stage
 
 
@@ -95,7 +96,9 @@ class RolloutBot:
         state = RolloutState.model_validate(previous or {})
         policies = snap.repo.policies
         prometheus = policies.prometheus.url if policies.prometheus is not None else None
-        watch = AlarmWatch(policies.alarms, state=state.alarms or None, prometheus=prometheus)
+        watch = AlarmWatch(
+            watched_alarms(policies), state=state.alarms or None, prometheus=prometheus
+        )
         kept = RolloutState(
             rejected=dict(state.rejected),
             rejected_on={k: list(v) for k, v in state.rejected_on.items()},
@@ -153,7 +156,7 @@ class RolloutBot:
     ) -> list[AlarmValue]:
         """The stage's alarms over its whole bake, at the pass it turned green: what the
         promotion PR shows (a reading of the last window alone may have seen no request)."""
-        watched = [a for a in stage.alarms if a in snap.repo.policies.alarms]
+        watched = stage_alarms(snap.repo.policies, stage.alarms)
         if not watched or record.ready_at is None:
             return []
         found = watch.over_bake(key, record.ready_at, now)
@@ -187,8 +190,11 @@ class RolloutBot:
             and stage_ready(snap, deployments, list(stage.fleets))
         )
         alarms: list[AlarmValue] = []
-        watched = [a for a in stage.alarms if a in snap.repo.policies.alarms]
-        if ready and watched and revision not in rejected:
+        watched = stage_alarms(snap.repo.policies, stage.alarms)
+        # A stage that baked and lost a replica since is judged once more, over its bake so
+        # far: what its clients were refused while the replica went down counts.
+        baked = record is not None and record.revision == revision and record.ready_at is not None
+        if (ready or baked) and watched and revision not in rejected:
             fresh = record is None or record.revision != revision or record.ready_at is None
             if fresh:
                 watch.forget(key)  # the window starts with this revision, ready

@@ -16,6 +16,7 @@ from reconciler.rollout.revisions import Revisions, rejected_in, stage_runs
 from reconciler.rollout.rollback import rollback_pr
 from reconciler.rollout.stages import rollback_effects
 from reconciler.rollout.state import RollBack, RolloutState, StageEffect
+from reconciler.spec.policy import watched_alarms
 
 
 @dataclass(frozen=True)
@@ -69,7 +70,15 @@ def manual_rollback(
     effects = rollback_effects(runs, stage_name, bad, target)
     body = render(
         rollback_view(
-            release_name, stage, bad, target, [], repo.policies.alarms, reason, now, effects
+            release_name,
+            stage,
+            bad,
+            target,
+            [],
+            watched_alarms(repo.policies),
+            reason,
+            now,
+            effects,
         )
     )
     pr = rollback_pr(forge, revisions, head, release_name, stage, index == 0, rollback, body, now)

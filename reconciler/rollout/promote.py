@@ -23,8 +23,9 @@ from reconciler.rollout.benchfigures import Wanted, bench_figures, none_yet
 from reconciler.rollout.evidence import approvals_needed, promotion_view
 from reconciler.rollout.prs import promotion_change
 from reconciler.rollout.revisions import Revisions, rejected_in
-from reconciler.rollout.stages import wants_promotion
+from reconciler.rollout.stages import unhealthy, wants_promotion
 from reconciler.rollout.state import PromotionPr, RolloutState, StageRecord
+from reconciler.spec.policy import watched_alarms
 from reconciler.spec.release import Release, Stage
 from reconciler.trials.plan import recipe_digest
 
@@ -137,7 +138,7 @@ class Promoter:
             verdict = _parity_text(found)
             wanted = self._bench_wanted(snap, name, after, record.revision)
             view = promotion_view(
-                name, stage, after, record, snap.repo.policies.alarms, verdict, needed
+                name, stage, after, record, watched_alarms(snap.repo.policies), verdict, needed
             )
             view = view.model_copy(
                 update={
@@ -168,7 +169,7 @@ class Promoter:
             pr = PromotionPr(
                 number=opened.number, url=opened.url, revision=record.revision, stage=after.name
             )
-        return self._gate(pr, required, gates.approvers)
+        return self._gate(pr, required, gates.approvers, unhealthy(stage.name, record))
 
     def _bench_wanted(self, snap: Snapshot, name: str, after: Stage, revision: str) -> list[Wanted]:
         """Each fleet of the next stage: the recipe it runs at `revision`, by digest."""
@@ -183,12 +184,24 @@ class Promoter:
             if (d.release, d.stage) == (name, after.name) and d.fleet in snap.repo.fleets
         ]
 
-    def _gate(self, pr: PromotionPr, required: int, approvers: list[str]) -> PromotionPr:
-        """Merge the promotion PR once its approvals and checks allow it."""
+    def _gate(self, pr: PromotionPr, required: int, approvers: list[str], hold: str) -> PromotionPr:
+        """Merge the promotion PR once its approvals and checks allow it, and the stage it
+        promotes from is healthy now (`hold` says why not): its check says so meanwhile."""
         forge = self.forge()
         current = forge.pull_request(pr.number)
         if current.state != PrState.OPEN:
             return pr.model_copy(update={"state": current.state.value, "blockers": []})
+        if hold != pr.held:
+            title = f"waiting: {hold}" if hold else "healthy again"
+            conclusion = Conclusion.FAILURE if hold else Conclusion.SUCCESS
+            check = CheckRun(
+                name=PROMOTION_CHECK, title=title, summary=hold or title, conclusion=conclusion
+            )
+            forge.set_check(current.head_sha, check)
+            self.say(f"rollout: promotion PR #{pr.number} {title}")
+            pr = pr.model_copy(update={"held": hold})
+        if hold:
+            return pr.model_copy(update={"blockers": [f"waiting: {hold}"]})
         approvals = forge.approvals(pr.number, approvers)
         blockers = merge_blockers(approvals, required, forge.checks(current.head_sha))
         ignored = [f"{i.user}'s approval does not count: {i.reason}" for i in approvals.ignored]

@@ -23,6 +23,7 @@ from reconciler.rollout.prs import add_rejection, rollback_branch, rollback_chan
 from reconciler.rollout.revisions import Revisions
 from reconciler.rollout.stages import rollback_effects
 from reconciler.rollout.state import RollBack, StageRecord
+from reconciler.spec.policy import watched_alarms
 from reconciler.spec.release import Stage
 
 
@@ -106,7 +107,7 @@ class Rollbacks:
                 rollback.bad,
                 rollback.target or rollback.bad,
                 firing,
-                snap.repo.policies.alarms,
+                watched_alarms(snap.repo.policies),
                 rollback.reason,
                 at,
                 effects,

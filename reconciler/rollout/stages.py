@@ -1,7 +1,8 @@
 """Pure logic: one stage's progress, one step per reconcile pass.
 
     deploying --every replica ready--> baking --bake elapsed, no alarm, parity ok--> green
-    baking --an alarm fires--> rolled back (to the last good revision, at once)
+    baking --an alarm fires (also read at the pass that finds a replica lost)--> rolled back
+        (to the last good revision, at once)
     green --an alarm fires, with rollback_on_alarm: always--> rolled back
 
 A new revision from git starts again at deploying; what the stage ran before becomes its
@@ -52,23 +53,25 @@ def step(record: StageRecord | None, facts: StageFacts) -> tuple[StageRecord, Ro
     record = record or StageRecord(revision=facts.revision, digest=facts.digest, since=facts.now)
     if record.revision != facts.revision:
         record = _moved(record, facts)
-    record = record.model_copy(update={"alarms": list(facts.alarms), "digest": facts.digest})
+    record = record.model_copy(
+        update={"alarms": list(facts.alarms), "digest": facts.digest, "ready": facts.ready}
+    )
     if facts.revision in facts.rejected:
         return _rejected(record, facts), None
     if record.phase in (Phase.ROLLED_BACK, Phase.REJECTED):  # git took the rejection back
         record = record.model_copy(update={"phase": Phase.DEPLOYING, "override": None})
+    firing = [a for a in facts.alarms if a.firing]
+    watched = record.phase in (Phase.DEPLOYING, Phase.BAKING, Phase.DEGRADED) or (
+        record.phase == Phase.GREEN and facts.rollback_after_bake
+    )
+    if firing and watched:  # a replica lost under load: the requests it failed count
+        return _roll_back(record, facts, "; ".join(a.text for a in firing))
     if not facts.ready:
         if record.phase in (Phase.BAKING, Phase.DEGRADED):  # a replica went away: bake again
             return record.model_copy(update={"phase": Phase.DEPLOYING, "ready_at": None}), None
         if record.phase == Phase.GREEN:
             return record, None  # green stays green; a lost replica is the reconciler's work
         return record.model_copy(update={"phase": Phase.DEPLOYING}), None
-    firing = [a for a in facts.alarms if a.firing]
-    watched = record.phase in (Phase.DEPLOYING, Phase.BAKING, Phase.DEGRADED) or (
-        record.phase == Phase.GREEN and facts.rollback_after_bake
-    )
-    if firing and watched:
-        return _roll_back(record, facts, "; ".join(a.text for a in firing))
     if record.phase == Phase.GREEN:
         return record, None
     ready_at = record.ready_at if record.ready_at is not None else facts.now
@@ -130,6 +133,15 @@ def wants_promotion(
         and record.revision != next_pin
         and (record.digest is None or record.digest != next_digest)
     )
+
+
+def unhealthy(stage: str, record: StageRecord) -> str:
+    """Why the stage a promotion comes from may not promote at this moment ('' when it may):
+    a green stage stays green when a replica dies, so the merge looks again."""
+    if not record.ready:
+        return f"{stage} is not ready (a replica is down or being replaced)"
+    firing = [a.text for a in record.alarms if a.firing]
+    return f"{stage} alarm firing: {'; '.join(firing)}" if firing else ""
 
 
 def rollback_effects(

@@ -40,12 +40,14 @@ class PromotionPr(Kept):
     stage: str  # the stage whose pin it moves
     state: str = "open"  # open, merged, closed (by a person, or by the bot when stale)
     blockers: list[str] = []  # why it is not merged yet (or why the bot closed it)
+    held: str = ""  # why its check says to wait (the stage it promotes from is unhealthy now)
 
 
 class StageRecord(Kept):
     revision: str | None = None  # what git says the stage runs
     digest: str | None = None
     phase: Phase = Phase.PENDING
+    ready: bool = False  # every replica ready at the last pass (green stays green without)
     since: float | None = None  # when the bot first saw this revision
     ready_at: float | None = None  # every replica ready: the bake started
     green_at: float | None = None

@@ -123,6 +123,8 @@ def _load_policy(repo: Repo, doc: YamlDoc, values: Any = None) -> None:
     if doc.path.endswith("alarms.yaml"):
         if (alarms := _validate(repo, doc, AlarmsFile, values)) is not None:
             update = {"alarms": alarms.alarms, "prometheus": alarms.prometheus}
+            if alarms.defaults is not None:
+                update["default_alarms"] = alarms.defaults
             repo.policies = repo.policies.model_copy(update=update)
     elif doc.path.endswith("gates.yaml"):
         if (gates := _validate(repo, doc, GatesFile, values)) is not None:

@@ -68,8 +68,18 @@ class PrometheusSource(Spec):
     url: str = Field(pattern=r"^https?://")
 
 
+# What every stage watches besides its own alarms (docs/stages.md, "Default alarms"): failed
+# requests are never invisible, whatever a stage names. `defaults:` in policies/alarms.yaml
+# replaces them (`defaults: {}`: none).
+# More than one request in fifty failed over 5 minutes, judged from 50 requests on.
+DEFAULT_ALARMS: dict[str, Alarm] = {
+    "error-rate": Alarm(metric="error_rate", max=0.02, window=300.0, min_requests=50)
+}
+
+
 class AlarmsFile(Spec):
-    alarms: dict[Slug, Alarm]
+    alarms: dict[Slug, Alarm] = {}
+    defaults: dict[Slug, Alarm] | None = None  # None: DEFAULT_ALARMS
     prometheus: PrometheusSource | None = None
 
 
@@ -175,9 +185,26 @@ class PrPolicyFile(Spec):
 
 class Policies(Spec):
     alarms: dict[str, Alarm] = {}
+    default_alarms: dict[str, Alarm] = DEFAULT_ALARMS
     prometheus: PrometheusSource | None = None  # None: alarms scrape the engines themselves
     gates: Gates = Gates()
     optimizer: OptimizerRules = OptimizerRules()
     pr: PrPolicy = PrPolicy()
     # policies/scaling.yaml: how elastic stages choose their count; `default` always exists
     scaling: dict[str, ScalingPolicy] = {DEFAULT_POLICY: ScalingPolicy()}
+
+
+def watched_alarms(policies: Policies) -> dict[str, Alarm]:
+    """Every alarm a stage may watch: the file's, and the defaults not named like one."""
+    return {**policies.default_alarms, **policies.alarms}
+
+
+def stage_alarms(policies: Policies, names: list[str]) -> dict[str, Alarm]:
+    """The alarms a stage watches: those it names, then each default on a metric none of
+    them reads (a stage that names its own error-rate alarm keeps its threshold)."""
+    own = {n: policies.alarms[n] for n in names if n in policies.alarms}
+    metrics = {a.metric for a in own.values()}
+    for name, alarm in policies.default_alarms.items():
+        if alarm.metric not in metrics and name not in policies.alarms:
+            own[name] = alarm
+    return own

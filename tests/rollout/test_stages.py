@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from reconciler.rollout.stages import last_good, rollback_effects, step, wants_promotion
+from reconciler.rollout.stages import last_good, rollback_effects, step, unhealthy, wants_promotion
 from reconciler.rollout.state import (
     AlarmValue,
     Phase,
@@ -67,6 +67,20 @@ CASES = [
     ("parity failed: degraded", record(), facts(now=200.0, parity="failed"), Phase.DEGRADED, None),
     ("parity waiting: no green", record(), facts(now=200.0, parity="waiting"), Phase.BAKING, None),
     ("a replica lost during bake", record(), facts(ready=False), Phase.DEPLOYING, None),
+    (
+        "a replica lost during bake, clients refused meanwhile",
+        record(),
+        facts(ready=False, alarms=(SLOW,)),
+        Phase.ROLLED_BACK,
+        A,
+    ),
+    (
+        "a replica lost after bake",
+        record(phase=Phase.GREEN),
+        facts(ready=False, alarms=(SLOW,)),
+        Phase.GREEN,
+        None,
+    ),
     ("new revision from git", record(revision=A, phase=Phase.GREEN), facts(), Phase.BAKING, None),
     (
         "rejected in git: last good",
@@ -297,3 +311,17 @@ def test_rollout_status_shows_a_stage_kept_on_a_revision_rolled_back_elsewhere()
     )  # stage (written by hand) holds for every stage
     _, prod = rollout_status("chat-8b", release, git, RolloutState(), now=820.0, head_revision=B)
     assert (prod.state, prod.note) == ("rejected", "")
+
+
+@pytest.mark.parametrize(
+    ("before", "expected"),
+    [
+        (record(phase=Phase.GREEN, ready=True, alarms=[FINE]), ""),
+        (record(phase=Phase.GREEN, ready=False), "canary is not ready"),
+        (record(phase=Phase.GREEN, ready=True, alarms=[SLOW]), "canary alarm firing: ttft p99 2 s"),
+    ],
+    ids=["ready-and-quiet", "a-replica-down", "an-alarm-firing"],
+)
+def test_a_promotion_waits_while_its_stage_is_unhealthy(before: StageRecord, expected: str) -> None:
+    found = unhealthy("canary", before)
+    assert found.startswith(expected) and bool(found) == bool(expected)
