@@ -92,7 +92,7 @@ def snap_of(repo: GitRepo) -> tuple[Snapshot, Revisions]:
 
 def green(revision: str, **changes: Any) -> RolloutState:
     canary = StageRecord(
-        revision=revision, phase=Phase.GREEN, ready_at=1.0e9, green_at=1.0e9 + 600,
+        revision=revision, phase=Phase.GREEN, ready=True, ready_at=1.0e9, green_at=1.0e9 + 600,
         good=revision, alarms=[], evidence=[SEEN, QUIET],
     )  # fmt: skip
     return RolloutState(stages={"chat-8b/canary": canary.model_copy(update=changes)})
