@@ -17,6 +17,8 @@ from typing import Any
 
 import pytest
 
+from reconciler.fleet.hostagent import AgentClient
+from reconciler.fleet.transport import LocalTransport
 from reconciler.forge.local import LocalForge
 from tests.forge.gitrepo import commit_file, git, init_repo
 from tests.forge.sshkeys import sign_openings
@@ -68,11 +70,19 @@ def test_validate_names_a_long_integer_at_its_place(
 
 
 def test_plan_and_reconcile_refuse_a_long_integer_on_main(denv_repo: Path) -> None:
+    """Named where it is, exit 1; the file holds only the rankings, so the pass deploys the
+    releases all the same (stopped at the end: nothing of the test's is left running)."""
     repo = init_repo(denv_repo)
     commit_file(repo, "results/big.jsonl", f'{{"id": {DIGITS}}}\n', "a long integer")
     expected = f"results/big.jsonl:1:8: {LONG}"
     refused(denv(repo, "plan", "--repo", str(repo)), expected)
-    refused(denv(repo, "reconcile", "--once", "--repo", str(repo)), expected)
+    home = repo.parent / f"{repo.name}-state" / "home"  # denv_in's agent home
+    agent = AgentClient(LocalTransport(env={**os.environ, "DENV_HOME": str(home)}))
+    try:
+        refused(denv(repo, "reconcile", "--once", "--repo", str(repo)), expected)
+    finally:
+        for unit in agent.units():
+            agent.stop(unit.id, grace=2)
 
 
 def test_a_pull_request_with_a_long_integer_gets_a_failed_plan(denv_repo: Path) -> None:
