@@ -45,7 +45,9 @@ ALARMS = (
 def hosts(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[tuple[SshLab, dict[str, SshServer]]]:
-    ssh = SshLab(tmp_path_factory.mktemp("ssh"), own_home=True)  # no run of ~/.bashrc a command
+    ssh = SshLab(
+        tmp_path_factory.mktemp("ssh"), own_home=True, own_addresses=True
+    )  # no run of ~/.bashrc a command
     try:
         yield ssh, {name: ssh.start(name, namespaced=True) for name in ("lab", "lab2")}
     finally:

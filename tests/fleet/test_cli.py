@@ -124,10 +124,10 @@ def test_logs_of_a_unit_on_an_ssh_host(tmp_path: Path, ssh_lab: SshLab) -> None:
     agent.stop("hello")
 
 
-def _fleet_file(repo: Path, lab: SshLab, hosts: list[tuple[str, int]], timeout: float) -> None:
+def _fleet_file(repo: Path, lab: SshLab, hosts: list[tuple[str, str, int]], timeout: float) -> None:
     lines = "\n".join(
-        f"    - {{ name: {name}, address: 127.0.0.1, port: {port}, gpus: 4 }}"
-        for name, port in hosts
+        f"    - {{ name: {name}, address: {address}, port: {port}, gpus: 4 }}"
+        for name, address, port in hosts
     )
     (repo / "fleets").mkdir(parents=True, exist_ok=True)
     (repo / "fleets" / "lab.yaml").write_text(
@@ -155,27 +155,27 @@ def test_hosts_not_reached_one_line_each_with_its_cause(
     kept = [
         line
         for line in ssh_lab.known_hosts.read_text().splitlines()
-        if not line.startswith(f"[127.0.0.1]:{moved.port} ")
+        if not line.startswith(f"[{moved.address}]:{moved.port} ")
     ]
-    kept.append(f"[127.0.0.1]:{moved.port} {new_key[0]} {new_key[1]}")
+    kept.append(f"[{moved.address}]:{moved.port} {new_key[0]} {new_key[1]}")
     ssh_lab.known_hosts.write_text("\n".join(kept) + "\n")
     hosts = {
-        "quiet": (silent.port, "timed out"),
-        "closed": (free_port(), "refused"),
-        "wrong-key": (wrong_key.port, "auth failed"),
-        "moved": (moved.port, "host key changed"),
+        "quiet": ("127.0.0.1", silent.port, "timed out"),
+        "closed": ("127.0.0.1", free_port(), "refused"),
+        "wrong-key": (wrong_key.address, wrong_key.port, "auth failed"),
+        "moved": (moved.address, moved.port, "host key changed"),
     }
     repo = _denv_files(tmp_path / "repo")
-    _fleet_file(repo, ssh_lab, [(name, port) for name, (port, _) in hosts.items()], timeout=2)
+    _fleet_file(repo, ssh_lab, [(name, a, port) for name, (a, port, _) in hosts.items()], timeout=2)
 
     run = denv("fleet", "list", "--probe", "all", home=tmp_path / "home", cwd=repo)
     assert run.returncode == 1
     assert run.stderr == ""  # paramiko's tracebacks are not shown without --debug
     reached = [line for line in run.stdout.splitlines() if "not reached" in line]
     assert len(reached) == len(hosts), run.stdout
-    for name, (port, cause) in hosts.items():
+    for name, (address, port, cause) in hosts.items():
         assert any(
-            line.startswith(f"lab: {name} (127.0.0.1:{port}) not reached: {cause} — ")
+            line.startswith(f"lab: {name} ({address}:{port}) not reached: {cause} — ")
             for line in reached
         ), (name, run.stdout)
     assert len(run.stdout.splitlines()) == 3 + len(hosts)  # the table, its note, one a host
@@ -196,7 +196,12 @@ def test_a_plan_and_a_deploy_name_the_hosts_not_reached_and_exit_1(
     tmp_path: Path, ssh_lab: SshLab, silent: SilentListener
 ) -> None:
     repo = _denv_files(tmp_path / "repo")
-    _fleet_file(repo, ssh_lab, [("quiet", silent.port), ("closed", free_port())], timeout=1)
+    _fleet_file(
+        repo,
+        ssh_lab,
+        [("quiet", "127.0.0.1", silent.port), ("closed", "127.0.0.1", free_port())],
+        timeout=1,
+    )
     release = (ROOT / "releases" / "chat-8b" / "denv.yaml").read_text()
     (repo / "releases" / "chat").mkdir(parents=True)
     (repo / "releases" / "chat" / "denv.yaml").write_text(

@@ -30,6 +30,7 @@ from reconciler.spec.fleet import SshSettings
 
 SSHD = shutil.which("sshd") or "/usr/sbin/sshd"
 _NAMESPACE_IDS = itertools.count(1)
+_LOOPBACK_IDS = itertools.count(1)
 
 
 def run(*argv: str) -> str:
@@ -75,10 +76,14 @@ class SshServer:
 class SshLab:
     """A set of test hosts sharing one client key and one known_hosts file. `own_home`: each
     host's sessions get HOME in its own folder, so the login shell does not read this machine's
-    ~/.bashrc (here a pyenv init, about 150 ms per command) — for benchmarks."""
+    ~/.bashrc (here a pyenv init, about 150 ms per command) — for benchmarks. `own_addresses`:
+    each host listens on a loopback address of its own, which the units it starts bind to, so
+    that their ports never meet those of tests running beside it (else all are on 127.0.0.1,
+    as the benchmarks' scripts and inventories expect)."""
 
     folder: Path
     own_home: bool = False
+    own_addresses: bool = False
     servers: list[SshServer] = field(default_factory=list)
     links: list[str] = field(default_factory=list)
     namespaces: list[str] = field(default_factory=list)
@@ -98,7 +103,8 @@ class SshLab:
             address, namespace = self._namespace()
             port = 22
         else:
-            address, namespace, port = "127.0.0.1", None, _free_port()
+            address = _loopback_address() if self.own_addresses else "127.0.0.1"
+            namespace, port = None, _free_port(address)
         server = SshServer(name, address, port, folder, namespace)
         server.host_key = keygen(folder / "host_key")
         (folder / "authorized_keys").write_text(self.client_public + "\n")
@@ -214,9 +220,15 @@ def _descendants(root: int) -> list[int]:
     return found
 
 
-def _free_port() -> int:
+def _loopback_address() -> str:
+    """A loopback address no other server of this run has (all of 127/8 is this machine's)."""
+    pid, index = os.getpid(), next(_LOOPBACK_IDS)
+    return f"127.{100 + pid % 150}.{(pid // 150) % 256}.{index % 254 + 1}"
+
+
+def _free_port(address: str) -> int:
     with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
+        probe.bind((address, 0))
         port: int = probe.getsockname()[1]
         return port
 
@@ -241,7 +253,7 @@ def ssh_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SshLab]:
     """Real sshd servers; every one is stopped and every namespace removed afterwards. Their
     folder is not under the test's tmp_path, which is often a git work tree the test commits
     (its sshd logs, growing as they are read, must not be in it)."""
-    lab = SshLab(tmp_path_factory.mktemp("ssh"))
+    lab = SshLab(tmp_path_factory.mktemp("ssh"), own_addresses=True)
     try:
         yield lab
     finally:

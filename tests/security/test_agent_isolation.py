@@ -63,7 +63,7 @@ def fleet(*roots: str, s3_command: list[str] | None = None) -> Fleet:
 
 @pytest.fixture
 def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SshLab]:
-    ssh = SshLab(tmp_path_factory.mktemp("ssh"), own_home=True)
+    ssh = SshLab(tmp_path_factory.mktemp("ssh"), own_home=True, own_addresses=True)
     try:
         yield ssh
     finally:
