@@ -10,10 +10,12 @@ git's history says so, each carries the commit that removed its deployment.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 from reconciler.fleet.model.labels import DeploymentKey, record_key
 from reconciler.fleet.model.observed import UnitRecord
 from reconciler.spec.base import Spec
+from reconciler.spec.fleet import Fleet
 
 
 class Removal(Spec):
@@ -31,6 +33,26 @@ class Removal(Spec):
         if self.removed_in is None:
             return f"the head {self.last_with[:12]} names it"
         return f"removed in {self.removed_in[:12]} (last in {self.last_with[:12]})"
+
+
+@dataclass(frozen=True)
+class RetiredFleet:
+    """A fleet whose file the branch removed while a release named it: known by its last
+    version (`fleet`; None when that version does not load), so that what denv started there
+    is still observed and shown. Its units are orphans the bot never stops; `denv prune` does."""
+
+    name: str
+    removal: Removal
+    fleet: Fleet | None
+
+    def problem(self) -> str | None:
+        """Why what runs there is not known, or None."""
+        if self.fleet is not None:
+            return None
+        return (
+            f"fleets/{self.name}.yaml: {self.removal.text()}; that last version does not load: "
+            "what denv started on its hosts is not known"
+        )
 
 
 class Orphan(Spec):

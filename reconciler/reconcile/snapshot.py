@@ -4,7 +4,7 @@ plan between them. `denv plan` prints it; every reconcile pass starts from a fre
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from reconciler.errors import failure
 from reconciler.fleet.drivers.registry import Drivers
@@ -32,7 +32,7 @@ Scale = Callable[[Desired, Mapping[str, FleetObservation]], Counts]
 @dataclass(frozen=True)
 class Snapshot:
     head: str
-    repo: Repo  # the head revision
+    repo: Repo  # the head revision, with the last version of each retired fleet's file
     desired: Desired
     observations: dict[str, FleetObservation]
     plan: Plan
@@ -82,9 +82,15 @@ def snapshot(
     # fleets too, kept where denv's units run there: orphans (a release rewound away) are
     # found whatever history says.
     names = fleets_of(stages, source.repo_at) | source.recent_fleets(head)
+    # Fleets whose file was removed (with a release, or after it): their last version says
+    # where denv's units may still run; what runs there is shown, never taken as gone.
+    retired = source.retired_fleets(head, names - set(loaded.fleets))
+    fleets = {n: r.fleet for n, r in retired.items() if r.fleet is not None} | loaded.fleets
+    if len(fleets) > len(loaded.fleets):
+        loaded = replace(loaded, fleets=fleets)
     observations: dict[str, FleetObservation] = {}
-    for name in sorted(loaded.fleets):
-        fleet = loaded.fleets[name]
+    for name in sorted(fleets):
+        fleet = fleets[name]
         status(f"observing fleet {name} ({len(fleet.hosts)} hosts)")
         hardware = loaded.resolve_hardware(fleet.hardware)
         try:
@@ -93,7 +99,7 @@ def snapshot(
             reason = f"fleet {name} not observed: {failure(exc)}"
             hosts = [host.name for host in fleet.hosts]
             observations[name] = FleetObservation.failed(name, hosts, reason)
-        if name not in names and not _denvs(observations[name]):
+        if not _kept(observations[name], used=name in names, retired=name in retired):
             del observations[name]  # nothing of denv's answered there: as if not looked at
     desired = desired_units(stages, source.repo_at, observations, rules=drivers.get, memo=memo)
     counts = scale(desired, observations) if scale is not None else {}
@@ -113,10 +119,22 @@ def snapshot(
         plan=planned.model_copy(
             update={
                 "orphans": with_removals(planned.orphans, source, head),
-                "invalid_files": tuple(held_lines(loaded)),
+                "invalid_files": (
+                    *held_lines(loaded),
+                    *(p for r in retired.values() if (p := r.problem()) is not None),
+                ),
             }
         ),
     )
+
+
+def _kept(seen: FleetObservation, used: bool, retired: bool) -> bool:
+    """Whether a fleet's observation is shown: a fleet a stage uses or used lately, always; a
+    retired one where denv's units answered or a host did not (what runs there is not known);
+    any other where denv's units answered."""
+    if retired:
+        return _denvs(seen) or bool(seen.errors)
+    return used or _denvs(seen)
 
 
 def _denvs(seen: FleetObservation) -> bool:

@@ -11,6 +11,7 @@ import hashlib
 import re
 import shutil
 from collections import OrderedDict
+from collections.abc import Collection
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
@@ -19,9 +20,10 @@ from reconciler.engines.recipe_args import check_engines
 from reconciler.errors import DenvError, Problem, SpecError
 from reconciler.fleet.model.labels import DeploymentKey
 from reconciler.reconcile.history import History
-from reconciler.reconcile.orphans import Removal, removal
+from reconciler.reconcile.orphans import Removal, RetiredFleet, removal
 from reconciler.reconcile.revisions import Stages, stage_revisions
 from reconciler.spec.bounds import max_bytes
+from reconciler.spec.fleet import Fleet
 from reconciler.spec.isolation import isolate
 from reconciler.spec.lenient import release_names
 from reconciler.spec.loader import open_repo
@@ -84,6 +86,7 @@ class GitSource:
         self._parsed = ParseCache(cache_dir / "parsed")
         self._history: History | None = None  # opened once the repository is there
         self._removals: dict[tuple[str, DeploymentKey], Removal] = {}  # (head, deployment)
+        self._retired: dict[tuple[str, frozenset[str]], dict[str, RetiredFleet]] = {}
         if self.remote:
             digest = hashlib.sha256(location.encode()).hexdigest()[:16]
             self.git_dir = cache_dir / f"{digest}.git"
@@ -194,6 +197,43 @@ class GitSource:
         for current in GitRepo.open(self.git_dir).first_parents(commit, depth):
             found |= _release_fleets(current)
         return found
+
+    def retired_fleets(
+        self, commit: str, names: Collection[str], depth: int = HISTORY_DEPTH
+    ) -> dict[str, RetiredFleet]:
+        """The fleets of `names` whose file `fleets/NAME.yaml` a commit of the last `depth`
+        first-parent ones up to `commit` removed, each with its last version. None for a pull
+        request's revisions: where denv connects comes from the default branch's head only."""
+        if self.trusted_base is not None:
+            return {}
+        key = (commit, frozenset(names))
+        if key not in self._retired:  # a bot passes over the same head
+            self._retired[key] = self._find_retired(commit, set(names), depth)
+        return self._retired[key]
+
+    def _find_retired(self, commit: str, wanted: set[str], depth: int) -> dict[str, RetiredFleet]:
+        found: dict[str, RetiredFleet] = {}
+        newer: str | None = None
+        searched = 0
+        for current in GitRepo.open(self.git_dir).first_parents(commit, depth):
+            searched += 1
+            for name in sorted(wanted):
+                if current.stat(f"fleets/{name}.yaml") is None:
+                    continue
+                wanted.discard(name)
+                if newer is not None:  # at the head itself: not removed (held, if invalid)
+                    gone = Removal(removed_in=newer, last_with=current.id, searched=searched)
+                    found[name] = RetiredFleet(name, gone, self._fleet_at(current.id, name))
+            if not wanted:
+                break
+            newer = current.id
+        return found
+
+    def _fleet_at(self, commit: str, name: str) -> Fleet | None:
+        try:
+            return self.repo_at(commit).fleets.get(name)
+        except (InvalidRevision, DenvError):
+            return None
 
     def removals(
         self, commit: str, keys: set[DeploymentKey], depth: int = HISTORY_DEPTH

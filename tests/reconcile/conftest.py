@@ -44,7 +44,12 @@ class GitRepo:
         self.write(relative, text.replace(old, new))
 
     def remove(self, relative: str) -> None:
-        shutil.rmtree(self.path / relative)
+        """A file or a folder."""
+        path = self.path / relative
+        if path.is_dir():
+            shutil.rmtree(path)
+        else:
+            path.unlink()
 
     def commit(self, message: str = "change") -> str:
         index = self.git.index
