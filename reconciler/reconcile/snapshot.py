@@ -4,6 +4,7 @@ plan between them. `denv plan` prints it; every reconcile pass starts from a fre
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 
 from reconciler.errors import failure
@@ -22,11 +23,13 @@ from reconciler.reconcile.orphans import Orphan
 from reconciler.reconcile.plan import Plan, plan
 from reconciler.reconcile.revisions import Stages
 from reconciler.reconcile.source import GitSource
+from reconciler.spec.fleet import Fleet
 from reconciler.spec.isolation import held_lines
 from reconciler.spec.repo import Repo
 
 # (the desired state at the counts that run, the observations) -> elastic deployments' counts
 Scale = Callable[[Desired, Mapping[str, FleetObservation]], Counts]
+OBSERVING_FLEETS = 16  # fleets observed at once (each one's hosts are asked at once already)
 
 
 @dataclass(frozen=True)
@@ -88,19 +91,13 @@ def snapshot(
     fleets = {n: r.fleet for n, r in retired.items() if r.fleet is not None} | loaded.fleets
     if len(fleets) > len(loaded.fleets):
         loaded = replace(loaded, fleets=fleets)
-    observations: dict[str, FleetObservation] = {}
-    for name in sorted(fleets):
-        fleet = fleets[name]
-        status(f"observing fleet {name} ({len(fleet.hosts)} hosts)")
-        hardware = loaded.resolve_hardware(fleet.hardware)
-        try:
-            observations[name] = drivers.get(fleet).observe(hardware)
-        except Exception as exc:  # one fleet's failure is its own: the others go on
-            reason = f"fleet {name} not observed: {failure(exc)}"
-            hosts = [host.name for host in fleet.hosts]
-            observations[name] = FleetObservation.failed(name, hosts, reason)
-        if not _kept(observations[name], used=name in names, retired=name in retired):
-            del observations[name]  # nothing of denv's answered there: as if not looked at
+    hosts = sum(len(fleet.hosts) for fleet in fleets.values())
+    status(f"observing {len(fleets)} fleets ({hosts} hosts)")
+    observations = {
+        name: seen
+        for name, seen in observe(drivers, loaded, fleets).items()
+        if _kept(seen, used=name in names, retired=name in retired)
+    }  # where nothing of denv's answered on a fleet no stage uses: as if not looked at
     desired = desired_units(stages, source.repo_at, observations, rules=drivers.get, memo=memo)
     counts = scale(desired, observations) if scale is not None else {}
     if any(
@@ -126,6 +123,28 @@ def snapshot(
             }
         ),
     )
+
+
+def observe(
+    drivers: Drivers, repo: Repo, fleets: Mapping[str, Fleet]
+) -> dict[str, FleetObservation]:
+    """Every fleet observed at once (each driver asks its hosts at once): a pass waits for the
+    slowest fleet, not for their sum, and a fleet whose hosts time out delays no other. One
+    fleet's failure is its own: its observation says why."""
+
+    def one(name: str) -> FleetObservation:
+        fleet = fleets[name]
+        try:
+            return drivers.get(fleet).observe(repo.resolve_hardware(fleet.hardware))
+        except Exception as exc:  # a host's answer, or a bug: this fleet only
+            reason = f"fleet {name} not observed: {failure(exc)}"
+            return FleetObservation.failed(name, [host.name for host in fleet.hosts], reason)
+
+    names = sorted(fleets)
+    if len(names) < 2:
+        return {name: one(name) for name in names}
+    with ThreadPoolExecutor(max_workers=min(len(names), OBSERVING_FLEETS)) as pool:
+        return dict(zip(names, pool.map(one, names), strict=True))
 
 
 def _kept(seen: FleetObservation, used: bool, retired: bool) -> bool:

@@ -5,6 +5,7 @@ fleet for a session (a pass, a command), kept so connections are reused across o
 from __future__ import annotations
 
 import importlib
+import threading
 from collections.abc import Callable, Mapping
 
 from reconciler.fleet.drivers.agent import AgentDriver
@@ -43,19 +44,22 @@ class Drivers:
         self.local_env = local_env
         self.kinds = kinds if kinds is not None else {}  # tests' stand-ins, by transport
         self._open: dict[str, FleetDriver] = {}
+        self._lock = threading.Lock()  # fleets are observed and acted on from threads
 
     def get(self, fleet: Fleet) -> FleetDriver:
-        driver = self._open.get(fleet.name)
-        if driver is None:
-            kind = self.kinds.get(fleet.transport) or driver_kind(fleet.transport)
-            driver = kind(fleet, self.warn, self.local_env)
-            if self.one_shot and isinstance(driver, AgentDriver):
-                driver.resident = False
-            self._open[fleet.name] = driver
-        driver.fleet = fleet  # the fleet file as read now; open connections are kept
-        return driver
+        with self._lock:
+            driver = self._open.get(fleet.name)
+            if driver is None:
+                kind = self.kinds.get(fleet.transport) or driver_kind(fleet.transport)
+                driver = kind(fleet, self.warn, self.local_env)
+                if self.one_shot and isinstance(driver, AgentDriver):
+                    driver.resident = False
+                self._open[fleet.name] = driver
+            driver.fleet = fleet  # the fleet file as read now; open connections are kept
+            return driver
 
     def close(self) -> None:
-        for driver in self._open.values():
+        with self._lock:
+            opened, self._open = list(self._open.values()), {}
+        for driver in opened:
             driver.close()
-        self._open.clear()
