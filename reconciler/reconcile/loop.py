@@ -93,6 +93,12 @@ class PassResult:
             line += f"; {len(self.report.errors)} error(s): {self.report.errors[0]}"
         if self.report.waiting:
             line += f"; waiting: {self.report.waiting[0]}"
+        if unplanned := self.plan.errors:  # left as they run: said, never silent
+            first = unplanned[0]
+            line += f"; not planned: {first.where}{f' on {first.fleet}' if first.fleet else ''}"
+            line += f": {first.message}" + (
+                f" (+{len(unplanned) - 1} more)" if len(unplanned) > 1 else ""
+            )
         if self.report.resubmitted:
             line += "; resubmitted: " + ", ".join(self.report.resubmitted)
         if left := self.plan.left:
