@@ -106,6 +106,9 @@ class Beside:
         return url
 
     def close(self) -> None:
+        """Promptly: a look in progress has its connections closed under it (it ends with an
+        error no page shows), rather than being waited for up to its calls' timeouts."""
         self.server.stop()
-        self.refresher.stop()
+        self.refresher.stopped.set()
         self.gather.close()
+        self.refresher.stop()
