@@ -22,6 +22,7 @@ from reconciler.cli import terminal
 from reconciler.cli.common import JsonOption, console, print_json, print_table, seconds
 from reconciler.cli.plan import LocationOption, cache_dir
 from reconciler.cli.progress import ProgressSink
+from reconciler.errors import UsageError
 from reconciler.fleet.drivers.registry import Drivers
 from reconciler.forge.config import open_forge
 from reconciler.reconcile.apply import ApplyOptions
@@ -56,6 +57,13 @@ def reconcile(
             "each later one, up to 5m (the first restart is at once)."
         ),
     ] = "10s",
+    lease_ttl: Annotated[
+        str,
+        typer.Option(
+            help="How long a fleet's lease lasts unrenewed (renewed every third of it): "
+            "another bot takes over that long after this one stops."
+        ),
+    ] = "60s",
     metrics_port: Annotated[
         int | None, typer.Option(help="Serve the bot's Prometheus metrics on this port.")
     ] = None,
@@ -78,7 +86,12 @@ def reconcile(
     )
     every = seconds("--interval", interval)
     out = terminal.console(stderr=True)
-    bot = _bot(repo, options, metrics_port, out)
+    ttl = seconds("--lease-ttl", lease_ttl)
+    if ttl < 1:
+        raise UsageError(
+            f"--lease-ttl: {lease_ttl} is under 1s: the lease would lapse between renewals"
+        )
+    bot = _bot(repo, options, metrics_port, out, ttl)
     beside = _beside(repo, ui, every, out) if ui is not None else None
     try:
         errors = _passes(bot, every, once, as_json, out)
@@ -89,7 +102,9 @@ def reconcile(
         raise typer.Exit(1)
 
 
-def _bot(repo: str, options: ApplyOptions, metrics_port: int | None, out: Console) -> Reconciler:
+def _bot(
+    repo: str, options: ApplyOptions, metrics_port: int | None, out: Console, lease_ttl: float
+) -> Reconciler:
     """The reconciler, with its metrics served, and the rollout's hooks."""
     metrics = BotMetrics()
     if metrics_port is not None:
@@ -104,7 +119,14 @@ def _bot(repo: str, options: ApplyOptions, metrics_port: int | None, out: Consol
         source, lambda: open_forge(Path(source.git_dir), os.environ), say
     )
     return Reconciler(
-        source, options, say=say, metrics=metrics, checks=checks, adjust=adjust, scale=scale
+        source,
+        options,
+        lease_ttl=lease_ttl,
+        say=say,
+        metrics=metrics,
+        checks=checks,
+        adjust=adjust,
+        scale=scale,
     )
 
 

@@ -77,8 +77,9 @@ class Applier:
         options: ApplyOptions = DEFAULTS,
         say: Callable[[str], None] = lambda message: None,
         stopping: Callable[[], bool] = lambda: False,
+        fenced: Callable[[str], str | None] = lambda fleet: None,
     ) -> None:
-        self.context = Context(repo, drivers, options, say, stopping)
+        self.context = Context(repo, drivers, options, say, stopping, fenced)
 
     def stopping(self) -> bool:
         return self.context.stopping()

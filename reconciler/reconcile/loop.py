@@ -114,6 +114,19 @@ def planned_fleets(snap: Snapshot) -> list[str]:
     )
 
 
+def _unreached(snap: Snapshot, said: set[str]) -> list[str]:
+    """One error per host of a stage's fleet that did not answer (what runs there is not
+    known), but for the fleets whose error is said already (`said`) and unreadable records
+    (`Snapshot.unreadable` names their file)."""
+    return [
+        f"fleet {name}: {host} not reached ({seen.cause_text(host)}): what runs there is not known"
+        for name, seen in sorted(snap.observations.items())
+        if name in {f.fleet for f in snap.plan.fleets} and name not in said
+        for host in sorted(seen.errors)
+        if host not in seen.unreadable
+    ]
+
+
 class Reconciler:
     def __init__(
         self,
@@ -219,12 +232,28 @@ class Reconciler:
             return False
         return False
 
-    def _keep_leases(self, repo: Repo, done: threading.Event) -> None:
+    def _keep_leases(self, repo: Repo, done: threading.Event, lost: dict[str, str]) -> None:
         """Renew every lease a third of its time to live, until apply is done: a readiness
-        wait of many minutes never lets another bot in."""
+        wait of many minutes never lets another bot in. A lease that another bot holds now,
+        or that went unrenewed for its whole time to live, is `lost`: the pass does nothing
+        more on that fleet (steps/context.py fences its verbs)."""
+        ours = sorted(self._held)
         while not done.wait(self.lease_ttl / 3):
-            with contextlib.suppress(DenvError):  # not renewed: it may expire; apply goes on
-                self._take(repo, sorted(self._held))
+            for fleet in (f for f in ours if f not in lost):
+                try:
+                    answer = self._lease(repo, fleet, None)
+                except Exception as exc:  # not renewed: ours until it expires, then lost
+                    renewed = self._held.get(fleet, 0.0)
+                    if time.monotonic() - renewed >= self.lease_ttl:
+                        lost[fleet] = f"its lease expired unrenewed ({failure(exc)})"
+                else:
+                    if answer.held:
+                        self._held[fleet] = time.monotonic()
+                    else:
+                        lost[fleet] = f"its lease went to {answer.holder}"
+                if fleet in lost:
+                    self._held.pop(fleet, None)
+                    self.say(f"fleet {fleet}: {lost[fleet]}: the pass does nothing more there")
 
     def release(self, repo: Repo) -> None:
         for fleet in sorted(self._held):
@@ -249,16 +278,18 @@ class Reconciler:
             snap = self._snapshot(rev, True)
         actions = tuple(a for a in snap.plan.actions if a.fleet not in skipped)
         deployments = [d for d in snap.desired.deployments if d.fleet not in skipped]
+        lost: dict[str, str] = {}  # fleet -> why its lease is no longer this pass's
         applier = Applier(
             snap.repo,
             self.drivers,
             self.options,
             say=self.say,
             stopping=self.stop_requested.is_set,
+            fenced=lost.get,
         )
         chosen = snap.plan.model_copy(update={"actions": actions})
         applied = threading.Event()
-        renewing = threading.Thread(target=self._keep_leases, args=(snap.repo, applied))
+        renewing = threading.Thread(target=self._keep_leases, args=(snap.repo, applied, lost))
         renewing.start()
         decided = time.monotonic()
         try:
@@ -269,7 +300,9 @@ class Reconciler:
         applying = time.monotonic() - decided
         # invalid files on the default branch: what they hold waits, the rest went on
         report.errors += list(snap.plan.invalid_files) + list(skipped.values())
+        report.errors += [f"fleet {f}: {why} during the pass" for f, why in sorted(lost.items())]
         report.errors += snap.unreadable()
+        report.errors += _unreached(snap, set(skipped) | set(lost))
         self._reach = self._track(snap)
         if self.checks is not None and not self.stop_requested.is_set():
             self._checked = self.checks(snap, self._checked)
@@ -284,7 +317,7 @@ class Reconciler:
             "checks": self._checked,
             "unreachable": dump(self._reach),
         }
-        self._take(snap.repo, [f for f in fleets if f not in skipped], note=note)
+        self._take(snap.repo, [f for f in fleets if f not in skipped and f not in lost], note=note)
         self._count(result)
         return result
 

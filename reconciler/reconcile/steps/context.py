@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from reconciler.engines.units import Unit
-from reconciler.errors import failure
+from reconciler.errors import DenvError, failure
 from reconciler.fleet.drivers.base import FleetDriver
 from reconciler.fleet.drivers.registry import Drivers
 from reconciler.fleet.model.labels import DeploymentKey
@@ -124,6 +124,10 @@ def fault_point(name: str) -> None:
         probes.wait_until(lambda: not Path(marker).exists(), timeout=120, interval=0.05)
 
 
+class LeaseLost(DenvError):
+    """The pass lost a fleet's lease while applying: it acts there no more."""
+
+
 T = TypeVar("T")
 R = TypeVar("R")
 
@@ -138,8 +142,12 @@ class Context:
         options: ApplyOptions,
         say: Callable[[str], None],
         requested: Callable[[], bool],
+        fenced: Callable[[str], str | None] = lambda fleet: None,
     ) -> None:
         self.repo = repo
+        # why the pass lost a fleet's lease (another bot holds it, or it expired unrenewed);
+        # None while it is ours: no verb reaches a fleet the pass no longer holds
+        self.fenced = fenced
         self.drivers = drivers
         self.options = options
         self.say = say
@@ -197,7 +205,14 @@ class Context:
 
     # --- the verbs on units --------------------------------------------------------------
 
+    def check_fence(self, fleet: str) -> None:
+        """LeaseLost once the pass no longer holds the fleet's lease."""
+        why = self.fenced(fleet)
+        if why is not None:
+            raise LeaseLost(f"fleet {fleet}: {why} during the pass: nothing more is done there")
+
     def driver(self, fleet: str) -> FleetDriver:
+        self.check_fence(fleet)
         with self.lock:  # the session's drivers are made on first use, by any action
             return self.drivers.get(self.repo.fleets[fleet])
 

@@ -35,8 +35,8 @@ def sync_routers(ctx: Context, deployments: Sequence[DesiredDeployment]) -> None
 def sync_router(ctx: Context, deployment: DesiredDeployment, leaving: str | None = None) -> None:
     """The deployment's own router, with its own engines and surge replicas only."""
     found = workers_api(deployment)
-    if found is None:
-        return
+    if found is None or ctx.fenced(deployment.fleet) is not None:
+        return  # no router, or a fleet whose lease the pass lost (its actions say so)
     router, engines = found
     listed = probes.router_workers(router)
     if listed is None:
@@ -57,6 +57,8 @@ def join(ctx: Context, deployment: DesiredDeployment | None, unit: Unit) -> None
     """A replica that has just become ready, into its deployment's router now, if that router
     answers (else the router sync adds it): part of its start, not counted apart."""
     found = workers_api(deployment) if deployment is not None else None
+    if deployment is not None:
+        ctx.check_fence(deployment.fleet)
     url = probes.base_url(unit)
     if found is None or url is None or url not in {probes.base_url(u) for u in found[1]}:
         return

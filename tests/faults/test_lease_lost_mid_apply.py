@@ -1,0 +1,65 @@
+"""A bot that loses a fleet's lease while it applies (another bot took it over: this one's
+renewals stalled past the lease's time) stops acting on that fleet at its next action, not at
+the end of the pass: nothing more is started there, and the pass says why."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from reconciler.reconcile.loop import LEASE
+from tests.faults.orphans import alive, empty_lab, put_release
+from tests.fleet.conftest import wait_for
+from tests.labs.elastic_local import ElasticLab
+from tests.reconcile.conftest import GitRepo, git_repo
+
+__all__ = ["git_repo"]  # the fixture
+
+
+@pytest.fixture
+def lab(git_repo: GitRepo, tmp_path: Path) -> Iterator[ElasticLab]:
+    yield from empty_lab(git_repo, tmp_path)
+    lab_agent = ElasticLab(git_repo, tmp_path / "cache").agent()
+    lab_agent.lease(LEASE, "other-bot/1", 0, release=True)
+
+
+def test_a_lease_lost_mid_apply_stops_the_pass_on_that_fleet(
+    lab: ElasticLab, tmp_path: Path
+) -> None:
+    put_release(lab, "chat")
+    lab.repo.commit("chat on the lab")
+    marker, errors = tmp_path / "paused", tmp_path / "bot.stderr"
+    env = {**lab.env, "DENV_FAULT_PAUSE_AT": f"after-prepare:{marker}"}
+    argv = [sys.executable, "-m", "reconciler", "reconcile", "--once", "--lease-ttl", "3s"]
+    with errors.open("w") as stderr:
+        bot = subprocess.Popen(
+            [*argv, "--ready-timeout", "60s", "--repo", str(lab.repo.path)],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+            text=True,
+        )
+        try:
+            wait_for(marker.exists, timeout=120, what="the bot to reach apply")
+            # the lease expired while this bot stalled, and another bot took it
+            agent = lab.agent()
+            agent.lease(LEASE, f"{socket.gethostname()}/{bot.pid}", 0, release=True)
+            assert agent.lease(LEASE, "other-bot/1", 600).held
+            wait_for(
+                lambda: "its lease went to other-bot/1" in errors.read_text(),
+                timeout=60,
+                what="the bot's renewal to find the lease taken",
+            )
+            marker.unlink()
+            out, _ = bot.communicate(timeout=120)
+        finally:
+            if bot.poll() is None:
+                bot.kill()
+    assert bot.returncode == 1, out
+    assert "fleet lab: its lease went to other-bot/1 during the pass" in out, out
+    assert alive(lab, "chat") == []  # nothing started once the lease was another bot's
