@@ -17,6 +17,12 @@ from contextlib import contextmanager
 from tests.conftest import ROOT
 
 
+def hog_niceness(workers: int) -> int:
+    """Beside other test workers, the hogs take only the CPU those leave idle (niceness 19):
+    no core is ever idle, and the workers' own tests are not slowed; alone, they compete."""
+    return 19 if workers > 1 else 0
+
+
 def hogs_wanted(cores: int, workers: int, hogged: int) -> int:
     """Hogs to start on `cores` cores beside `workers` test workers and `hogged` hogs."""
     return max(cores - (workers - 1) - hogged, 0 if hogged else 1)
@@ -36,7 +42,7 @@ def busy_machine() -> Iterator[int]:
         start_new_session=True,
         stderr=subprocess.PIPE,
         text=True,
-        env={**os.environ, "HOG_CORES": str(hogs)},
+        env={**os.environ, "HOG_CORES": str(hogs), "HOG_NICE": str(hog_niceness(workers))},
     )
     try:
         assert hog.stderr is not None

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 
-from tests.labs.busy import busy_machine, hogs_wanted
+from tests.labs.busy import busy_machine, hog_niceness, hogs_wanted
 
 
 @pytest.mark.parametrize(
@@ -32,3 +33,32 @@ def test_hogs_are_started_only_where_none_run_already(monkeypatch: pytest.Monkey
     monkeypatch.setenv("CPU_HOG_CORES", str(os.cpu_count()))
     with busy_machine() as hogs:
         assert hogs == 0
+
+
+def test_beside_other_workers_the_hogs_take_only_idle_cpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Under `pytest -n N` the hogs run at niceness 19: the cores are never idle, and the other
+    workers' tests are not slowed by them; alone (the serial phase) they compete."""
+    assert (hog_niceness(1), hog_niceness(3)) == (0, 19)
+    monkeypatch.setenv("PYTEST_XDIST_WORKER_COUNT", "3")
+    monkeypatch.setenv("CPU_HOG_CORES", "0")
+    monkeypatch.setenv("HOG_MARK", f"test-{os.getpid()}")  # these hogs, not any other's
+    with busy_machine() as hogs:
+        assert hogs >= 1
+        niceness = {
+            os.getpriority(os.PRIO_PROCESS, int(pid))
+            for pid in os.listdir("/proc")
+            if pid.isdigit() and _is_hog(Path("/proc", pid), f"HOG_MARK=test-{os.getpid()}")
+        }
+    assert niceness == {19}
+
+
+def _is_hog(proc: Path, mark: str) -> bool:
+    """A process doing a hog's work (stress-ng, or a shell busy loop) with `mark` in its
+    environment."""
+    try:
+        command = (proc / "cmdline").read_bytes().split(b"\0")
+        environment = (proc / "environ").read_bytes().split(b"\0")
+    except OSError:
+        return False
+    busy = command[0].endswith(b"stress-ng") or b"while :; do :; done" in command
+    return busy and mark.encode() in environment
