@@ -6,6 +6,7 @@ host."""
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import threading
 from collections.abc import Iterator
@@ -43,6 +44,8 @@ class Listener:
             conn.close()
 
     def close(self) -> None:
+        with contextlib.suppress(OSError):  # wakes the accept() that close() alone would not
+            self.sock.shutdown(socket.SHUT_RDWR)
         self.sock.close()
         self._thread.join(timeout=5)
 
