@@ -94,16 +94,15 @@ $(OCTOKIT)/webhooks-%.stamp:
 	mv $(OCTOKIT)/webhooks.json.part $(OCTOKIT)/webhooks.json
 	rm -rf $(OCTOKIT)/pack-webhooks $(OCTOKIT)/webhooks-*.stamp && touch $@
 
-# Three phases (docs/testing.md). Four workers on the 2 cores CI has (most tests wait on
-# engines, routers, sshd and the scheduler more than they compute, the busy walk on its
-# traffic's schedule for 7 minutes: with three, a third of the CPU was left to the walk's
-# niceness-19 hog), a test file each at a time (a module's lab fixture is built once), in the order
+# Three phases (docs/testing.md). Three workers on the 2 cores CI has (most tests wait on
+# engines, routers, sshd and the scheduler more than they compute: a third worker fills those
+# waits), a test file each at a time (a module's lab fixture is built once), in the order
 # tests/conftest.py collects them (longest first; xdist would reorder by test count); the walk
 # of docs/optimize.md on a busy machine runs here, with a hog of its own (tests/labs/busy.py).
 # Then a real vLLM (its CPU build, its venv kept once per machine) under denv, one engine a
 # core, with the machine to itself; then the tests that compare wall-clock timings with a
 # model, alone.
-PYTEST_PARALLEL = $(BIN)/pytest -q -n 4 --dist loadfile --no-loadscope-reorder \
+PYTEST_PARALLEL = $(BIN)/pytest -q -n 3 --dist loadfile --no-loadscope-reorder \
 	-m "not serial and not real_engine"
 test: lint workflows system-deps github-schemas
 	$(PYTEST_PARALLEL) --durations=25
