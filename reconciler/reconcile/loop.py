@@ -120,8 +120,8 @@ def _unreached(snap: Snapshot, said: set[str]) -> list[str]:
     (`Snapshot.unreadable` names their file)."""
     return [
         f"fleet {name}: {host} not reached ({seen.cause_text(host)}): what runs there is not known"
-        for name, seen in sorted(snap.observations.items())
-        if name in {f.fleet for f in snap.plan.fleets} and name not in said
+        for name in sorted({f.fleet for f in snap.plan.fleets} - said)
+        if (seen := snap.observations.get(name)) is not None
         for host in sorted(seen.errors)
         if host not in seen.unreadable
     ]

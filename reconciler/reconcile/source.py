@@ -86,7 +86,8 @@ class GitSource:
         self._parsed = ParseCache(cache_dir / "parsed")
         self._history: History | None = None  # opened once the repository is there
         self._removals: dict[tuple[str, DeploymentKey], Removal] = {}  # (head, deployment)
-        self._retired: dict[tuple[str, frozenset[str]], dict[str, RetiredFleet]] = {}
+        # the last head's retired fleets: (head, names) and what they are
+        self._retired: tuple[tuple[str, frozenset[str]], dict[str, RetiredFleet]] | None = None
         if self.remote:
             digest = hashlib.sha256(location.encode()).hexdigest()[:16]
             self.git_dir = cache_dir / f"{digest}.git"
@@ -207,9 +208,9 @@ class GitSource:
         if self.trusted_base is not None:
             return {}
         key = (commit, frozenset(names))
-        if key not in self._retired:  # a bot passes over the same head
-            self._retired[key] = self._find_retired(commit, set(names), depth)
-        return self._retired[key]
+        if self._retired is None or self._retired[0] != key:  # a bot passes over one head
+            self._retired = key, self._find_retired(commit, set(names), depth)
+        return self._retired[1]
 
     def _find_retired(self, commit: str, wanted: set[str], depth: int) -> dict[str, RetiredFleet]:
         found: dict[str, RetiredFleet] = {}

@@ -23,9 +23,11 @@ __all__ = ["git_repo"]  # the fixture
 
 @pytest.fixture
 def lab(git_repo: GitRepo, tmp_path: Path) -> Iterator[ElasticLab]:
-    yield from empty_lab(git_repo, tmp_path)
-    lab_agent = ElasticLab(git_repo, tmp_path / "cache").agent()
-    lab_agent.lease(LEASE, "other-bot/1", 0, release=True)
+    found = None
+    for found in empty_lab(git_repo, tmp_path):  # its units are stopped when the loop ends
+        yield found
+    assert found is not None
+    found.agent().lease(LEASE, "other-bot/1", 0, release=True)
 
 
 def test_a_lease_lost_mid_apply_stops_the_pass_on_that_fleet(
