@@ -6,17 +6,15 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 from reconciler.bench.levels import Mode
 from reconciler.bench.results import RunInfo
 from reconciler.bench.traffic import TraceLine, trace_digest
-from reconciler.catalog.cost import USER_PRICE_SOURCE, PriceChoice, canonical_key, offer_price
+from reconciler.catalog.cost import PriceChoice
 from reconciler.engines.model.predict import default_requests
 from reconciler.errors import UsageError
-from reconciler.spec.catalog import Offer
-from reconciler.spec.fleet import Fleet
 from reconciler.spec.recipe import Recipe, total_gpus
 from reconciler.trials.plan import recipe_digest
 
@@ -66,23 +64,6 @@ def workload_requests(mode: Mode, levels: Sequence[float], requests: int | None)
     if mode == "concurrency":
         return max(default_requests(int(level), None) for level in levels)
     return OPEN_LOOP_REQUESTS
-
-
-def trial_price(
-    fleet: Fleet,
-    hardware: str,
-    given: float | None,
-    offers: Sequence[Offer],
-    aliases: Mapping[str, str],
-) -> PriceChoice | None:
-    """The price a run's results are costed at: `--price`, else the fleet's own price, else
-    the default public offer for its hardware (as `denv bench` picks it); None when none."""
-    if given is not None:
-        return PriceChoice(gpu_hour=given, source=USER_PRICE_SOURCE)
-    if fleet.price is not None:
-        note = f": {fleet.price.note}" if fleet.price.note else ""
-        return PriceChoice(gpu_hour=fleet.price.gpu_hour, source=f"fleet {fleet.name}{note}")
-    return offer_price(canonical_key(hardware, aliases), offers, aliases)
 
 
 def precision(recipe: Recipe) -> str | None:

@@ -21,7 +21,7 @@ from reconciler.bench.loadgen import Target, prompt_format
 from reconciler.bench.metrics import LevelMetrics
 from reconciler.bench.prompts import PromptFormat
 from reconciler.bench.results import RunInfo, build_result
-from reconciler.bench.run_info import run_info, trial_price
+from reconciler.bench.run_info import run_info
 from reconciler.bench.sweep import Progress, run_sweep
 from reconciler.bench.traffic import TraceLine
 from reconciler.catalog.cost import PriceChoice
@@ -73,12 +73,6 @@ def _hardware_id(repo: Repo, fleet: Fleet) -> str:
     """The catalog id of the fleet's hardware (an alias resolved), else as the fleet names it."""
     hardware = repo.resolve_hardware(fleet.hardware)
     return hardware.id if hardware is not None else fleet.hardware
-
-
-def fleet_price(repo: Repo, fleet: Fleet, given: float | None = None) -> PriceChoice | None:
-    """`given`, else the fleet's own price, else the public offer for its hardware."""
-    aliases = {alias: hw.id for hw in repo.hardware.values() for alias in hw.aliases}
-    return trial_price(fleet, _hardware_id(repo, fleet), given, repo.offers, aliases)
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,8 @@ from pydantic import Field
 from reconciler.errors import UsageError
 from reconciler.spec.base import Spec
 from reconciler.spec.catalog import Offer
+from reconciler.spec.fleet import Fleet
+from reconciler.spec.repo import Repo
 from reconciler.spec.result import Result
 
 USER_PRICE_SOURCE = "--price"
@@ -131,3 +133,28 @@ def _parse_price(value: str) -> tuple[str, float]:
 
 def _bad_price(value: str, why: str) -> UsageError:
     return UsageError(f"--price '{value}': {why} (use HW=USD per GPU-hour, e.g. h200=3.80)")
+
+
+def trial_price(
+    fleet: Fleet,
+    hardware: str,
+    given: float | None,
+    offers: Sequence[Offer],
+    aliases: Mapping[str, str],
+) -> PriceChoice | None:
+    """What a GPU-hour of `fleet` costs: `given` (`--price`), else the fleet's own price, else
+    the default public offer for its `hardware` (as `denv bench` picks it); None when none."""
+    if given is not None:
+        return PriceChoice(gpu_hour=given, source=USER_PRICE_SOURCE)
+    if fleet.price is not None:
+        note = f": {fleet.price.note}" if fleet.price.note else ""
+        return PriceChoice(gpu_hour=fleet.price.gpu_hour, source=f"fleet {fleet.name}{note}")
+    return offer_price(canonical_key(hardware, aliases), offers, aliases)
+
+
+def fleet_price(repo: Repo, fleet: Fleet, given: float | None = None) -> PriceChoice | None:
+    """`trial_price` with the fleet's hardware as the repository's catalog names it."""
+    aliases = {alias: hw.id for hw in repo.hardware.values() for alias in hw.aliases}
+    hardware = repo.resolve_hardware(fleet.hardware)
+    hardware_id = hardware.id if hardware is not None else fleet.hardware
+    return trial_price(fleet, hardware_id, given, repo.offers, aliases)

@@ -159,12 +159,9 @@ def _planned(
 
 
 def _price(loaded: Repo, fleet: Fleet, given: float | None) -> PriceChoice | None:
-    from reconciler.bench.run_info import trial_price
+    from reconciler.catalog.cost import fleet_price
 
-    aliases = {alias: hw.id for hw in loaded.hardware.values() for alias in hw.aliases}
-    hardware = loaded.resolve_hardware(fleet.hardware)
-    hardware_id = hardware.id if hardware else fleet.hardware
-    return trial_price(fleet, hardware_id, given, loaded.offers, aliases)
+    return fleet_price(loaded, fleet, given)
 
 
 def _run(loaded: Repo, job: BenchRun, root: Path, cut: list[str]) -> BenchOutcome:

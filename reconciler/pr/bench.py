@@ -23,7 +23,8 @@ from reconciler.bench.results import write_result
 from reconciler.bench.run_info import workload_requests
 from reconciler.bench.sweep import Progress as SweepProgress
 from reconciler.bench.traffic import TraceLine, generate
-from reconciler.bench.trial_sweep import Load, fleet_price, sweep_trial
+from reconciler.bench.trial_sweep import Load, sweep_trial
+from reconciler.catalog.cost import fleet_price
 from reconciler.errors import DenvError
 from reconciler.fleet.drivers.registry import Drivers
 from reconciler.forge.comments import render

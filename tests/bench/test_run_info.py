@@ -10,11 +10,10 @@ import pytest
 from reconciler.bench.run_info import (
     parse_levels,
     run_info,
-    trial_price,
     workload_requests,
 )
 from reconciler.bench.traffic import TraceLine, trace_digest
-from reconciler.catalog.cost import PriceChoice
+from reconciler.catalog.cost import PriceChoice, trial_price
 from reconciler.errors import UsageError
 from reconciler.spec.catalog import Offer
 from reconciler.spec.fleet import Fleet
