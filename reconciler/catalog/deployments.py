@@ -20,6 +20,9 @@ class Deployment(Spec):
     weights: str  # hf://org/repo@commit, file:///path or s3://…
     recipe: Recipe  # overrides and the release's topology applied (bounds: at their min)
     bounds: ReplicaBounds | None = None  # elastic: the bot chooses the count between them
+    # what this fleet keeps of them: the bounds, or in a stage's pool one replica and the rest
+    # up to what the other fleets' one each leaves (spec/scaling.ReplicaBounds.on_fleet)
+    fleet_bounds: ReplicaBounds | None = None
 
     @property
     def gpus(self) -> int:
@@ -49,8 +52,9 @@ def deployments(repo: Repo) -> list[Deployment]:
                 if recipe is None:
                     continue  # validation reports it; nothing to deploy
                 bounds = release.bounds_for(stage)
+                on_fleet = bounds.on_fleet(len(stage.fleets)) if bounds is not None else None
                 recipe = recipe.model_copy(
-                    update={"topology": bounded_topology(recipe.topology, bounds)}
+                    update={"topology": bounded_topology(recipe.topology, on_fleet)}
                 )
                 found.append(
                     Deployment(
@@ -61,6 +65,7 @@ def deployments(repo: Repo) -> list[Deployment]:
                         weights=body.weights,
                         recipe=recipe,
                         bounds=bounds,
+                        fleet_bounds=on_fleet,
                     )
                 )
     return found

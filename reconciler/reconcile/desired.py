@@ -27,6 +27,7 @@ from reconciler.fleet.model.labels import DeploymentKey, fleet_key, unit_id, uni
 from reconciler.fleet.model.observed import FleetObservation, UnitRecord
 from reconciler.fleet.model.rules import RulesOf
 from reconciler.fleet.placement.placer import FleetPlacer
+from reconciler.reconcile.pool import StagePools, count_key, counted, pooled
 from reconciler.reconcile.revisions import Pending, StageRevision, Stages
 from reconciler.spec.base import Spec
 from reconciler.spec.checks import domain_size
@@ -52,6 +53,7 @@ class DesiredDeployment(Spec):
     gpus: int
     replicas: int = 0  # aggregated replicas placed (elastic: the count the bot keeps)
     bounds: ReplicaBounds | None = None  # elastic: git's bounds on the count
+    fleet_bounds: ReplicaBounds | None = None  # what this fleet keeps (a pool: from 1)
     # elastic: replicas the count asks for that did not fit (no free GPU): never counted
     pending_replicas: int = 0
     endpoint: str | None  # the router's URL
@@ -180,6 +182,13 @@ Wanted = tuple[Deployment, StageRevision, Repo]
 Counts = Mapping[DeploymentKey, int]  # elastic deployments: the replica count to run
 
 
+def asked_counts(desired: Desired) -> dict[DeploymentKey, int]:
+    """The replicas each elastic deployment, or stage pool, asks for in `desired` (placed and
+    pending): what the autoscaler's counts are compared with."""
+    elastic = [d for d in desired.deployments if d.bounds is not None]
+    return counted((d, d.replicas + d.pending_replicas) for d in elastic)
+
+
 def running_replicas(observations: Mapping[str, FleetObservation]) -> dict[DeploymentKey, int]:
     """How many aggregated replicas each deployment has on its fleet now (started, starting,
     or a job the scheduler holds; not a job that ended, which the queue remembers a while
@@ -250,7 +259,10 @@ def _desired_units(
     by_fleet: dict[str, list[Wanted]] = {}
     for item in wanted:
         by_fleet.setdefault(item[0].fleet, []).append(item)
-    for name, items in sorted(by_fleet.items()):
+    # the cheapest fleets first: a stage's pool adds replicas there while they have room
+    pools = StagePools(head, [d for d, _, _ in wanted], counts)
+    for name in pools.order(by_fleet):
+        items = by_fleet[name]
         fleet = head.fleets.get(name)
         hardware = head.resolve_hardware(fleet.hardware) if fleet is not None else None
         if fleet is None or hardware is None:
@@ -283,10 +295,14 @@ def _desired_units(
                 model_path=None if fleet.simulated else fleet_card.model_path(deployment.weights),
             )
             key = (deployment.release, deployment.stage, deployment.fleet)
+            count = pools.asks(deployment) if pooled(deployment) else counts.get(key)
             try:
                 placed, pending = _place(
-                    placer, deployment, context, stage.revision, counts.get(key), memo, later
+                    placer, deployment, context, stage.revision, count, memo, later
                 )
+                if pooled(deployment):  # what did not fit here goes to the next fleet
+                    pools.placed(deployment, aggregated(placed.deployment))
+                    pending = 0
                 hit = placed.hit
                 if hit is None:
                     units = placed.units
@@ -313,12 +329,25 @@ def _desired_units(
         )
     return Desired(
         head=stages.head,
-        deployments=tuple(planned),
+        deployments=_pending_pools(planned, pools.unplaced()),
         errors=tuple(errors),
         pending=stages.pending,
         fleets=fleets,
         prune=prune,
     )
+
+
+def _pending_pools(
+    planned: list[DesiredDeployment], unplaced: Mapping[DeploymentKey, int]
+) -> tuple[DesiredDeployment, ...]:
+    """`planned` (the cheapest fleets first) in the fleets' order, each stage pool's replicas
+    that fit nowhere shown as pending on its dearest fleet."""
+    found = list(planned)
+    for key, count in unplaced.items():
+        mine = [i for i, d in enumerate(found) if pooled(d) and count_key(d) == key]
+        if mine:
+            found[mine[-1]] = found[mine[-1]].model_copy(update={"pending_replicas": count})
+    return tuple(sorted(found, key=lambda d: d.fleet))
 
 
 class _Placed(NamedTuple):
@@ -341,7 +370,7 @@ def _place(
     as many replicas as fit down to its minimum, leaving room for every deployment of
     `reserved` (the minimum of those placed after it): the rest is pending. PlacementError
     when not even the minimum (or the fixed count) fits."""
-    bounds = deployment.bounds
+    bounds = deployment.fleet_bounds
     wanted = bounds.clamp(count if count else bounds.min) if bounds is not None else 0
     tries = range(wanted, bounds.min - 1, -1) if bounds is not None else [0]
     key = (deployment.release, deployment.stage, deployment.fleet)
@@ -364,6 +393,12 @@ def _place(
     raise AssertionError("unreachable: the last try raises")
 
 
+def aggregated(deployment: Deployment) -> int:
+    """The aggregated replicas of a deployment's topology."""
+    pools = deployment.recipe.topology.pools()
+    return sum(pool.replicas for role, pool in pools if role == "aggregated")
+
+
 def at_count(deployment: Deployment, replicas: int) -> Deployment:
     """An elastic deployment at `replicas` replicas."""
     topology = with_replicas(deployment.recipe.topology, replicas)
@@ -373,8 +408,8 @@ def at_count(deployment: Deployment, replicas: int) -> Deployment:
 
 
 def minimum(deployment: Deployment) -> Deployment:
-    assert deployment.bounds is not None
-    return at_count(deployment, deployment.bounds.min)
+    assert deployment.fleet_bounds is not None
+    return at_count(deployment, deployment.fleet_bounds.min)
 
 
 def _resolve(
@@ -452,12 +487,9 @@ def _deployment(
         revision=stage.revision,
         recipe=deployment.recipe.id,
         gpus=deployment.gpus,
-        replicas=sum(
-            pool.replicas
-            for role, pool in deployment.recipe.topology.pools()
-            if role == "aggregated"
-        ),
+        replicas=aggregated(deployment),
         bounds=deployment.bounds,
+        fleet_bounds=deployment.fleet_bounds,
         endpoint=url(router.address, router.port) if router and router.port else None,
         units=tuple(wanted),
     )

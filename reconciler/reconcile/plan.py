@@ -27,6 +27,7 @@ from reconciler.fleet.model.observed import UnitRecord
 from reconciler.reconcile.changes import Change, unit_changes
 from reconciler.reconcile.desired import DeploymentError, Desired, DesiredUnit
 from reconciler.reconcile.orphans import Orphan, orphan
+from reconciler.reconcile.pool import count_key, counted, pooled
 from reconciler.reconcile.revisions import Pending
 from reconciler.spec.base import Spec
 from reconciler.spec.scaling import ReplicaBounds
@@ -87,6 +88,7 @@ class Group(Spec):
     replicas: int = 0  # aggregated replicas wanted (elastic: the count the bot keeps)
     bounds: ReplicaBounds | None = None  # elastic: git's bounds on the count
     pending_replicas: int = 0  # elastic: asked for, no free GPU: never counted
+    pool_replicas: int | None = None  # a stage's pool: its replicas on all the stage's fleets
     orphaned: bool = False  # not wanted; left running (its fleet does not prune)
 
     @property
@@ -95,7 +97,7 @@ class Group(Spec):
         if self.bounds is None:
             return None
         pending = f", {self.pending_replicas} pending" if self.pending_replicas else ""
-        return self.bounds.describe(self.replicas) + pending
+        return self.bounds.describe(self.replicas, self.pool_replicas) + pending
 
 
 class FleetUsage(Spec):
@@ -354,6 +356,7 @@ def _groups(
         for e in desired.errors
         if e.stage is not None and e.fleet is not None
     }
+    pools = counted((d, d.replicas) for d in desired.deployments if pooled(d))
     groups = []
     for key in sorted(keys):
         records = [r for r in by_key.get(key, []) if r.alive]
@@ -384,6 +387,9 @@ def _groups(
                 replicas=deployment.replicas if deployment is not None else 0,
                 bounds=deployment.bounds if deployment is not None else None,
                 pending_replicas=deployment.pending_replicas if deployment is not None else 0,
+                pool_replicas=pools.get(count_key(deployment))
+                if deployment is not None and pooled(deployment)
+                else None,
                 orphaned=orphaned,
             )
         )

@@ -15,6 +15,7 @@ from reconciler.reconcile.desired import (
     Counts,
     Desired,
     DesiredMemo,
+    asked_counts,
     desired_units,
     fleets_of,
     observed_units,
@@ -100,10 +101,7 @@ def snapshot(
     }  # where nothing of denv's answered on a fleet no stage uses: as if not looked at
     desired = desired_units(stages, source.repo_at, observations, rules=drivers.get, memo=memo)
     counts = scale(desired, observations) if scale is not None else {}
-    if any(
-        counts.get(d.key, d.replicas + d.pending_replicas) != d.replicas + d.pending_replicas
-        for d in desired.deployments
-    ):
+    if any(counts.get(key, asked) != asked for key, asked in asked_counts(desired).items()):
         desired = desired_units(
             stages, source.repo_at, observations, rules=drivers.get, memo=memo, counts=counts
         )

@@ -9,6 +9,7 @@ last read them, and the simulator's capacity of one replica for those lengths
 (reconcile/desired.running_replicas), so a bot that restarts carries on from it; what is kept
 here (each deployment's decision history, its events, the count it asked for) goes into the
 bot's lease note, from which a bot that restarts knows the replicas asked for that never came.
+A stage's pool (`pool: stage`) is decided once, from the signals of all its fleets' replicas.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from reconciler.engines.units import EngineSeries, Series
 from reconciler.fleet.model.labels import DeploymentKey, fleet_key
 from reconciler.fleet.model.observed import FleetObservation
 from reconciler.reconcile.desired import Counts, Desired, DesiredDeployment, running_replicas
+from reconciler.reconcile.pool import count_key, counted
 from reconciler.reconcile.source import GitSource
 from reconciler.rollout.capacity import capacity_key, replica_capacity, targets
 from reconciler.rollout.scaling import History, Signals, as_number, decide
@@ -115,18 +117,23 @@ class Autoscaler:
             return {}
         repo = self.source.repo_at(desired.head)
         now = self.clock()
-        counts: dict[DeploymentKey, int] = {}
-        for deployment in elastic:
-            counts[deployment.key] = self._count(repo, deployment, observations, kept, now)
-        return counts
+        groups: dict[DeploymentKey, list[DesiredDeployment]] = {}
+        for deployment in elastic:  # a stage's pool: one count for all its fleets
+            groups.setdefault(count_key(deployment), []).append(deployment)
+        return {
+            key: self._count(repo, key, members, observations, kept, now)
+            for key, members in groups.items()
+        }
 
     def state(self, desired: Desired | None = None) -> dict[str, Any]:
         """What the lease note keeps: each elastic deployment's count, why, its events and the
         replicas of it that did not fit in `desired` (the pass's); the engines' last counter
         reads (a `--once` bot's next run takes its rates from them)."""
-        for placed in desired.deployments if desired is not None else ():
-            if (mine := self._deployments.get("/".join(placed.key))) is not None:
-                mine.pending = placed.pending_replicas
+        placed = desired.deployments if desired is not None else ()
+        pending = counted((d, d.pending_replicas) for d in placed if d.bounds is not None)
+        for key, count in pending.items():
+            if (mine := self._deployments.get("/".join(key))) is not None:
+                mine.pending = count
         return {
             "version": STATE_VERSION,
             "capacities": dict(self._capacities),
@@ -176,35 +183,40 @@ class Autoscaler:
     def _count(
         self,
         repo: Repo,
-        deployment: DesiredDeployment,
+        counted_as: DeploymentKey,
+        members: list[DesiredDeployment],
         observations: Mapping[str, FleetObservation],
         kept: dict[str, Any],
         now: float,
     ) -> int:
-        """The count decided now, or the last one until the policy's interval has passed. The
+        """The count decided now, or the last one until the policy's interval has passed, for
+        one deployment or a stage's pool (`members`: its deployments, one per fleet). The
         count the fleets run is the last decision's; a bot that starts reads it from them, and
         the pending replicas (on no fleet) from its note."""
-        bounds = deployment.bounds
+        bounds = members[0].bounds
         assert bounds is not None
-        key = "/".join(deployment.key)
+        key = "/".join(counted_as)
         mine = self._deployments.setdefault(key, _Deployment(History()))
+        replicas = sum(d.replicas for d in members)
         if mine.count is None and mine.asked is not None:
             # more than run: replicas that never came (pending, given up when fewer will do);
             # fewer: a scale-down it did not finish, decided again from what runs; none run:
             # the stage starts afresh (removed from git and back), at its minimum
-            if running_replicas(observations).get(deployment.key):
-                mine.count = max(mine.asked, deployment.replicas)
+            running = running_replicas(observations)
+            if any(running.get(d.key) for d in members):
+                mine.count = max(mine.asked, replicas)
             mine.asked = None
         policy = repo.policies.scaling.get(bounds.policy)
         policy = policy or repo.policies.scaling.get(DEFAULT_POLICY) or ScalingPolicy()
-        asked = deployment.replicas + mine.pending  # a bot that starts: its note adds the pending
+        asked = replicas + mine.pending  # a bot that starts: its note adds the pending
         count = bounds.clamp(mine.count if mine.count is not None else asked)
         decided = mine.history.decided_at
         if decided is not None and now - decided < policy.interval and mine.count is not None:
             return count
         # never came: no GPU to place them on, or jobs the scheduler holds back
-        pending = max(0, count - deployment.replicas) + _queued(observations, deployment)
-        signals = self._signals(repo, deployment, policy, mine, kept, now)
+        queued = sum(_queued(observations, d) for d in members)
+        pending = max(0, count - replicas) + queued
+        signals = self._signals(repo, members, policy, mine, kept, now)
         decision = decide(policy, bounds, count, min(pending, count), signals, mine.history, now)
         if decision.count != count:
             self.say(f"scale {key}: {count} → {decision.count} ({decision.reason})")
@@ -214,14 +226,18 @@ class Autoscaler:
     def _signals(
         self,
         repo: Repo,
-        deployment: DesiredDeployment,
+        members: list[DesiredDeployment],
         policy: ScalingPolicy,
         mine: _Deployment,
         kept: dict[str, Any],
         now: float,
     ) -> Signals:
+        """What the replicas of `members` say together: their arrival rates summed, the
+        busiest one's queue and cache; one replica's capacity, on the fleet where it is least
+        (a stage's pool may span hardware)."""
         engines = [
             (u.unit.engine, base_url(u.unit.address, u.unit.metrics.port) + u.unit.metrics.path)
+            for deployment in members
             for u in deployment.units
             if u.unit.role == "aggregated" and u.unit.metrics is not None
         ]
@@ -253,6 +269,8 @@ class Autoscaler:
                 generated += counters.generated - before.generated
         if requests > 0 and prompt > 0 and generated > 0:
             mine.smooth_lengths(requests, prompt, generated)
+        capacities = [self._capacity(d, policy, mine.lengths) for d in members]
+        known = [c for c in capacities if c is not None]
         return Signals(
             serving=serving,
             # None when no replica has a rate yet (each started or restarted since the last
@@ -260,8 +278,8 @@ class Autoscaler:
             arrival_rps=rate if rated else None,
             waiting=max(waiting) if waiting else None,
             kv_usage=max(kv) if kv else None,
-            firing=_firing(repo, deployment, kept, now),
-            capacity_rps=self._capacity(deployment, policy, mine.lengths),
+            firing=_firing(repo, members[0], kept, now),
+            capacity_rps=min(known) if known else None,
             lengths=mine.lengths,
             note="" if mine.lengths else "no lengths read yet: no prediction",
         )

@@ -53,16 +53,16 @@ def stage_ready(snap: Snapshot, deployments: list[DesiredDeployment], fleets: li
 
 def _extra(deployment: DesiredDeployment, unit: Unit) -> bool:
     """A replica an elastic deployment runs beyond its minimum."""
-    bounds = deployment.bounds
+    bounds = deployment.fleet_bounds
     return bounds is not None and unit.role == "aggregated" and unit.replica >= bounds.min
 
 
 def _scaling(action: Action, deployment: DesiredDeployment | None) -> bool:
     """A start of a new replica, or the stop of one no longer wanted, beyond the minimum of
     an elastic deployment: the autoscaler's, not a change of revision."""
-    if deployment is None or deployment.bounds is None or action.role != "aggregated":
+    if deployment is None or deployment.fleet_bounds is None or action.role != "aggregated":
         return False
-    if action.replica < deployment.bounds.min:
+    if action.replica < deployment.fleet_bounds.min:
         return False
     started = action.kind == ActionKind.START and action.running is None
     return started or (action.kind == ActionKind.STOP and action.wave == Wave.TRIM)

@@ -17,9 +17,10 @@ from typing import Any
 from reconciler.errors import UsageError
 from reconciler.fleet.drivers.registry import Drivers
 from reconciler.reconcile import probes
-from reconciler.reconcile.desired import Counts, Desired
+from reconciler.reconcile.desired import Counts, Desired, asked_counts
 from reconciler.reconcile.loop import planned_fleets
 from reconciler.reconcile.plan import ActionKind
+from reconciler.reconcile.pool import POOL
 from reconciler.reconcile.reach import FleetReach, Streaks, dump, earliest, parse, track
 from reconciler.reconcile.render import queued as queued_action
 from reconciler.reconcile.revisions import Stages
@@ -136,7 +137,7 @@ def look(source: GitSource, drivers: Drivers, stages: bool = False) -> Overview:
     def as_the_bot_counts(desired: Desired, observations: object) -> Counts:
         """The bot's `scale` hook, as it last decided: elastic deployments at its counts."""
         counts = kept_counts(kept[0][0] if kept else None)
-        return {d.key: counts[d.key] for d in desired.deployments if d.key in counts and d.bounds}
+        return {key: counts[key] for key in asked_counts(desired) if key in counts}
 
     snap = snapshot(source, drivers, adjust=as_the_bot_runs, scale=as_the_bot_counts)
     notes = fleet_notes(snap.repo, planned_fleets(snap), drivers)
@@ -279,7 +280,9 @@ def _rows(
         if queued := [a for a in actions if queued_action(a)]:
             drift["pending"] = len(queued)  # not there yet: the scheduler holds the job
         found = reach.get(group.fleet)
-        key = f"{group.release}/{group.stage}/{group.fleet}"
+        # a stage's pool is decided once, for all its fleets
+        fleet = POOL if group.pool_replicas is not None else group.fleet
+        key = f"{group.release}/{group.stage}/{fleet}"
         whole = found is not None and found.whole
         rows.append(
             {
@@ -302,6 +305,7 @@ def _rows(
                 "unreachable_since": found.since if whole and found is not None else None,
                 "bounds": group.bounds.model_dump() if group.bounds is not None else None,
                 "pending_replicas": group.pending_replicas,
+                "pool_replicas": group.pool_replicas,
                 "scale": group.scale,
                 "scaling": scaling_of(scaling.get(key)) if group.bounds is not None else None,
             }

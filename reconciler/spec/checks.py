@@ -175,8 +175,9 @@ def _check_stage_fleet(
                 f"topology; {recipe_id} is disaggregated (give prefill and decode replicas)",
             )
         )
+    fleet_bounds = bounds.on_fleet(len(stage.fleets)) if bounds is not None else None
     effective = effective.model_copy(
-        update={"topology": bounded_topology(effective.topology, bounds)}
+        update={"topology": bounded_topology(effective.topology, fleet_bounds)}
     )
     if not repo.recipe_runs_on(effective, fleet):
         problems.append(
@@ -250,6 +251,28 @@ def _check_policies(repo: Repo, release: Release, path: str) -> list[Problem]:
     ]
 
 
+def _check_pools(repo: Repo, release: Release, path: str) -> list[Problem]:
+    """A stage's pool (`pool: stage`) keeps a replica on each of its fleets: its minimum is at
+    least as many as the stage has fleets."""
+    problems = []
+    for s, stage in enumerate(release.stages):
+        bounds = release.bounds_for(stage)
+        if bounds is None or bounds.pool != "stage" or bounds.min >= len(stage.fleets):
+            continue
+        own = stage.replicas is not None
+        where = ("stages", s, "replicas", "min") if own else ("release", "replicas", "min")
+        label = f"stages[{s}].replicas.min" if own else "release.replicas.min"
+        problems.append(
+            repo.problem(
+                path,
+                where,
+                f"{label}: {bounds.min} is fewer than stage {stage.name}'s "
+                f"{len(stage.fleets)} fleets (pool: stage keeps a replica on each)",
+            )
+        )
+    return problems
+
+
 def check_release(repo: Repo, name: str) -> list[Problem]:
     release = repo.releases[name]
     path = repo.origin[f"release:{name}"]
@@ -274,7 +297,7 @@ def check_release(repo: Repo, name: str) -> list[Problem]:
                 warning=not required,
             )
         )
-    problems += _check_policies(repo, release, path)
+    problems += _check_policies(repo, release, path) + _check_pools(repo, release, path)
     names = Counter(stage.name for stage in release.stages)
     base_model = repo.recipes[body.recipe].model if body.recipe in repo.recipes else None
     for s, stage in enumerate(release.stages):

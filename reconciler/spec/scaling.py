@@ -5,6 +5,7 @@ inside them. Git owns the bounds and the policy; the bot owns the count between 
 from __future__ import annotations
 
 import math
+from typing import Literal
 
 from pydantic import Field, PositiveInt, model_validator
 
@@ -14,11 +15,14 @@ from reconciler.spec.recipe import AggregatedTopology, DisaggregatedTopology
 
 class ReplicaBounds(Spec):
     """`replicas: {min: 1, max: 8}`: the bot keeps between min and max replicas of the
-    deployment on each of the stage's fleets, as its scaling policy says."""
+    deployment on each of the stage's fleets, as its scaling policy says. `pool: stage`: the
+    bounds are the stage's, one count over all its fleets, each of which keeps one replica
+    (its endpoint answers) while the others go where a GPU-hour costs least."""
 
     min: PositiveInt
     max: PositiveInt
     policy: Slug = "default"  # a policy of policies/scaling.yaml
+    pool: Literal["fleet", "stage"] = "fleet"
 
     @model_validator(mode="after")
     def _ordered(self) -> ReplicaBounds:
@@ -29,9 +33,19 @@ class ReplicaBounds(Spec):
     def clamp(self, count: int) -> int:
         return max(self.min, min(self.max, count))
 
-    def describe(self, count: int) -> str:
-        """'4 (1–8)': the count the bot chose, and the bounds git gives."""
+    def describe(self, count: int, pool: int | None = None) -> str:
+        """'4 (1–8)': the count the bot chose, and the bounds git gives; one fleet of a stage's
+        pool of `pool` replicas: '2 of the stage's 5 (3–8)'."""
+        if pool is not None:
+            return f"{count} of the stage's {pool} ({self.min}–{self.max})"
         return f"{count} ({self.min}–{self.max})"
+
+    def on_fleet(self, fleets: int) -> ReplicaBounds:
+        """What one of the stage's `fleets` fleets keeps: these bounds, or, in a stage's
+        pool, at least one replica and at most what the others' one each leaves."""
+        if self.pool == "fleet":
+            return self
+        return ReplicaBounds(min=1, max=max(1, self.max - fleets + 1), policy=self.policy)
 
 
 class ScaleUp(Spec):

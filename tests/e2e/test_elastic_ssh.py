@@ -8,7 +8,7 @@ from __future__ import annotations
 import sys
 
 from tests.e2e.load import light_load
-from tests.e2e.test_reconcile import Lab, endpoint, lab
+from tests.e2e.test_reconcile import Lab, endpoint, fleet_file, lab
 from tests.labs.elastic import decisions, elastic_release, passes, row
 from tests.labs.operated import actions_done
 from tests.labs.sshd import SshLab, SshServer, ssh_lab
@@ -95,3 +95,56 @@ def test_a_full_host_sends_new_replicas_to_the_next_and_pending_ones_go_first(la
     assert decisions([calm]) == [(3, 2)], calm.stdout + calm.stderr
     assert "pending given up" in calm.stdout + calm.stderr
     assert (len(engines(lab)), len(engines(lab, "lab2"))) == (1, 1)  # both still serve
+
+
+def priced(lab: Lab, name: str, gpu_hour: float, gpus: int) -> None:
+    """The lab's fleet `name` at `gpu_hour` $ a GPU-hour, on `gpus` GPUs."""
+    text = fleet_file(name, lab.servers[name], lab.ssh)
+    text = text.replace(
+        "  transport: ssh\n", f"  price: {{ gpu_hour: {gpu_hour} }}\n  transport: ssh\n"
+    )
+    lab.repo.write(f"fleets/{name}.yaml", text.replace("gpus: 4", f"gpus: {gpus}"))
+
+
+def test_a_stage_pool_grows_on_the_cheapest_fleet_first_and_shrinks_from_the_dearest(
+    lab: Lab,
+) -> None:
+    """One count for a stage on two fleets: `lab` at 9 $ a GPU-hour (4 GPUs), `lab2` at 1.20
+    (2 GPUs). Under load on both endpoints, the first replica added goes to lab2, the next to
+    lab once lab2 is full; after the load, lab gives its extra replica up first, then lab2,
+    each drained: one decision a step for the whole stage, no request failed, no drift."""
+    priced(lab, "lab", 9.0, 4)
+    priced(lab, "lab2", 1.2, 2)
+    elastic_release(lab.repo, "lab, lab2", low=2, high=4, pool="stage")
+    lab.reconcile()
+    assert (len(engines(lab)), len(engines(lab, "lab2"))) == (1, 1)
+    first = lab.status()
+    assert row(first, "lab")["scale"] == "1 of the stage's 2 (2–4)", row(first, "lab")
+    urls = [endpoint(first, name) for name in ("lab", "lab2")]
+    with (
+        light_load(urls[0], workers=6, max_tokens=64) as dear,
+        light_load(urls[1], workers=6, max_tokens=64) as cheap,
+    ):
+        dear.more(6, "traffic on lab's replica")
+        cheap.more(6, "traffic on lab2's replica")
+        three = passes(lab, lambda: len(engines(lab)) + len(engines(lab, "lab2")) == 3, most=3)
+        assert (len(engines(lab)), len(engines(lab, "lab2"))) == (1, 2)  # the cheapest first
+        four = passes(lab, lambda: len(engines(lab)) == 2, most=3)  # lab2 is full
+        dear.more(6, "traffic on four replicas")
+    assert decisions(three + four) == [(2, 3), (3, 4)], [r.stdout for r in three + four]
+    assert "scale chat-8b/canary/*: 2 → 3" in "".join(r.stdout + r.stderr for r in three)
+    shown = lab.status()
+    for name, count in (("lab", 2), ("lab2", 2)):
+        found = row(shown, name)
+        assert (found["replicas"], found["ready"], found["drift"]) == (count, count, ""), found
+        assert found["scale"] == f"{count} of the stage's 4 (2–4)"
+    assert dear.failed == cheap.failed == []
+    with light_load(urls[0], workers=1, max_tokens=64) as calm:
+        calm.more(2, "calm traffic on lab")
+        down = passes(lab, lambda: len(engines(lab)) == 1, most=4)
+        assert len(engines(lab, "lab2")) == 2  # the dearest gives its replica up first
+        last = passes(lab, lambda: len(engines(lab, "lab2")) == 1, most=4)
+        calm.more(2, "calm traffic on one replica a fleet")
+    assert decisions(down + last) == [(4, 3), (3, 2)], [r.stdout for r in down + last]
+    assert sum(actions_done(r.stdout).get("drain", 0) for r in down + last) == 2
+    assert calm.failed == []

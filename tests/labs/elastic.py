@@ -35,11 +35,18 @@ BATCH = 2  # requests a replica runs at once: 8 workers keep some waiting on 3 r
 
 
 def elastic_release(
-    repo: GitRepo, fleets: str, low: int = 1, high: int = 3, gpus: int = 1, policy: str = "fast"
+    repo: GitRepo,
+    fleets: str,
+    low: int = 1,
+    high: int = 3,
+    gpus: int = 1,
+    policy: str = "fast",
+    pool: str = "fleet",
 ) -> str:
-    """chat-8b's canary on `fleets`, replicas between `low` and `high` by `policy`."""
+    """chat-8b's canary on `fleets`, replicas between `low` and `high` by `policy` (`pool:
+    stage`: the bounds are the stage's, over all its fleets)."""
     repo.write("policies/scaling.yaml", FAST)
-    bounds = f"replicas: {{ min: {low}, max: {high}, policy: {policy} }}"
+    bounds = f"replicas: {{ min: {low}, max: {high}, policy: {policy}, pool: {pool} }}"
     text = release_yaml(stage("canary", fleets, bounds), replicas=low, batch=BATCH, gpus=gpus)
     repo.write("releases/chat-8b/denv.yaml", text)
     return repo.commit(f"chat-8b: elastic, {low} to {high} replicas")

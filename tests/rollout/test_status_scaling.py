@@ -77,7 +77,7 @@ def test_status_shows_an_elastic_stage_at_the_count_the_bot_keeps(
     # elastic between 1 and 8; 3 GPUs free: the bot's 4 are 3 placed and 1 pending
     make_elastic(git_repo)
     [row] = json.loads(denv(git_repo, env, "status", "--json"))["deployments"]
-    assert row["bounds"] == {"min": 1, "max": 8, "policy": "default"}
+    assert row["bounds"] == {"min": 1, "max": 8, "policy": "default", "pool": "fleet"}
     assert (row["replicas"], row["pending_replicas"]) == (3, 1)
     assert row["scale"] == "3 (1–8), 1 pending"
     assert row["scaling"]["reason"] == WHY and row["scaling"]["signals"] == SIGNALS

@@ -65,6 +65,14 @@ CASES = [
         id="min-zero",
     ),
     pytest.param(
+        RELEASE, PROD,
+        "    fleets: [local, h200-use1]\n    replicas: { min: 1, max: 4, pool: stage }\n"
+        "    bake: 30m\n",
+        f"{RELEASE}:17: stages[1].replicas.min: 1 is fewer than stage prod's 2 fleets (pool: "
+        "stage keeps a replica on each)",
+        id="pool-min-under-fleets",
+    ),
+    pytest.param(
         "policies/scaling.yaml", "      drain_grace: 60s",
         "      drain_grace: 60s\n      grace: 5s",
         "policies/scaling.yaml:22: scaling.default.down.grace: unknown field",
@@ -126,4 +134,4 @@ def test_schema_lists_the_scaling_kind(tmp_path: Path) -> None:
     policy = kinds["scaling"]["$defs"]["ScalingPolicy"]["properties"]
     assert {"interval", "window", "up", "down", "target_utilization"} <= set(policy)
     release = kinds["release"]["$defs"]["ReplicaBounds"]["properties"]
-    assert set(release) == {"min", "max", "policy"}
+    assert set(release) == {"min", "max", "policy", "pool"}
