@@ -20,9 +20,13 @@ class Deployment(Spec):
     weights: str  # hf://org/repo@commit, file:///path or s3://…
     recipe: Recipe  # overrides and the release's topology applied (bounds: at their min)
     bounds: ReplicaBounds | None = None  # elastic: the bot chooses the count between them
-    # what this fleet keeps of them: the bounds, or in a stage's pool one replica and the rest
-    # up to what the other fleets' one each leaves (spec/scaling.ReplicaBounds.on_fleet)
-    fleet_bounds: ReplicaBounds | None = None
+    stage_fleets: int = 1  # the fleets of its stage (a stage's pool shares the bounds over them)
+
+    @property
+    def fleet_bounds(self) -> ReplicaBounds | None:
+        """What this fleet keeps of the bounds: them, or in a stage's pool one replica and
+        the rest up to what the other fleets' one each leaves."""
+        return self.bounds.on_fleet(self.stage_fleets) if self.bounds is not None else None
 
     @property
     def gpus(self) -> int:
@@ -65,7 +69,7 @@ def deployments(repo: Repo) -> list[Deployment]:
                         weights=body.weights,
                         recipe=recipe,
                         bounds=bounds,
-                        fleet_bounds=on_fleet,
+                        stage_fleets=len(stage.fleets),
                     )
                 )
     return found

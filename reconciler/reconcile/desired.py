@@ -53,11 +53,16 @@ class DesiredDeployment(Spec):
     gpus: int
     replicas: int = 0  # aggregated replicas placed (elastic: the count the bot keeps)
     bounds: ReplicaBounds | None = None  # elastic: git's bounds on the count
-    fleet_bounds: ReplicaBounds | None = None  # what this fleet keeps (a pool: from 1)
+    stage_fleets: int = 1  # the fleets of its stage (a stage's pool shares the bounds over them)
     # elastic: replicas the count asks for that did not fit (no free GPU): never counted
     pending_replicas: int = 0
     endpoint: str | None  # the router's URL
     units: tuple[DesiredUnit, ...]  # engines in placement order, router last
+
+    @property
+    def fleet_bounds(self) -> ReplicaBounds | None:
+        """What this fleet keeps of the bounds (a stage's pool: from one replica)."""
+        return self.bounds.on_fleet(self.stage_fleets) if self.bounds is not None else None
 
     @property
     def key(self) -> DeploymentKey:
@@ -489,7 +494,7 @@ def _deployment(
         gpus=deployment.gpus,
         replicas=aggregated(deployment),
         bounds=deployment.bounds,
-        fleet_bounds=deployment.fleet_bounds,
+        stage_fleets=deployment.stage_fleets,
         endpoint=url(router.address, router.port) if router and router.port else None,
         units=tuple(wanted),
     )
