@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -10,6 +11,9 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 DENV_DIRS = ("catalog", "recipes", "fleets", "releases", "policies")
+# the local fleets' leases, kept per machine: this process's own (each test gets its own, below;
+# a lab a module starts before its first test uses this one)
+os.environ.setdefault("DENV_MACHINE_DIR", tempfile.mkdtemp(prefix="denv-machine-"))
 
 
 def require_installed(present: bool, what: str, target: str = "system-deps") -> None:
@@ -28,8 +32,11 @@ Edit = Callable[[str, str, str], None]
 @pytest.fixture(autouse=True)
 def _state_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
     """What denv keeps per user (`denv status`'s unreachable hosts, the last bench ranking)
-    goes to a folder of the test's, never the home of whoever runs the tests."""
+    and per machine (the local fleets' leases) goes to a folder of the test's, never the home
+    of whoever runs the tests nor this machine's."""
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path_factory.mktemp("state")))
+    # this machine's leases of local fleets (kept whatever DENV_HOME): each test's own
+    monkeypatch.setenv("DENV_MACHINE_DIR", str(tmp_path_factory.mktemp("machine")))
 
 
 @pytest.fixture

@@ -52,7 +52,7 @@ from reconciler.fleet.model.answers import (
 )
 from reconciler.fleet.model.observed import HostObservation, UnitRecord
 from reconciler.fleet.session import AgentGone, AgentSession, BadAnswer
-from reconciler.fleet.transport import HostUnreachable, Transport
+from reconciler.fleet.transport import HostUnreachable, LocalTransport, Transport
 
 __all__ = [
     "AgentClient",
@@ -70,11 +70,21 @@ _MISSING = 97  # the wrapper's exit code when the agent is not cached on the hos
 # not the call's deadline (a host that hangs is caught by the connect and call deadlines).
 START_TIMEOUT = 30.0
 DEADLINE = 60.0  # a call's seconds beyond its own wait, where the fleet file sets none
+UNFENCED = ("lease", "repair")  # the lease's own calls, and an operator's repair
 _HOME = '"${DENV_HOME:-$HOME/.denv}/agent"'
 
 
 class AgentFailed(DenvError):
     """The agent ran and refused, or answered something that is not its JSON."""
+
+
+class Fenced(AgentFailed):
+    """The agent refused the call's lease epoch: it has seen a newer one of `fleet`, so the
+    bot lost the fleet's lease since it took it (host/fences.py)."""
+
+    def __init__(self, message: str, fleet: str) -> None:
+        super().__init__(message)
+        self.fleet = fleet
 
 
 class RecordUnreadable(AgentFailed):
@@ -117,6 +127,9 @@ class AgentClient:
         self.home = home  # the agent's DENV_HOME on the host; None: its own default
         self.resident = resident
         self.deadline = deadline  # a call's default timeout: seconds beyond its own wait
+        # "fleet:epoch" of the lease its bot holds: every call but the lease's own and a
+        # repair carries it, refused by an agent that has seen a newer one (host/fences.py)
+        self.fence: str | None = None
         self._session: AgentSession | None = None
         self._opening = threading.Lock()
 
@@ -131,6 +144,8 @@ class AgentClient:
         """Ask the agent `verb`; its result read into `answer` (the only way to read one).
         AgentFailed when the agent refused; BadAnswer when what it said does not fit."""
         timeout = self.deadline if timeout is None else timeout
+        fenced = self.fence is not None and verb not in UNFENCED
+        args = (*args, "--fence", self.fence) if fenced and self.fence else args
         found = self._resident(verb, list(args), payload, timeout) if self.resident else None
         if found is None:
             found = self._once(verb, list(args), payload, timeout)
@@ -138,6 +153,8 @@ class AgentClient:
             message = f"{self.transport.host}: {(found.error or 'no reason')[:2000]}"
             if found.unreadable:
                 raise RecordUnreadable(self._named(message), found.unreadable)
+            if fenced and self.fence and (found.error or "").startswith("fenced:"):
+                raise Fenced(message, self.fence.rpartition(":")[0])
             raise AgentFailed(message)
         try:
             return answer.model_validate(found.result)
@@ -331,8 +348,10 @@ class AgentClient:
         note: Any = None,
         peek: bool = False,
     ) -> LeaseAnswer:
-        """Take or renew a lease on this host; `peek` only reads it (with its note)."""
+        """Take or renew a lease on this host; `peek` only reads it (with its note). An agent on
+        this machine keeps it for the machine, whatever its home: one controller per GPU."""
         args = [name, "--holder", holder, "--ttl", f"{ttl:g}"]
+        args += ["--machine"] if isinstance(self.transport, LocalTransport) else []
         args += ["--release"] if release else []
         args += ["--peek"] if peek else []
         args += ["--note", json.dumps(note)] if note is not None else []

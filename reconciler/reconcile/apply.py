@@ -44,7 +44,7 @@ router, a surge replica left over is stopped.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, MutableMapping, Sequence
 
 from reconciler.fleet.drivers.registry import Drivers
 from reconciler.fleet.model.observed import FleetObservation
@@ -77,9 +77,9 @@ class Applier:
         options: ApplyOptions = DEFAULTS,
         say: Callable[[str], None] = lambda message: None,
         stopping: Callable[[], bool] = lambda: False,
-        fenced: Callable[[str], str | None] = lambda fleet: None,
+        lost: MutableMapping[str, str] | None = None,
     ) -> None:
-        self.context = Context(repo, drivers, options, say, stopping, fenced)
+        self.context = Context(repo, drivers, options, say, stopping, lost)
 
     def stopping(self) -> bool:
         return self.context.stopping()

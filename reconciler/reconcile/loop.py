@@ -198,8 +198,11 @@ class Reconciler:
                 )
                 held_elsewhere.append(fleet)
                 self._held.pop(fleet, None)
+                self.drivers.fences.pop(fleet, None)  # it acts there no more; reads go on
                 continue
             self._held[fleet] = time.monotonic()
+            if answer.epoch is not None:  # every call to the fleet's agents carries it
+                self.drivers.fences[fleet] = f"{fleet}:{answer.epoch}"
         if held_elsewhere and len(skipped) == len(fleets):
             raise LeaseHeld("; ".join(skipped[fleet] for fleet in held_elsewhere))
         return skipped
@@ -285,7 +288,7 @@ class Reconciler:
             self.options,
             say=self.say,
             stopping=self.stop_requested.is_set,
-            fenced=lost.get,
+            lost=lost,
         )
         chosen = snap.plan.model_copy(update={"actions": actions})
         applied = threading.Event()

@@ -65,3 +65,42 @@ def test_a_lease_lost_mid_apply_stops_the_pass_on_that_fleet(
     assert bot.returncode == 1, out
     assert "fleet lab: its lease went to other-bot/1 during the pass" in out, out
     assert alive(lab, "chat") == []  # nothing started once the lease was another bot's
+
+
+def test_a_bot_that_has_not_noticed_is_refused_by_the_agent_at_its_next_call(
+    lab: ElasticLab, tmp_path: Path
+) -> None:
+    """The same, with the stalled bot's renewal not due for minutes (a 10-minute lease): it
+    cannot know. The bot that took the lease shows the host its epoch; the stalled bot's next
+    call carries its older one, the agent refuses it, and the pass stops on that fleet."""
+    put_release(lab, "chat")
+    lab.repo.commit("chat on the lab")
+    marker, errors = tmp_path / "paused", tmp_path / "bot.stderr"
+    env = {**lab.env, "DENV_FAULT_PAUSE_AT": f"after-prepare:{marker}"}
+    argv = [sys.executable, "-m", "reconciler", "reconcile", "--once", "--lease-ttl", "10m"]
+    with errors.open("w") as stderr:
+        bot = subprocess.Popen(
+            [*argv, "--ready-timeout", "60s", "--repo", str(lab.repo.path)],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+            text=True,
+        )
+        try:
+            wait_for(marker.exists, timeout=120, what="the bot to reach apply")
+            agent = lab.agent()
+            agent.lease(LEASE, f"{socket.gethostname()}/{bot.pid}", 0, release=True)
+            taken = agent.lease(LEASE, "other-bot/1", 600)
+            assert taken.held and taken.epoch is not None
+            agent.fence = f"lab:{taken.epoch}"  # the other bot's first call to the host
+            agent.units()
+            marker.unlink()
+            out, _ = bot.communicate(timeout=120)
+        finally:
+            if bot.poll() is None:
+                bot.kill()
+    said = out + errors.read_text()
+    assert bot.returncode == 1, said
+    assert "fenced: fleet lab's lease epoch" in out, said
+    assert "its lease went to" not in said  # the renewal was not what stopped it
+    assert alive(lab, "chat") == []  # nothing started once the lease was another bot's

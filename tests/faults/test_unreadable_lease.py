@@ -6,6 +6,7 @@ it aside, after which the next pass takes the lease and acts."""
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -39,7 +40,8 @@ def test_an_unreadable_lease_is_never_taken_and_is_repaired(lab: ElasticLab) -> 
     # another bot holds the lease, its rollout state in its note; then the file is garbled
     held = lab.agent().lease("reconciler", "elsewhere/1", 600, note={"at": 1.0, "checks": {}})
     assert held.held
-    path = lab.cache / "home" / "leases" / "reconciler.json"
+    # a local fleet's lease: kept for the machine (the test's), whatever the agent's home
+    path = Path(os.environ["DENV_MACHINE_DIR"]) / "leases" / "reconciler.json"
     garbled = path.read_bytes()[:40] + b"\0" * 64
     path.write_bytes(garbled)
     deploy(lab, 2)  # what a pass that took the lease would act on

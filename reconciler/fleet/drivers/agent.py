@@ -79,6 +79,7 @@ class AgentDriver:
         self.warn = warn
         self.env = env
         self.resident = True  # off for one-shot commands (`denv fleet probe` from a laptop)
+        self.fence: str | None = None  # the lease's "fleet:epoch" that every call carries
         self._open: dict[str, AgentClient] = {}
         self._opening = Lock()
 
@@ -127,6 +128,7 @@ class AgentDriver:
                 )
                 self._open[host] = client
             client.deadline = self.deadline  # the fleet file as read now
+            client.fence = self.fence
             return client
 
     def observe(self, hardware: Hardware | None) -> FleetObservation:

@@ -45,6 +45,9 @@ class Drivers:
         self.kinds = kinds if kinds is not None else {}  # tests' stand-ins, by transport
         self._open: dict[str, FleetDriver] = {}
         self._lock = threading.Lock()  # fleets are observed and acted on from threads
+        # fleet -> "fleet:epoch" of the lease this process holds: its agents' every call
+        # carries it, and an agent refuses it once a newer one was seen (fences.py)
+        self.fences: dict[str, str] = {}
 
     def get(self, fleet: Fleet) -> FleetDriver:
         with self._lock:
@@ -56,6 +59,8 @@ class Drivers:
                     driver.resident = False
                 self._open[fleet.name] = driver
             driver.fleet = fleet  # the fleet file as read now; open connections are kept
+            if isinstance(driver, AgentDriver):
+                driver.fence = self.fences.get(fleet.name)
             return driver
 
     def close(self) -> None:

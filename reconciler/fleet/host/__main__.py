@@ -17,8 +17,11 @@ no state of its own. Verbs:
   runtimes                    environments, images and weights that are ready, in use, sizes
   prune  [--keep-hours H]     remove runtimes and weights no unit needs any more
   lease  NAME --holder H --ttl S [--release]   take, renew or give back a fleet's lease
-  repair [--grace S]          mend the records that cannot be read: a lease file moved aside,
-                              a unit record too once the unit's processes are stopped
+  repair [--grace S]          mend the records that cannot be read: a lease or fence file
+                              moved aside, a unit record too once its processes are stopped
+
+Any verb may carry `--fence FLEET:EPOCH` (fences.py): refused when a newer epoch of the
+fleet's lease has been seen here, that is when its bot lost the lease since.
   slurm-observe|slurm-submit|slurm-cancel|slurm-logs   on a Slurm cluster's login node:
                               the cluster in one call, a unit as a job, scancel (slurm.py)
   serve                       stay resident: read one JSON request per line on stdin, answer
@@ -41,6 +44,7 @@ import shutil
 import sys
 import threading
 
+import fences
 import gpus
 import jobs
 import leases
@@ -82,6 +86,11 @@ def main(argv, payload=lambda: json.loads(sys.stdin.read())):
     if not argv:
         raise AgentError("usage: agent probe|units|launch|stop|logs|prepare|runtimes|prune|repair")
     verb, args = argv[0], argv[1:]
+    fence = option(args, "--fence", None)
+    if fence is not None:  # the lease holder's epoch: an older one is a bot that lost it
+        fences.check(fence)
+        at = args.index("--fence")
+        args = args[:at] + args[at + 2 :]
     if verb == "probe":
         simulated = option(args, "--simulated", None)
         return probe(json.loads(simulated) if simulated else None)
@@ -108,6 +117,7 @@ def main(argv, payload=lambda: json.loads(sys.stdin.read())):
             release="--release" in args,
             note=json.loads(option(args, "--note", "null")),
             peek="--peek" in args,
+            machine="--machine" in args,
         )
     if verb == "repair":
         return recovery.repair(float(option(args, "--grace", "10")))

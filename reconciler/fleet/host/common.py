@@ -149,6 +149,23 @@ def aside(path, now=None):
     return moved
 
 
+def repair_records(folder, read, record):
+    """Move every unreadable `*.json` record of `folder` aside, each under its `.lock` (`read`
+    raises Unreadable for one that cannot be read); what went where."""
+    moved = []
+    for name in sorted(os.listdir(folder)) if os.path.isdir(folder) else ():
+        if not name.endswith(".json") or name.startswith("."):
+            continue
+        path = os.path.join(folder, name)
+        with open(path + ".lock", "w") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            try:
+                read(path)  # readable, mended meanwhile, or gone: nothing to do
+            except Unreadable:
+                moved.append({"record": record, "path": path, "moved_to": aside(path)})
+    return moved
+
+
 def _sync_folder(folder):
     """A rename is durable once its folder is synced."""
     handle = os.open(folder, os.O_RDONLY)

@@ -1,5 +1,8 @@
-"""Leases: one reconciler at a time per fleet. The lease lives on the fleet's first host,
-taken and renewed under a file lock; a holder that stops renewing loses it at expiry.
+"""Leases: one reconciler at a time per fleet. The lease lives on the fleet's first host
+(a local fleet's: in a folder of this machine's, whatever the agent's home), taken and renewed
+under a file lock; a holder that stops renewing loses it at expiry. Each
+taking gives it a greater epoch, which the holder's every call to the fleet's agents carries
+(fences.py): a bot that lost the lease is refused at its next call.
 
 A lease file that cannot be read is never taken for a free lease: every call (take, renew,
 release, peek) refuses with the file's path, and leaves it as it is (it may hold another
@@ -7,19 +10,30 @@ bot's lease, and the rollout state kept in its note). `repair` moves it aside.""
 
 import fcntl
 import os
+import stat
 import time
 
-from common import HOME, AgentError, Unreadable, aside, read_record, write_atomic
+from common import (
+    HOME,
+    AgentError,
+    Unreadable,
+    read_record,
+    repair_records,
+    running,
+    write_atomic,
+)
 
 LEASES = os.path.join(HOME, "leases")
 REPAIR = "`denv fleet repair FLEET` moves it aside (the lease is free again; its note is lost)"
 
 
-def lease(name, holder, ttl, release=False, note=None, peek=False):
+def lease(name, holder, ttl, release=False, note=None, peek=False, machine=False):
     """Take or renew the lease `name` for `holder` (with the holder's `note`: its last pass);
-    answer who holds it and until when. `peek` only reads."""
-    path = lease_path(name)
-    os.makedirs(LEASES, exist_ok=True)
+    answer who holds it and until when. `peek` only reads. `machine`: a local fleet's lease,
+    kept for this machine whatever the agent's home (machine_leases)."""
+    folder = machine_leases() if machine else LEASES
+    path = lease_path(name, folder)
+    os.makedirs(folder, exist_ok=True)
     with open(path + ".lock", "w") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
         now = time.time()
@@ -33,17 +47,72 @@ def lease(name, holder, ttl, release=False, note=None, peek=False):
             return {"name": name, "held": False, "holder": None, "expires": None}
         if not free:
             return dict(current, name=name, held=False, now=now)
-        since = current["since"] if current and current["holder"] == holder else now
-        taken = {"holder": holder, "expires": now + ttl, "since": since}
+        if machine and current is not None and current.get("home") not in (None, HOME):
+            _refuse_another_home(current["home"])
+        renewed = current is not None and current["holder"] == holder
+        since = current["since"] if renewed else now
+        taken = {"holder": holder, "expires": now + ttl, "since": since, "home": HOME}
+        taken["epoch"] = _epoch(current, renewed, now)
         taken["note"] = note if note is not None else (current or {}).get("note")
         write_atomic(path, taken)
         return dict(taken, name=name, held=True, now=now)
 
 
-def lease_path(name):
+def _epoch(current, renewed, now):
+    """The lease's epoch: kept while its holder renews it; taken anew, greater than any before
+    it — the last one's plus one, or the time in milliseconds when that is more, so that a
+    lease file moved aside by `repair` does not start the count again below what the hosts'
+    fences (fences.py) have seen."""
+    before = (current or {}).get("epoch")
+    before = before if isinstance(before, int) and not isinstance(before, bool) else 0
+    if renewed and before:
+        return before
+    return max(before + 1, int(now * 1000))
+
+
+def lease_path(name, folder=LEASES):
     if not name or "/" in name or name.startswith("."):
         raise AgentError(f"bad lease name: {name!r}")
-    return os.path.join(LEASES, name + ".json")
+    return os.path.join(folder, name + ".json")
+
+
+def machine_leases():
+    """Where the leases of local fleets are kept: one folder for this user on this machine,
+    whatever DENV_HOME, so that two bots with different homes never both drive its GPUs
+    ($DENV_MACHINE_DIR moves it; /var/tmp keeps a lease's note across a reboot)."""
+    folder = _machine_folder()
+    os.makedirs(folder, mode=0o700, exist_ok=True)
+    found = os.lstat(folder)
+    if not stat.S_ISDIR(found.st_mode) or found.st_uid != os.getuid():
+        raise AgentError(f"{folder} is not a folder of this user's: no lease is kept there")
+    return os.path.join(folder, "leases")
+
+
+def _machine_folder():
+    return os.environ.get("DENV_MACHINE_DIR") or f"/var/tmp/denv-machine-{os.getuid()}"
+
+
+def _refuse_another_home(home):
+    """The last holder of this machine's lease kept its units in another agent home: while any
+    of them runs (or cannot be read), its GPUs are that home's, and the lease is not given."""
+    folder = os.path.join(home, "units")
+    held = []
+    for name in sorted(os.listdir(folder)) if os.path.isdir(folder) else ():
+        if name.endswith(".json") and not name.startswith("."):
+            try:
+                record = read_record(os.path.join(folder, name))
+            except Unreadable:  # what runs there is not known: not absent
+                held.append(name[: -len(".json")])
+                continue
+            if record is not None and running(record):
+                held.append(record.get("id") or name)
+    if held:
+        more = f" and {len(held) - 3} more" if len(held) > 3 else ""
+        raise AgentError(
+            f"this machine's local fleets are driven from the agent home {home}, where "
+            f"{', '.join(held[:3])}{more} run: one controller per GPU; run the bot with "
+            f"DENV_HOME={home}, or stop those units first"
+        )
 
 
 def _read(path):
@@ -52,32 +121,16 @@ def _read(path):
     current = read_record(path, REPAIR, "lease file")
     if current is not None:
         expires, holder = current.get("expires"), current.get("holder")
-        if not isinstance(expires, (int, float)) or not isinstance(holder, (str, type(None))):
+        epoch, home = current.get("epoch", 0), current.get("home")
+        numbers = isinstance(expires, (int, float)) and isinstance(epoch, int)
+        texts = all(isinstance(text, (str, type(None))) for text in (holder, home))
+        if not numbers or not texts:
             raise Unreadable(path, "a JSON object, not a lease", REPAIR, "lease file")
     return current
 
 
-def unreadable():
-    """The lease files that cannot be read, as [{"record", "path", "why"}]."""
-    found = []
-    for name in sorted(os.listdir(LEASES)) if os.path.isdir(LEASES) else ():
-        if name.endswith(".json") and not name.startswith("."):
-            try:
-                _read(os.path.join(LEASES, name))
-            except Unreadable as exc:
-                found.append({"record": "lease", "path": exc.path, "why": str(exc)})
-    return found
-
-
 def repair():
-    """Move every unreadable lease file aside, each under its lease's lock; what went where."""
-    moved = []
-    for found in unreadable():
-        path = found["path"]
-        with open(path + ".lock", "w") as handle:
-            fcntl.flock(handle, fcntl.LOCK_EX)
-            try:
-                _read(path)  # mended meanwhile, or gone: nothing to do
-            except Unreadable:
-                moved.append({"record": "lease", "path": path, "moved_to": aside(path)})
-    return moved
+    """Move every unreadable lease file aside (this home's, and this machine's local fleets'),
+    each under its lease's lock; what went where."""
+    folders = [LEASES] + ([machine_leases()] if os.path.isdir(_machine_folder()) else [])
+    return [moved for folder in folders for moved in repair_records(folder, _read, "lease")]

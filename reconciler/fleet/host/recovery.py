@@ -1,14 +1,16 @@
 """Repairing the records the agent cannot read (`repair`): a lease file is moved aside (the
-lease is free again), a unit record too, once the unit's processes, found by the DENV_UNIT
-marker every unit starts with (/proc/PID/environ), are stopped. The bot starts the unit again
-from git at its next pass, as it would a unit that exited. Each file is kept as
-`<file>.unreadable-<UTC time>` for a post-mortem; nothing readable is touched."""
+lease is free again), a fence record too (the next epoch shown is the newest), and a unit
+record, once the unit's processes, found by the DENV_UNIT marker every unit starts with
+(/proc/PID/environ), are stopped. The bot starts the unit again from git at its next pass, as
+it would a unit that exited. Each file is kept as `<file>.unreadable-<UTC time>` for a
+post-mortem; nothing readable is touched."""
 
 import contextlib
 import os
 import signal
 import time
 
+import fences
 import leases
 import units
 from common import HOME, UNITS, Unreadable, aside, file_lock, record_path, start_time
@@ -16,7 +18,7 @@ from common import HOME, UNITS, Unreadable, aside, file_lock, record_path, start
 
 def repair(grace):
     """Every unreadable lease and unit record of this host, mended; what was done."""
-    repaired = leases.repair()
+    repaired = leases.repair() + fences.repair()
     _, unreadable = units.scan()
     for found in unreadable:
         with file_lock(UNITS, found["id"]):

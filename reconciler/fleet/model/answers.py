@@ -73,7 +73,7 @@ class Repaired(Shown):
     """One record `repair` moved aside: a lease file, or a unit record (its processes, found
     by their DENV_UNIT marker, stopped first)."""
 
-    record: str  # lease or unit
+    record: str  # lease, fence or unit
     path: str
     moved_to: str
     id: str | None = None
@@ -148,6 +148,8 @@ class LeaseAnswer(Observed):
     expires: float | None = None
     since: float | None = None
     now: float | None = None
+    # greater at each taking (the agent's fences refuse a call with an older one)
+    epoch: int | None = Field(default=None, ge=0)
     note: dict[str, Any] | None = None  # checked as a PassNote, kept as written
 
     @field_validator("note")

@@ -14,7 +14,7 @@ import signal
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
@@ -23,6 +23,7 @@ from reconciler.engines.units import Unit
 from reconciler.errors import DenvError, failure
 from reconciler.fleet.drivers.base import FleetDriver
 from reconciler.fleet.drivers.registry import Drivers
+from reconciler.fleet.hostagent import Fenced
 from reconciler.fleet.model.labels import DeploymentKey
 from reconciler.fleet.model.observed import FleetObservation, UnitRecord
 from reconciler.fleet.threads import run_grouped
@@ -142,12 +143,12 @@ class Context:
         options: ApplyOptions,
         say: Callable[[str], None],
         requested: Callable[[], bool],
-        fenced: Callable[[str], str | None] = lambda fleet: None,
+        lost: MutableMapping[str, str] | None = None,
     ) -> None:
         self.repo = repo
-        # why the pass lost a fleet's lease (another bot holds it, or it expired unrenewed);
-        # None while it is ours: no verb reaches a fleet the pass no longer holds
-        self.fenced = fenced
+        # fleet -> why the pass lost its lease (another bot holds it, it expired unrenewed, or
+        # an agent of the fleet refused the lease's epoch): no verb reaches such a fleet
+        self.lost: MutableMapping[str, str] = lost if lost is not None else {}
         self.drivers = drivers
         self.options = options
         self.say = say
@@ -195,6 +196,11 @@ class Context:
         try:
             step()
             return True
+        except Fenced as exc:  # an agent saw a newer lease epoch: the fleet is not ours
+            why = "an agent refused its lease epoch (another bot took the lease)"
+            self.lost.setdefault(exc.fleet, why)
+            self.report.error(f"{what}: {failure(exc)}")
+            return False
         except Exception as exc:  # one action's failure is its own: the others go on
             self.report.error(f"{what}: {failure(exc)}")
             return False
@@ -205,8 +211,13 @@ class Context:
 
     # --- the verbs on units --------------------------------------------------------------
 
+    def fenced(self, fleet: str) -> str | None:
+        """Why the pass no longer holds the fleet's lease; None while it does."""
+        return self.lost.get(fleet)
+
     def check_fence(self, fleet: str) -> None:
-        """LeaseLost once the pass no longer holds the fleet's lease."""
+        """LeaseLost once the pass no longer holds the fleet's lease: its renewal said so, or
+        an agent of the fleet refused its epoch."""
         why = self.fenced(fleet)
         if why is not None:
             raise LeaseLost(f"fleet {fleet}: {why} during the pass: nothing more is done there")
