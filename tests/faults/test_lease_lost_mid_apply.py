@@ -7,11 +7,12 @@ from __future__ import annotations
 import socket
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
+from reconciler.fleet.hostagent import AgentClient
 from reconciler.reconcile.loop import LEASE
 from tests.faults.orphans import alive, empty_lab, put_release
 from tests.fleet.conftest import wait_for
@@ -30,14 +31,17 @@ def lab(git_repo: GitRepo, tmp_path: Path) -> Iterator[ElasticLab]:
     found.agent().lease(LEASE, "other-bot/1", 0, release=True)
 
 
-def test_a_lease_lost_mid_apply_stops_the_pass_on_that_fleet(
-    lab: ElasticLab, tmp_path: Path
-) -> None:
+def stalled_bot(
+    lab: ElasticLab, tmp_path: Path, ttl: str, meanwhile: Callable[[AgentClient, Path], None]
+) -> tuple[int, str, str]:
+    """A `--once` bot with `--lease-ttl ttl` paused at apply (stalled); the lease expires and
+    another bot takes it (`other-bot/1`); `meanwhile(agent, stderr)` runs; then the bot goes
+    on. Its exit code, stdout and stderr."""
     put_release(lab, "chat")
     lab.repo.commit("chat on the lab")
     marker, errors = tmp_path / "paused", tmp_path / "bot.stderr"
     env = {**lab.env, "DENV_FAULT_PAUSE_AT": f"after-prepare:{marker}"}
-    argv = [sys.executable, "-m", "reconciler", "reconcile", "--once", "--lease-ttl", "3s"]
+    argv = [sys.executable, "-m", "reconciler", "reconcile", "--once", "--lease-ttl", ttl]
     with errors.open("w") as stderr:
         bot = subprocess.Popen(
             [*argv, "--ready-timeout", "60s", "--repo", str(lab.repo.path)],
@@ -48,21 +52,30 @@ def test_a_lease_lost_mid_apply_stops_the_pass_on_that_fleet(
         )
         try:
             wait_for(marker.exists, timeout=120, what="the bot to reach apply")
-            # the lease expired while this bot stalled, and another bot took it
             agent = lab.agent()
             agent.lease(LEASE, f"{socket.gethostname()}/{bot.pid}", 0, release=True)
-            assert agent.lease(LEASE, "other-bot/1", 600).held
-            wait_for(
-                lambda: "its lease went to other-bot/1" in errors.read_text(),
-                timeout=60,
-                what="the bot's renewal to find the lease taken",
-            )
+            meanwhile(agent, errors)
             marker.unlink()
             out, _ = bot.communicate(timeout=120)
         finally:
             if bot.poll() is None:
                 bot.kill()
-    assert bot.returncode == 1, out
+    return bot.returncode, out, errors.read_text()
+
+
+def test_a_lease_lost_mid_apply_stops_the_pass_on_that_fleet(
+    lab: ElasticLab, tmp_path: Path
+) -> None:
+    def taken(agent: AgentClient, errors: Path) -> None:
+        assert agent.lease(LEASE, "other-bot/1", 600).held
+        wait_for(
+            lambda: "its lease went to other-bot/1" in errors.read_text(),
+            timeout=60,
+            what="the bot's renewal to find the lease taken",
+        )
+
+    code, out, _ = stalled_bot(lab, tmp_path, "3s", taken)
+    assert code == 1, out
     assert "fleet lab: its lease went to other-bot/1 during the pass" in out, out
     assert alive(lab, "chat") == []  # nothing started once the lease was another bot's
 
@@ -73,34 +86,16 @@ def test_a_bot_that_has_not_noticed_is_refused_by_the_agent_at_its_next_call(
     """The same, with the stalled bot's renewal not due for minutes (a 10-minute lease): it
     cannot know. The bot that took the lease shows the host its epoch; the stalled bot's next
     call carries its older one, the agent refuses it, and the pass stops on that fleet."""
-    put_release(lab, "chat")
-    lab.repo.commit("chat on the lab")
-    marker, errors = tmp_path / "paused", tmp_path / "bot.stderr"
-    env = {**lab.env, "DENV_FAULT_PAUSE_AT": f"after-prepare:{marker}"}
-    argv = [sys.executable, "-m", "reconciler", "reconcile", "--once", "--lease-ttl", "10m"]
-    with errors.open("w") as stderr:
-        bot = subprocess.Popen(
-            [*argv, "--ready-timeout", "60s", "--repo", str(lab.repo.path)],
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=stderr,
-            text=True,
-        )
-        try:
-            wait_for(marker.exists, timeout=120, what="the bot to reach apply")
-            agent = lab.agent()
-            agent.lease(LEASE, f"{socket.gethostname()}/{bot.pid}", 0, release=True)
-            taken = agent.lease(LEASE, "other-bot/1", 600)
-            assert taken.held and taken.epoch is not None
-            agent.fence = f"lab:{taken.epoch}"  # the other bot's first call to the host
-            agent.units()
-            marker.unlink()
-            out, _ = bot.communicate(timeout=120)
-        finally:
-            if bot.poll() is None:
-                bot.kill()
-    said = out + errors.read_text()
-    assert bot.returncode == 1, said
+
+    def taken(agent: AgentClient, errors: Path) -> None:
+        found = agent.lease(LEASE, "other-bot/1", 600)
+        assert found.held and found.epoch is not None
+        agent.fence = f"lab:{found.epoch}"  # the other bot's first call to the host
+        agent.units()
+
+    code, out, errors = stalled_bot(lab, tmp_path, "10m", taken)
+    said = out + errors
+    assert code == 1, said
     assert "fenced: fleet lab's lease epoch" in out, said
     assert "its lease went to" not in said  # the renewal was not what stopped it
     assert alive(lab, "chat") == []  # nothing started once the lease was another bot's
