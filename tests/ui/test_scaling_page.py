@@ -5,6 +5,7 @@ decision and its signals. No engine runs: the note is written as a bot would lea
 
 from __future__ import annotations
 
+import os
 import re
 import time
 from html import unescape
@@ -29,7 +30,9 @@ def elastic(git_repo: GitRepo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
     home = tmp_path / "home"
     monkeypatch.setenv("DENV_HOME", str(home))
     make_elastic(git_repo)
-    leave_note({"DENV_HOME": str(home), "PATH": "/usr/bin:/bin"}, scaling_note(time.time()))
+    env = {"DENV_HOME": str(home), "PATH": "/usr/bin:/bin"}
+    env["DENV_MACHINE_DIR"] = os.environ["DENV_MACHINE_DIR"]  # the test's local leases
+    leave_note(env, scaling_note(time.time()))
     return look(git_repo.path, git_repo.cache)
 
 

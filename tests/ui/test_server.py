@@ -4,6 +4,7 @@ pages, their in-place refresh, the token gate, the loopback rule and the export.
 from __future__ import annotations
 
 import json
+import os
 import re
 import socket
 import subprocess
@@ -107,6 +108,7 @@ def test_before_any_bot_the_ui_and_denv_status_say_the_same_state(
     stage = release.split('data-stage="chat-8b/canary"')[1].split("</li>")[0]
     assert f">{waiting}</span>" in stage
     env = {"PATH": "/usr/bin:/bin", "HOME": str(Path.home()), "DENV_HOME": str(tmp_path / "home")}
+    env["DENV_MACHINE_DIR"] = os.environ["DENV_MACHINE_DIR"]  # the test's local leases
     env |= {"DENV_CACHE": str(git_repo.cache), "COLUMNS": "200"}
     status = [*DENV, "status", "--repo", str(git_repo.path)]
     text = subprocess.run(status, capture_output=True, text=True, timeout=120, env=env)
@@ -239,6 +241,7 @@ def test_the_export_says_what_it_does_while_it_does_it(git_repo: GitRepo, tmp_pa
     """Not a terminal: plain lines on stderr, each step as it starts, then the count written;
     stdout keeps the command's own line."""
     env = {"PATH": "/usr/bin:/bin", "HOME": str(Path.home()), "DENV_HOME": str(tmp_path / "home")}
+    env["DENV_MACHINE_DIR"] = os.environ["DENV_MACHINE_DIR"]  # the test's local leases
     site = tmp_path / "site"
     argv = [*DENV, "ui", "--export", str(site), "--repo", str(git_repo.path)]
     env |= {"DENV_CACHE": str(git_repo.cache)}
