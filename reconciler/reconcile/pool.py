@@ -79,10 +79,12 @@ class StagePools:
         self, head: Repo, wanted: Sequence[Deployment], counts: Mapping[DeploymentKey, int]
     ) -> None:
         names = {d.fleet for d in wanted}
-        prices = {name: fleet_price(head, head.fleets[name]) for name in names & set(head.fleets)}
-        self._order = cheapest_first(
-            names, {n: p.gpu_hour if p else None for n, p in prices.items()}
-        )
+        self._order = sorted(names)  # no pool: the fleets' order, and no price looked up
+        if any(pooled(d) for d in wanted):
+            known = names & set(head.fleets)
+            prices = {name: fleet_price(head, head.fleets[name]) for name in known}
+            gpu_hour = {name: p.gpu_hour if p else None for name, p in prices.items()}
+            self._order = cheapest_first(names, gpu_hour)
         members: dict[DeploymentKey, tuple[ReplicaBounds, set[str]]] = {}
         for deployment in wanted:
             if pooled(deployment) and deployment.bounds is not None:
