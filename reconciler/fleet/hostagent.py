@@ -144,8 +144,8 @@ class AgentClient:
         """Ask the agent `verb`; its result read into `answer` (the only way to read one).
         AgentFailed when the agent refused; BadAnswer when what it said does not fit."""
         timeout = self.deadline if timeout is None else timeout
-        fenced = self.fence is not None and verb not in UNFENCED
-        args = (*args, "--fence", self.fence) if fenced and self.fence else args
+        fence = self.fence if verb not in UNFENCED else None
+        args = (*args, "--fence", fence) if fence else args
         found = self._resident(verb, list(args), payload, timeout) if self.resident else None
         if found is None:
             found = self._once(verb, list(args), payload, timeout)
@@ -153,8 +153,8 @@ class AgentClient:
             message = f"{self.transport.host}: {(found.error or 'no reason')[:2000]}"
             if found.unreadable:
                 raise RecordUnreadable(self._named(message), found.unreadable)
-            if fenced and self.fence and (found.error or "").startswith("fenced:"):
-                raise Fenced(message, self.fence.rpartition(":")[0])
+            if fence and (found.error or "").startswith("fenced:"):
+                raise Fenced(message, fence.rpartition(":")[0])
             raise AgentFailed(message)
         try:
             return answer.model_validate(found.result)

@@ -19,14 +19,14 @@ no state of its own. Verbs:
   lease  NAME --holder H --ttl S [--release]   take, renew or give back a fleet's lease
   repair [--grace S]          mend the records that cannot be read: a lease or fence file
                               moved aside, a unit record too once its processes are stopped
-
-Any verb may carry `--fence FLEET:EPOCH` (fences.py): refused when a newer epoch of the
-fleet's lease has been seen here, that is when its bot lost the lease since.
   slurm-observe|slurm-submit|slurm-cancel|slurm-logs   on a Slurm cluster's login node:
                               the cluster in one call, a unit as a job, scancel (slurm.py)
   serve                       stay resident: read one JSON request per line on stdin, answer
                               each with one JSON line (same `id`), requests on threads, until
                               stdin closes; the first line says hello with this file's digest
+
+Any verb may carry `--fence FLEET:EPOCH` (fences.py): refused when a newer epoch of the
+fleet's lease has been seen here, that is when its bot lost the lease since.
 
 One-shot, every call starts Python (about 60 ms of a host's CPU); the bot keeps `serve` running
 on its kept SSH channel, so a call is one message — the shape mitogen gives Ansible.

@@ -13,15 +13,8 @@ import os
 import stat
 import time
 
-from common import (
-    HOME,
-    AgentError,
-    Unreadable,
-    read_record,
-    repair_records,
-    running,
-    write_atomic,
-)
+import units
+from common import HOME, AgentError, Unreadable, read_record, repair_records, write_atomic
 
 LEASES = os.path.join(HOME, "leases")
 REPAIR = "`denv fleet repair FLEET` moves it aside (the lease is free again; its note is lost)"
@@ -95,17 +88,8 @@ def _machine_folder():
 def _refuse_another_home(home):
     """The last holder of this machine's lease kept its units in another agent home: while any
     of them runs (or cannot be read), its GPUs are that home's, and the lease is not given."""
-    folder = os.path.join(home, "units")
-    held = []
-    for name in sorted(os.listdir(folder)) if os.path.isdir(folder) else ():
-        if name.endswith(".json") and not name.startswith("."):
-            try:
-                record = read_record(os.path.join(folder, name))
-            except Unreadable:  # what runs there is not known: not absent
-                held.append(name[: -len(".json")])
-                continue
-            if record is not None and running(record):
-                held.append(record.get("id") or name)
+    records, unreadable = units.scan(os.path.join(home, "units"))
+    held = [r.get("id") or "?" for r in records if r["alive"]] + [u["id"] for u in unreadable]
     if held:
         more = f" and {len(held) - 3} more" if len(held) > 3 else ""
         raise AgentError(

@@ -56,13 +56,14 @@ def read_unit(path):
     return read_record(path, REPAIR, "unit record")
 
 
-def scan():
-    """(every readable record, `alive` checked; every unreadable one as {"id", "path", "why"})."""
+def scan(folder=UNITS):
+    """(every readable record, `alive` checked; every unreadable one as {"id", "path", "why"});
+    `folder`: another agent home's units, on this machine."""
     records, unreadable = [], []
-    if os.path.isdir(UNITS):
-        for name in sorted(os.listdir(UNITS)):
+    if os.path.isdir(folder):
+        for name in sorted(os.listdir(folder)):
             if name.endswith(".json") and not name.startswith("."):
-                path = os.path.join(UNITS, name)
+                path = os.path.join(folder, name)
                 try:
                     record = read_unit(path)
                 except Unreadable as exc:
