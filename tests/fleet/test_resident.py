@@ -1,6 +1,7 @@
 """The resident agent over real sshd: one agent per host on the kept channel, restarted when
 killed, replaced when it is not this denv's, no duplicate unit when a channel is cut during a
-launch, and a hung host (sshd stopped) costing its deadline while the others go on."""
+launch, a hung host (sshd stopped) costing its deadline while the others go on, and a call
+the bot gave up on never started by an agent that runs again."""
 
 from __future__ import annotations
 
@@ -247,3 +248,27 @@ def test_an_agent_of_an_older_denv_is_replaced(
     assert cached.read_bytes() == source
     assert again.agent("b")._session is not None
     assert again.agent("b")._session.hello(1)["hello"]["digest"] == digest
+
+
+def parent_of(pid: int) -> int:
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    return int(stat[stat.rindex(")") + 2 :].split()[1])
+
+
+def test_a_call_the_bot_gave_up_on_is_never_started_over_ssh(driver_for: Any) -> None:
+    """The agent is stopped with a launch in its stdin; the call times out and the bot drops
+    the connection, which sshd closes. Running again, the agent starts nothing of it."""
+    driver = driver_for(call_timeout=2)
+    driver.units("a")
+    pid = agent_pid(driver, "a")
+    assert pid is not None
+    session = parent_of(pid)  # sshd's process for the agent's connection
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        with pytest.raises(HostUnreachable, match="no answer to launch in 2s"):
+            driver.launch("a", sleeper("late-ssh"))
+        wait_for(lambda: gone(session), what="sshd to end the dropped connection")
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    wait_for(lambda: gone(pid), what="the stopped agent to end")
+    assert driver.units("a") == [] and processes_of("late-ssh") == []

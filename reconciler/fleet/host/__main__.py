@@ -37,9 +37,11 @@ refuse, naming its path (`unreadable` in the answer), until `repair` (recovery.p
 Runs on Python 3.8+ with nothing installed: hosts are not ours to provision.
 """
 
+import errno
 import hashlib
 import json
 import os
+import select
 import shutil
 import sys
 import threading
@@ -143,7 +145,10 @@ def answer(argv, payload=lambda: json.loads(sys.stdin.read())):
     except AgentError as exc:
         return {"ok": False, "error": str(exc)}
     except OSError as exc:
-        return {"ok": False, "error": "{}: {}".format(exc.filename or "host", exc.strerror or exc)}
+        said = {"ok": False, "error": "{}: {}".format(exc.filename or "host", exc.strerror or exc)}
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EROFS):
+            said["host_fault"] = exc.strerror  # any verb that writes fails here the same way
+        return said
 
 
 def own_digest():
@@ -152,11 +157,22 @@ def own_digest():
         return hashlib.sha256(stream.read()).hexdigest()[:16]
 
 
+def hung_up(stream):
+    """Whether the bot closed its end of `stream`, even with lines still unread in it."""
+    closed = select.POLLHUP | getattr(select, "POLLRDHUP", 0)  # a pipe; a socket's half-close
+    poller = select.poll()
+    poller.register(stream.fileno(), select.POLLIN | closed)
+    return any(events & closed for _fd, events in poller.poll(0))
+
+
 def serve():
     """Answer requests from stdin until it closes. Each runs on its own thread (a slow stop
     does not hold a probe); answers are whole lines, written under a lock. A request still
     running when stdin closes is finished before the agent exits (threads are not daemons):
-    a launch cut off by a lost channel completes, and the next one finds its unit."""
+    a launch cut off by a lost channel completes, and the next one finds its unit. A request
+    not yet started when the bot hung up is never started: the bot gave up on it (this agent
+    was stopped or slow past its timeout) and has gone on without it, so acting on it now
+    would act behind the bot's back."""
     supervisors.start_spawner(units.supervise)  # before the first thread
     writing = threading.Lock()
 
@@ -181,6 +197,8 @@ def serve():
     for line in sys.stdin:
         if not line.strip():
             continue
+        if hung_up(sys.stdin):
+            break
         try:
             request = json.loads(line)
         except ValueError:
