@@ -87,6 +87,11 @@ class Fenced(AgentFailed):
         self.fleet = fleet
 
 
+class HostFault(AgentFailed):
+    """The host cannot write (its disk is full, a quota is reached, it is read-only): every
+    call that writes there fails alike, so the bot asks it nothing more in the pass."""
+
+
 class RecordUnreadable(AgentFailed):
     """The agent refused because a record it needs is there and cannot be read (a lease file,
     a unit record): what it holds is not known, until `denv fleet repair`."""
@@ -153,6 +158,8 @@ class AgentClient:
             message = f"{self.transport.host}: {(found.error or 'no reason')[:2000]}"
             if found.unreadable:
                 raise RecordUnreadable(self._named(message), found.unreadable)
+            if found.host_fault:
+                raise HostFault(message)
             if fence and (found.error or "").startswith("fenced:"):
                 raise Fenced(message, fence.rpartition(":")[0])
             raise AgentFailed(message)

@@ -86,9 +86,11 @@ def write_atomic(path, value):
             os.fsync(stream.fileno())
         os.replace(temporary, path)
         _sync_folder(folder)
-    except BaseException:
+    except BaseException as exc:
         if os.path.exists(temporary):
             os.unlink(temporary)
+        if isinstance(exc, OSError) and exc.filename is None:  # a write's: name the file
+            raise OSError(exc.errno, exc.strerror, path) from exc
         raise
 
 

@@ -226,7 +226,12 @@ def supervise(unit_id):
         record["supervisor_pid"] = os.getpid()
         record["supervisor_start"] = start_time(os.getpid())
         record["start_time"] = start_time(child.pid)
-        write_atomic(path, record)
+        try:
+            write_atomic(path, record)
+        except OSError:  # a disk full now: no record would say this process runs, so it ends
+            child.kill()
+            child.wait()
+            raise
         if stopping:
             child.terminate()
         log_error = copy_capped(

@@ -42,6 +42,8 @@ class Envelope(BaseModel):
     result: Any = None
     error: str | None = None
     unreadable: str | None = None  # the record the refusal is about: there, and not readable
+    # the host cannot write at all (disk full, quota, read-only): not this call's fault alone
+    host_fault: str | None = None
     id: int | None = None
 
 

@@ -23,10 +23,11 @@ from reconciler.engines.units import Unit
 from reconciler.errors import DenvError, failure
 from reconciler.fleet.drivers.base import FleetDriver
 from reconciler.fleet.drivers.registry import Drivers
-from reconciler.fleet.hostagent import Fenced
+from reconciler.fleet.hostagent import Fenced, HostFault
 from reconciler.fleet.model.labels import DeploymentKey
 from reconciler.fleet.model.observed import FleetObservation, UnitRecord
 from reconciler.fleet.threads import run_grouped
+from reconciler.fleet.transport import HostUnreachable
 from reconciler.reconcile import probes
 from reconciler.reconcile.desired import DesiredDeployment
 from reconciler.reconcile.plan import Action
@@ -129,6 +130,10 @@ class LeaseLost(DenvError):
     """The pass lost a fleet's lease while applying: it acts there no more."""
 
 
+class HostSilent(DenvError):
+    """A host left one of the pass's calls unanswered: the pass asks it nothing more."""
+
+
 T = TypeVar("T")
 R = TypeVar("R")
 
@@ -160,6 +165,10 @@ class Context:
         self._said = threading.Lock()
         self._asking: dict[Where, threading.Lock] = {}  # one ask for a host's units at a time
         self._records: dict[Where, tuple[float, list[UnitRecord]]] = {}  # (when asked, answer)
+        # hosts whose agent did not answer a call (hung, unreachable since it was observed) or
+        # that cannot write (disk full): like a host not reached at observation, nothing more
+        # is asked of them this pass
+        self.silent: dict[Where, str] = {}
         self._halted = threading.Event()  # the caller left a wave early (Ctrl-C, a bug)
 
     def stopping(self) -> bool:
@@ -196,6 +205,8 @@ class Context:
         try:
             step()
             return True
+        except HostSilent:  # the host's first unanswered call is the pass's error for it
+            return False
         except Fenced as exc:  # an agent saw a newer lease epoch: the fleet is not ours
             why = "an agent refused its lease epoch (another bot took the lease)"
             self.lost.setdefault(exc.fleet, why)
@@ -227,13 +238,38 @@ class Context:
         with self.lock:  # the session's drivers are made on first use, by any action
             return self.drivers.get(self.repo.fleets[fleet])
 
+    def left_alone(self, fleet: str, host: str) -> bool:
+        """Whether a call to the host went unanswered in this pass (see `ask`)."""
+        return (fleet, host) in self.silent
+
+    def ask(self, fleet: str, host: str, call: Callable[[FleetDriver], R]) -> R:
+        """`call` on the fleet's driver, about `host`. Once a call to a host got no answer,
+        or found its disk full, the host is left alone for the rest of the pass (HostSilent):
+        a hung agent costs the pass one call's timeout, not one per action, and a full disk
+        fails one launch, never stopping a replica whose replacement cannot start."""
+        where = (fleet, host)
+        why = self.silent.get(where)
+        if why is not None:
+            raise HostSilent(f"fleet {fleet}: {host} is left alone for this pass: {why}")
+        driver = self.driver(fleet)
+        try:
+            return call(driver)
+        except (HostUnreachable, HostFault) as exc:
+            with self.lock:
+                self.silent.setdefault(where, failure(exc))
+            raise DenvError(
+                f"fleet {fleet}: {failure(exc)}; nothing more is asked of {host} in this pass"
+            ) from exc
+
     def launch(self, action: Action) -> None:
         assert action.desired is not None
-        self.driver(action.fleet).launch(action.host, action.desired.payload())
+        payload = action.desired.payload()
+        self.ask(action.fleet, action.host, lambda driver: driver.launch(action.host, payload))
         fault_point("launched")  # the unit is submitted; nothing after it was done
 
     def stop(self, fleet: str, host: str, unit: str) -> None:
-        self.driver(fleet).stop(host, unit, grace=self.options.stop_grace)
+        grace = self.options.stop_grace
+        self.ask(fleet, host, lambda driver: driver.stop(host, unit, grace=grace))
 
     def relaunch(self, fleet: str, host: str, record: UnitRecord) -> None:
         """Start a unit again exactly as it ran (a failed replace goes back to it)."""
@@ -249,7 +285,7 @@ class Context:
         }
         if len(record.nodes) > 1:  # a scheduler's job over several nodes: all of them again
             payload["hosts"] = list(record.nodes)
-        self.driver(fleet).launch(host, payload)
+        self.ask(fleet, host, lambda driver: driver.launch(host, payload))
 
     def records(self, fleet: str, host: str, since: float) -> list[UnitRecord]:
         """The host's unit records as its agent answered at `since` (monotonic) or later: the
@@ -262,7 +298,7 @@ class Context:
             asked = self._records.get(where)
             if asked is None or asked[0] < since:
                 when = time.monotonic()
-                asked = when, self.driver(fleet).units(host)
+                asked = when, self.ask(fleet, host, lambda driver: driver.units(host))
                 self._records[where] = asked
             return asked[1]
 

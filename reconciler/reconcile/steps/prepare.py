@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Mapping
+from typing import Any
 
 from reconciler.fleet.model.labels import DeploymentKey
 from reconciler.fleet.prepare import JobState, prepare_hosts, prepare_payload, weights_request
@@ -28,10 +29,14 @@ def prepare(ctx: Context, plan: Plan) -> set[DeploymentKey]:
         needs = [a.desired.need for a in actions if a.desired and a.desired.need]
         spec = ctx.repo.fleets[fleet]
         payloads[key] = prepare_payload(needs, weights_request(spec, weights, secrets=None), host)
-        asks[key] = (host, functools.partial(ctx.driver(fleet).prepare, host))
+        asks[key] = (host, functools.partial(_ask, ctx, fleet, host))
     parallel = min(ctx.repo.fleets[f].weights.parallel for f, _, _ in wanted)
     done, errors = prepare_hosts(asks, payloads, parallel, _progress(ctx), stopping=ctx.stopping)
     return _blocked(ctx, wanted, done, errors)
+
+
+def _ask(ctx: Context, fleet: str, host: str, payload: Mapping[str, Any], wait: float) -> Any:
+    return ctx.ask(fleet, host, lambda driver: driver.prepare(host, payload, wait))
 
 
 def _wanted(plan: Plan) -> Wanted:

@@ -37,6 +37,8 @@ def roll(ctx: Context, actions: list[Action], deployments: Sequence[DesiredDeplo
 
 def replace(ctx: Context, action: Action, deployment: DesiredDeployment | None) -> bool:
     assert action.running is not None and action.desired is not None
+    if ctx.left_alone(action.fleet, action.host):
+        return False  # its host left a call unanswered: the pass's error says so
     changed = ", ".join(c.name or c.field for c in action.changes) or "spec"
     ctx.tell(f"~ replace {action.unit} on {action.host} ({changed})")
     surged = surge(ctx, action, deployment) if action.surge else None
@@ -62,6 +64,8 @@ def _unavailable_forbidden(ctx: Context) -> bool:
 def _in_place(ctx: Context, action: Action, deployment: DesiredDeployment | None) -> bool:
     """Drained, stopped, started on the new spec and back in its router; else put back."""
     stop = functools.partial(ctx.stop, action.fleet, action.host, action.unit)
+    if ctx.left_alone(action.fleet, action.host):
+        return False  # not drained for a stop that would not be asked
     if action.role != "router":
         drain(ctx, deployment, action)
         fault_point("roll-drained")

@@ -99,7 +99,7 @@ def _started(ctx: Context, action: Action, ready: bool, queued: set[DeploymentKe
 def _queued(ctx: Context, fleet: str, host: str, unit_id: str) -> str | None:
     """Why the unit's job waits in the scheduler's queue; None when it does not."""
     try:
-        found = [r for r in ctx.driver(fleet).units(host) if r.id == unit_id]
+        found = [r for r in ctx.ask(fleet, host, lambda d: d.units(host)) if r.id == unit_id]
     except DenvError:
         return None
     pending = next((r for r in found if r.pending), None)
