@@ -39,6 +39,7 @@ lint: $(STAMP)
 	$(BIN)/mypy --cache-dir $(DENV_TEST_CACHE)/mypy  # a clean clone checks only what changed
 	$(BIN)/lint-imports
 	$(BIN)/pytest -q -p no:cacheprovider tests/test_pure_modules.py  # docstrings that say pure
+	$(BIN)/python scripts/clock_asserts.py tests  # no elapsed-time assert beside other tests
 
 # GitHub Actions workflows: valid against GitHub's schema, and no finding from zizmor as the
 # pedantic and the auditor persona (unpinned actions, template injection, pull_request_target

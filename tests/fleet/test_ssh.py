@@ -67,6 +67,7 @@ def test_unknown_host_key_is_refused(ssh_lab: SshLab) -> None:
     assert e.value.cause == Cause.HOST_KEY_UNKNOWN
 
 
+@pytest.mark.serial  # bounds the time a refused dial takes
 def test_unreachable_host_is_a_clear_error_quickly(ssh_lab: SshLab) -> None:
     server = ssh_lab.start("a")
     server.kill()
@@ -133,6 +134,7 @@ def test_hosts_in_network_namespaces(ssh_lab: SshLab) -> None:
         ssh.close()
 
 
+@pytest.mark.serial  # bounds the time a lost connection takes to be noticed
 def test_sshd_killed_during_a_command_is_reported_not_retried(ssh_lab: SshLab) -> None:
     server = ssh_lab.start("a")
     ssh = transport(ssh_lab, "a", server.address, server.port)

@@ -436,6 +436,7 @@ async def _stream_gaps(url: str, body: dict[str, Any]) -> tuple[float, list[floa
     return arrivals[0] - sent, gaps
 
 
+@pytest.mark.serial  # compares wall-clock gaps with the model
 def test_a_latency_spike_raises_inter_token_latency(faulty: Sim) -> None:
     body = {"prompt": "spike", "max_tokens": 20, "ignore_eos": True, "temperature": 0}
     _, calm = asyncio.run(_stream_gaps(faulty.url, body))
