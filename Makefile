@@ -71,13 +71,16 @@ system-deps:
 		apt-get install -y -q --no-install-recommends chromium fonts-liberation; }
 
 # GitHub's own published descriptions, pinned, that the fake GitHub checks every request and
-# answer against (tests/forge/github_openapi.py): the REST API's OpenAPI description and the
-# webhook payloads' JSON Schemas. Fetched once per machine by npm (tens of MB), then kept.
+# answer against (tests/forge/github_openapi.py, github_graphql.py): the REST API's OpenAPI
+# description, the webhook payloads' JSON Schemas and the GraphQL schema. Fetched once per
+# machine by npm (tens of MB), then kept.
 OCTOKIT := $(DENV_TEST_CACHE)/octokit
 OCTOKIT_OPENAPI := 23.0.2
 OCTOKIT_WEBHOOKS := 7.6.1
+OCTOKIT_GRAPHQL := 15.26.1
 
-github-schemas: $(OCTOKIT)/openapi-$(OCTOKIT_OPENAPI).stamp $(OCTOKIT)/webhooks-$(OCTOKIT_WEBHOOKS).stamp
+github-schemas: $(OCTOKIT)/openapi-$(OCTOKIT_OPENAPI).stamp $(OCTOKIT)/webhooks-$(OCTOKIT_WEBHOOKS).stamp \
+	$(OCTOKIT)/graphql-$(OCTOKIT_GRAPHQL).stamp
 
 $(OCTOKIT)/openapi-%.stamp:
 	@mkdir -p $(OCTOKIT)/pack-openapi
@@ -94,6 +97,14 @@ $(OCTOKIT)/webhooks-%.stamp:
 		> $(OCTOKIT)/webhooks.json.part
 	mv $(OCTOKIT)/webhooks.json.part $(OCTOKIT)/webhooks.json
 	rm -rf $(OCTOKIT)/pack-webhooks $(OCTOKIT)/webhooks-*.stamp && touch $@
+
+$(OCTOKIT)/graphql-%.stamp:
+	@mkdir -p $(OCTOKIT)/pack-graphql
+	cd $(OCTOKIT)/pack-graphql && npm pack --silent @octokit/graphql-schema@$*
+	tar -xzf $(OCTOKIT)/pack-graphql/octokit-graphql-schema-$*.tgz -O package/schema.graphql \
+		> $(OCTOKIT)/schema.graphql.part
+	mv $(OCTOKIT)/schema.graphql.part $(OCTOKIT)/schema.graphql
+	rm -rf $(OCTOKIT)/pack-graphql $(OCTOKIT)/graphql-*.stamp && touch $@
 
 # Three phases (docs/testing.md). Three workers on the 2 cores CI has (most tests wait on
 # engines, routers, sshd and the scheduler more than they compute: a third worker fills those

@@ -23,6 +23,7 @@ import jwt
 import pygit2
 
 from tests.forge import github_shapes as shapes
+from tests.forge.github_graphql import answered, read_mutation
 from tests.forge.github_openapi import rest_description, webhook_problems
 
 API = "/api/v3"
@@ -564,23 +565,28 @@ class FakeGitHub:
         )
 
     def _graphql(self, r: Request) -> Answer:
-        if "enablePullRequestAutoMerge" not in r.payload.get("query", ""):
-            self.unexpected.append(f"graphql {r.payload.get('query')}")
-            return 200, {"errors": [{"message": "unexpected query"}]}, {}
-        number = int(r.payload["variables"]["input"]["pullRequestId"].removeprefix("PR_"))
+        """GraphQL checked against GitHub's schema; the one mutation denv sends answered."""
+        mutation = read_mutation(r.payload)
+        if mutation.problems or mutation.name != "enablePullRequestAutoMerge":
+            why = list(mutation.problems) or [f"unexpected mutation {mutation.name}"]
+            self.unexpected.append(f"graphql {'; '.join(why)}: {r.payload.get('query')}")
+            return 200, {"errors": [{"message": m} for m in why]}, {}
+        node = mutation.variables["input"]["pullRequestId"]
+        number = int(node.removeprefix("PR_"))
         self.auto_merge.add(number)
         self.pulls[number]["auto_merge_by"] = r.login
         actor = {
+            "__typename": "User",
             "login": r.login,
             "avatarUrl": "",
             "resourcePath": f"/{r.login}",
             "url": f"{self.url}/{r.login}",
         }
-        return (
-            200,
-            {"data": {"enablePullRequestAutoMerge": {"actor": actor, "clientMutationId": None}}},
-            {},
-        )
+
+        def enable(_info: object, input: dict[str, Any]) -> dict[str, Any]:
+            return {"actor": actor, "clientMutationId": input.get("clientMutationId")}
+
+        return 200, answered(r.payload, {"enablePullRequestAutoMerge": enable}), {}
 
 
 _COMMENT_TOO_LONG = shapes.validation_failed(

@@ -1,12 +1,12 @@
 """GitHub's own published descriptions, for the fake GitHub to check itself against.
 
 The REST API's OpenAPI description (npm `@octokit/openapi`) and the webhook payloads' JSON
-Schemas (npm `@octokit/webhooks-schemas`), pinned and fetched by `make github-schemas` once
-per machine into the tests' cache (tests/labs/cache.py; tens of MB). The description is read
-once per test process and its operations indexed by path template; each operation gets its
-own small OpenAPI document (one path, GitHub's shared components) so that openapi-core never
-searches GitHub's eight hundred paths. A request no operation documents, or a body or answer
-that does not validate, is a problem, named in words.
+Schemas (npm `@octokit/webhooks-schemas`; the GraphQL schema: github_graphql.py), pinned and
+fetched by `make github-schemas` once per machine into the tests' cache (tests/labs/cache.py;
+tens of MB). The description is read once per test process and its operations indexed by path
+template; each operation gets its own small OpenAPI document (one path, GitHub's shared
+components) so that openapi-core never searches GitHub's eight hundred paths. A request no
+operation documents, or a body or answer that does not validate, is a problem, named in words.
 """
 
 from __future__ import annotations
@@ -197,21 +197,22 @@ def _webhooks() -> Json:
         return loaded
 
 
-def _require(path: Path) -> None:
+def require_description(path: Path) -> None:
+    """Skip (outside CI; fail in it) a test whose GitHub description is not fetched yet."""
     what = f"GitHub's published description ({path})"
     require_installed(path.is_file(), what, target="github-schemas")
 
 
 def rest_description() -> RestDescription:
     """GitHub's REST description, read once per test process."""
-    _require(REST)
+    require_description(REST)
     return _rest()
 
 
 def webhook_problems(event: str, payload: Json) -> list[str]:
     """What is wrong with a webhook payload of `event` ("pull_request_review") under
     GitHub's published schema of that event and the payload's action."""
-    _require(WEBHOOKS)
+    require_description(WEBHOOKS)
     schemas = _webhooks()
     name = f"{event}${payload.get('action')}"
     if name not in schemas["definitions"]:
