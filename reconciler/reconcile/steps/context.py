@@ -324,11 +324,17 @@ class Context:
             held_back = now - began > QUEUE_GRACE_S
             # an answer from before this wait began may show the unit's last run, exited
             recent = max(began, now - EXIT_CHECK_S / 2)
+            try:
+                records = self.records(fleet, host, recent)
+            except DenvError:
+                if self.left_alone(fleet, host):  # it stopped answering: its error says so
+                    return True
+                raise
             return any(
                 r.id == unit_id
                 and (r.exit_code is not None or not r.alive)
                 and (not r.pending or (held_back and r.queue_reason is not None))
-                for r in self.records(fleet, host, recent)
+                for r in records
             )
 
         return probes.wait_until(

@@ -84,6 +84,8 @@ def _in_place(ctx: Context, action: Action, deployment: DesiredDeployment | None
     if ctx.stopping():
         ctx.left(action.unit, "started on the new spec, not ready yet")
         return False
+    if ctx.left_alone(action.fleet, action.host):
+        return False  # not put back on a host that no longer answers: the next pass looks
     _put_back(ctx, action, deployment)
     return False
 

@@ -85,6 +85,8 @@ def _started(ctx: Context, action: Action, ready: bool, queued: set[DeploymentKe
         ctx.report.count("start")
     elif ctx.stopping():
         ctx.left(action.unit, "started, not ready yet")
+    elif ctx.left_alone(action.fleet, action.host):
+        pass  # its host stopped answering: the pass's one error for it says so
     elif why := _queued(ctx, action.fleet, action.host, action.unit):
         ctx.report.count("submit")
         ctx.report.wait(f"{action.unit} on {action.host}: pending ({why})")
