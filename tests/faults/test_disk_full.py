@@ -7,14 +7,13 @@ rolls it."""
 from __future__ import annotations
 
 import contextlib
-import errno
 import os
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from tests.labs.disks import fill, mount_small_disk, unmount
 from tests.labs.elastic_local import FLEET, ElasticLab, elastic_lab
 from tests.labs.release import release_yaml, stage
 from tests.reconcile.conftest import GitRepo, git_repo
@@ -30,27 +29,13 @@ def lab(git_repo: GitRepo, tmp_path_factory: pytest.TempPathFactory) -> Iterator
     folder = tmp_path_factory.mktemp("lab")
     for found in elastic_lab(git_repo, folder, gpus=2):
         units = found.cache / "home" / "units"
-        units.mkdir(parents=True)
-        subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(units)], check=True)
+        mount_small_disk(units)
         try:
             yield found
         finally:
             with contextlib.suppress(Exception):
                 found.stop_all()  # while their records are there to say what runs
-            subprocess.run(["umount", "--lazy", str(units)], check=False)
-
-
-def fill(folder: Path) -> Path:
-    """Write into `folder` until its disk is full; the file that filled it."""
-    filler = folder / "filler"
-    with open(filler, "wb") as stream:
-        try:
-            while True:
-                stream.write(b"\0" * 65536)
-                stream.flush()
-        except OSError as exc:
-            assert exc.errno == errno.ENOSPC, exc
-    return filler
+            unmount(units)
 
 
 def engine_processes(unit_id: str) -> list[int]:

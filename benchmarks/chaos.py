@@ -1,0 +1,439 @@
+"""Faults on a seeded random schedule while a stage rolls and scales on the sshd lab, with
+invariants checked after every one.
+
+    .venv/bin/python benchmarks/chaos.py [--faults 200] [--seed 1] [--json]   # as root
+
+The lab: two hosts of four simulated H200s, each a real sshd in a network namespace of its own
+(tests/labs/sshd.py), one fleet over both (`call_timeout: 2`, `connect_timeout: 1`), the
+second host's unit records on a 1 MiB tmpfs (for the full disk), and a git repository of this
+project's denv files whose release `chat-8b` runs a canary on that fleet. Each round commits
+a change (a roll: a new max_batch; or a scale: 1 to 4 replicas), injects one fault drawn with
+`--seed`, and runs `denv reconcile --once` through it:
+
+- `bot-kill`: the bot SIGKILLs itself at a step boundary drawn from the pass's steps;
+- `agent-kill` / `agent-stop`: at a step boundary, a host's resident agent is SIGKILLed, or
+  SIGSTOPped until the pass ends;
+- `engine-kill`: a running engine is SIGKILLed before the pass;
+- `sshd-down`: a host's sshd and everything it runs is SIGKILLed (a host that crashed), and
+  started again after the pass;
+- `disk-full`: the second host's unit records' disk is filled for the pass;
+- `corrupt-record`: a running engine's record is truncated; after the pass, `denv fleet
+  repair` (the documented recovery) on that host;
+- `rewind`: `main` is force-moved to the commit before the change;
+- `second-bot`: two bots run the pass at once.
+
+After the faulted pass, no GPU of a host that answers may hold two live engines. Then the
+fault is cleared and `--once` runs until it exits 0 (at most `--passes`); the time from the
+cleared fault to that pass's end is the round's time to converge. There, every live unit on
+each host must be a desired one (its id is a replica of the head's release, or its router)
+or listed among `denv status --json`'s orphans, no unit id runs on two hosts, no surge
+replica is left, every replica is ready with no drift, and no GPU holds two engines. A round
+that does not converge within `--passes` is a violation too.
+
+Not checked here (the issue's other two invariants): that no pull request stays open whose
+change is merged (no forge in this lab) and that no request fails without an alarm seeing it
+(no traffic is sent). Prints per fault kind the count and the medians to converge, and the
+violations (goal 0); `--json` prints the same as one object. Needs root (namespaces, tmpfs).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import functools
+import json
+import os
+import random
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pygit2
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from reconciler.fleet.hostagent import AgentClient  # noqa: E402
+from reconciler.fleet.model.observed import UnitRecord  # noqa: E402
+from reconciler.fleet.ssh import SshTransport  # noqa: E402
+from reconciler.spec.fleet import Host  # noqa: E402
+from tests.labs.disks import fill, mount_small_disk, unmount  # noqa: E402
+from tests.labs.release import release_yaml, stage  # noqa: E402
+from tests.labs.sshd import SshLab, SshServer, _descendants, ssh_settings  # noqa: E402
+from tests.labs.workspace import copy_denv_files  # noqa: E402
+from tests.reconcile.conftest import GitRepo  # noqa: E402
+
+FAULTS = (
+    "bot-kill", "agent-kill", "agent-stop", "engine-kill", "sshd-down", "disk-full",
+    "corrupt-record", "rewind", "second-bot",
+)  # fmt: skip
+STEPS = ("after-prepare", "after-free", "after-start", "after-routers", "roll-surged",
+         "roll-drained", "roll-stopped", "roll-started", "after-roll", "after-trim")  # fmt: skip
+TIMING = ("--ready-timeout", "60s", "--drain", "1s", "--crash-backoff", "1s")
+FLEET, RELEASE = "lab", "chat-8b"
+HOSTS = ("h0", "h1")
+
+
+@dataclass
+class Lab:
+    folder: Path
+    ssh: SshLab
+    servers: dict[str, SshServer]
+    repo: GitRepo
+    cache: Path
+    replicas: int = 2
+    batch: int = 128
+    history: list[tuple[int, int]] = field(default_factory=list)  # (replicas, batch) by commit
+
+    # --- the operator's side -------------------------------------------------------------
+
+    def env(self, **extra: str) -> dict[str, str]:
+        env = {**os.environ, "DENV_CACHE": str(self.cache), "DENV_HOME": str(self.cache / "home")}
+        env.pop("DENV_REPO", None)
+        return {**env, **extra}
+
+    def argv(self, *args: str) -> list[str]:
+        return [sys.executable, "-m", "reconciler", *args, "--repo", str(self.repo.path)]
+
+    def denv(self, *args: str, **extra: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            self.argv(*args), capture_output=True, text=True, env=self.env(**extra), timeout=600
+        )
+
+    def reconcile(self, **extra: str) -> subprocess.CompletedProcess[str]:
+        return self.denv("reconcile", "--once", *TIMING, **extra)
+
+    def commit(self, replicas: int, batch: int) -> None:
+        text = release_yaml(stage("canary", FLEET), replicas=replicas, batch=batch)
+        self.repo.write(f"releases/{RELEASE}/denv.yaml", text)
+        self.repo.commit(f"{RELEASE}: {replicas} replicas, max_batch {batch}")
+        self.replicas, self.batch = replicas, batch
+        self.history.append((replicas, batch))
+
+    def rewind(self) -> None:
+        """`main` force-moved to the commit before the last one, its files with it."""
+        git = self.repo.git
+        parent = git.head.peel(pygit2.Commit).parents[0]
+        git.reset(parent.id, pygit2.enums.ResetMode.HARD)
+        self.history.pop()
+        self.replicas, self.batch = self.history[-1]
+
+    # --- the hosts' side -----------------------------------------------------------------
+
+    def agent(self, host: str) -> AgentClient:
+        server = self.servers[host]
+        spec = Host(name=host, address=server.address, gpus=4)
+        return AgentClient(SshTransport(spec, ssh_settings(self.ssh)), python=sys.executable)
+
+    def units(self, host: str) -> list[UnitRecord]:
+        return self.agent(host).units()
+
+    def units_dir(self, host: str) -> Path:
+        return self.servers[host].folder / "denv-home" / "units"
+
+    def agents(self, host: str) -> list[int]:
+        """The host's resident agents: `python … <digest>.pyz serve` under its sshd."""
+        server = self.servers[host]
+        found = []
+        for pid in _descendants(server.pid) if server.pid else []:
+            with contextlib.suppress(OSError):
+                argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+                if argv[-2:] == [b"serve", b""] and any(a.endswith(b".pyz") for a in argv):
+                    found.append(pid)
+        return found
+
+
+def make_lab(folder: Path) -> Lab:
+    ssh = SshLab(folder / "ssh", own_home=True)
+    servers = {name: ssh.start(name, namespaced=True) for name in HOSTS}
+    repo = GitRepo(copy_denv_files(folder / "repo"), folder / "clones")
+    hosts = "".join(
+        f"    - {{ name: {name}, address: {server.address}, gpus: 4 }}\n"
+        for name, server in servers.items()
+    )
+    repo.write(
+        f"fleets/{FLEET}.yaml",
+        f"fleet:\n  name: {FLEET}\n  provider: test\n  hardware: h200\n  simulated: true\n"
+        f"  python: {sys.executable}\n  transport: ssh\n"
+        f"  ssh: {{ user: root, key_file: {ssh.client_key}, known_hosts: {ssh.known_hosts}, "
+        f"connect_timeout: 1, call_timeout: 2 }}\n  hosts:\n{hosts}",
+    )
+    repo.commit("the lab's fleet")
+    lab = Lab(folder, ssh, servers, repo, folder / "cache")
+    mount_small_disk(lab.units_dir("h1"))
+    return lab
+
+
+def teardown(lab: Lab) -> None:
+    for host in HOSTS:
+        for pid in lab.agents(host):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGCONT)
+        with contextlib.suppress(Exception):
+            agent = lab.agent(host)
+            for unit in agent.units():
+                agent.stop(unit.id, grace=1)
+    lab.ssh.stop()
+    unmount(lab.units_dir("h1"))
+    shutil.rmtree(lab.folder, ignore_errors=True)
+
+
+# --- faults ---------------------------------------------------------------------------------
+
+
+def paused_pass(lab: Lab, step: str, act: Callable[[], None]) -> None:
+    """A pass that stops at `step` (the first time it gets there) while `act` runs, then
+    goes on to its end."""
+    marker = lab.folder / "paused"
+    marker.unlink(missing_ok=True)
+    argv = lab.argv("reconcile", "--once", *TIMING)
+    env = lab.env(DENV_FAULT_PAUSE_AT=f"{step}:{marker}")
+    bot = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 300
+    while not marker.exists() and bot.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if marker.exists():
+        act()
+    while bot.poll() is None:  # a step met again (the next replica's) pauses again: go on
+        marker.unlink(missing_ok=True)
+        time.sleep(0.05)
+
+
+def live_engines(units: list[UnitRecord]) -> list[UnitRecord]:
+    return [u for u in units if u.alive and not u.id.endswith("router")]
+
+
+def inject(lab: Lab, fault: str, rng: random.Random) -> Callable[[], object]:
+    """Run the round's pass through `fault`; what clears the fault afterwards."""
+    host = rng.choice(HOSTS)
+    cleared: Callable[[], object] = lambda: None  # noqa: E731
+    if fault == "bot-kill":
+        lab.reconcile(DENV_FAULT_KILL_AT=rng.choice(STEPS))
+    elif fault in ("agent-kill", "agent-stop"):
+        stopped: list[int] = []
+
+        def act() -> None:
+            for pid in lab.agents(host):
+                os.kill(pid, signal.SIGKILL if fault == "agent-kill" else signal.SIGSTOP)
+                stopped.append(pid)
+
+        def resume() -> None:
+            for pid in stopped:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGCONT)
+
+        paused_pass(lab, rng.choice(STEPS), act)
+        cleared = resume
+    elif fault == "engine-kill":
+        engines = [u for u in live_engines(lab.units(host)) if u.pid]
+        if engines:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(rng.choice(engines).pid or 0, signal.SIGKILL)
+        lab.reconcile()
+    elif fault == "sshd-down":
+        lab.servers[host].kill()
+        lab.reconcile()
+        cleared = functools.partial(lab.ssh.restart, lab.servers[host])
+    elif fault == "disk-full":
+        filler = fill(lab.units_dir("h1"))
+        lab.reconcile()
+        cleared = filler.unlink
+    elif fault == "corrupt-record":
+        engines = live_engines(lab.units(host))
+        if engines:
+            path = lab.units_dir(host) / f"{rng.choice(engines).id}.json"
+            path.write_bytes(path.read_bytes()[:40])
+        lab.reconcile()
+
+        def repair() -> None:  # the documented recovery
+            lab.denv("fleet", "repair", FLEET, "--host", host, "--grace", "1s")
+
+        cleared = repair
+    elif fault == "rewind":
+        lab.rewind()
+        lab.reconcile()
+    elif fault == "second-bot":
+        argv, env = lab.argv("reconcile", "--once", *TIMING), lab.env()
+        null = subprocess.DEVNULL
+        bots = [subprocess.Popen(argv, env=env, stdout=null, stderr=null) for _ in range(2)]
+        for bot in bots:
+            bot.wait(timeout=600)
+    else:
+        raise ValueError(fault)
+    return cleared
+
+
+# --- invariants -----------------------------------------------------------------------------
+
+
+def two_on_a_gpu(lab: Lab) -> list[str]:
+    """Hosts that answer, where one GPU holds two live engines."""
+    found = []
+    for host in HOSTS:
+        try:
+            engines = live_engines(lab.units(host))
+        except Exception:
+            continue  # not answering (down, record unreadable): nothing to read there
+        gpus = [g for u in engines for g in u.gpus]
+        if len(gpus) != len(set(gpus)):
+            found.append(f"{host}: two engines on one GPU: {[(u.id, u.gpus) for u in engines]}")
+    return found
+
+
+def converged(lab: Lab) -> list[str]:
+    """What is wrong with the lab as the last pass left it; [] when it is as desired."""
+    problems = two_on_a_gpu(lab)
+    done = lab.denv("status", "--json")
+    if done.returncode != 0:
+        return [*problems, f"status exited {done.returncode}: {done.stderr[-300:]}"]
+    status = json.loads(done.stdout)
+    orphans = {(o["host"], o["unit"]) for o in status["orphans"]}
+    prefix = f"{RELEASE}.canary.{FLEET}"
+    desired = {f"{prefix}.aggregated-{i}" for i in range(lab.replicas)} | {f"{prefix}.router"}
+    where: dict[str, str] = {}
+    for host in HOSTS:
+        for unit in lab.units(host):
+            if not unit.alive:
+                continue
+            if unit.id in where:
+                problems.append(f"{unit.id} runs on {where[unit.id]} and {host}")
+            where[unit.id] = host
+            if unit.id not in desired and (host, unit.id) not in orphans:
+                problems.append(f"{host}: {unit.id} runs, neither desired nor shown orphaned")
+    missing = desired - set(where)
+    if missing:
+        problems.append(f"not running: {sorted(missing)}")
+    rows = [d for d in status["deployments"] if d["fleet"] == FLEET and d["release"] == RELEASE]
+    for row in rows:
+        if (row["ready"], row["replicas"], row["drift"]) != (lab.replicas, lab.replicas, ""):
+            problems.append(f"status: {row['ready']}/{row['replicas']} ready, {row['drift']!r}")
+    return problems
+
+
+def converge(lab: Lab, passes: int) -> tuple[float | None, list[str]]:
+    """`--once` until it exits 0 and the lab is as desired: the seconds until that pass ended
+    (None: it never was), and what was wrong at the last look."""
+    began = time.monotonic()
+    problems: list[str] = []
+    for _ in range(passes):
+        done = lab.reconcile()
+        ended = time.monotonic()  # the checks after it are not the bot's time
+        if done.returncode == 0:
+            problems = converged(lab)
+            if not problems:
+                return ended - began, []
+        else:
+            problems = [(done.stdout + done.stderr).strip().splitlines()[0][:300]]
+    return None, problems
+
+
+# --- the run --------------------------------------------------------------------------------
+
+
+def change(lab: Lab, rng: random.Random) -> None:
+    """The round's commit: a roll (another max_batch) or a scale (another replica count)."""
+    if rng.random() < 0.5:
+        lab.commit(lab.replicas, rng.choice([b for b in (64, 96, 128, 160) if b != lab.batch]))
+    else:
+        lab.commit(rng.choice([n for n in (1, 2, 3, 4) if n != lab.replicas]), lab.batch)
+
+
+def say(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+def run(faults: int, seed: int, passes: int) -> dict[str, Any]:
+    rng = random.Random(seed)
+    folder = Path(tempfile.mkdtemp(prefix="denv-chaos-"))
+    lab = make_lab(folder)
+    times: dict[str, list[float]] = {kind: [] for kind in FAULTS}
+    injected: Counter[str] = Counter()
+    errors: list[dict[str, Any]] = []
+    violations: list[dict[str, Any]] = []
+    began = time.monotonic()
+    try:
+        lab.commit(2, 128)
+        seconds, problems = converge(lab, passes)
+        if seconds is None:
+            raise RuntimeError(f"the lab never converged before any fault: {problems}")
+        for number in range(1, faults + 1):
+            change(lab, rng)
+            # every kind once first, so that a short run still meets each
+            fault = FAULTS[number - 1] if number <= len(FAULTS) else rng.choice(FAULTS)
+            injected[fault] += 1
+            try:
+                cleared = inject(lab, fault, rng)
+            except Exception as exc:  # the harness's own failure, not the bot's: said apart
+                errors.append({"fault": number, "kind": fault, "error": repr(exc)[:300]})
+                cleared = lambda: None  # noqa: E731
+            during = two_on_a_gpu(lab)
+            cleared()
+            seconds, problems = converge(lab, passes)
+            if seconds is not None:
+                times[fault].append(seconds)
+            for problem in [*during, *problems]:
+                violations.append({"fault": number, "kind": fault, "problem": problem})
+            took = f"{seconds:.1f}s" if seconds is not None else "never"
+            wrong = len(during) + len(problems)
+            say(f"[{number}/{faults}] {fault}: converged in {took}; {wrong} violation(s)")
+    finally:
+        teardown(lab)
+    every = [t for found in times.values() for t in found]
+    return {
+        "faults": faults,
+        "seed": seed,
+        "injected": sum(injected.values()),
+        "violations": violations,
+        "harness_errors": errors,
+        "minutes": round((time.monotonic() - began) / 60, 1),
+        "converge_median_s": round(statistics.median(every), 1) if every else None,
+        "converge_max_s": round(max(every), 1) if every else None,
+        "by_kind": {
+            kind: {
+                "injected": injected[kind],
+                "converge_median_s": round(statistics.median(found), 1) if found else None,
+                "converge_max_s": round(max(found), 1) if found else None,
+            }
+            for kind, found in times.items()
+        },
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--faults", type=int, default=200)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--passes", type=int, default=5, help="passes allowed to converge")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # the lab is taken down still
+    if os.geteuid() != 0:
+        sys.exit("chaos.py needs root: its hosts are sshd in network namespaces, a disk a tmpfs")
+    answer = run(args.faults, args.seed, args.passes)
+    if args.json:
+        print(json.dumps(answer, indent=2))
+        return
+    print(f"{answer['injected']} faults (seed {answer['seed']}) in {answer['minutes']} min; "
+          f"{len(answer['violations'])} invariant violation(s); converged: median "
+          f"{answer['converge_median_s']} s, max {answer['converge_max_s']} s")  # fmt: skip
+    for kind, row in answer["by_kind"].items():
+        print(f"  {kind:15} {row['injected']:4}  converged: median {row['converge_median_s']} s,"
+              f" max {row['converge_max_s']} s")  # fmt: skip
+    for error in answer["harness_errors"]:
+        print(f"  not injected, fault {error['fault']} ({error['kind']}): {error['error']}")
+    for violation in answer["violations"]:
+        print(f"  violation after fault {violation['fault']} ({violation['kind']}): "
+              f"{violation['problem']}")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
