@@ -2,17 +2,24 @@
 same N real sshd on loopback, in the same run.
 
     .venv/bin/python benchmarks/fleet_observe.py [--hosts 8,64,128] [--repeats 3] [--json]
-        [--peers agent_new,agent_kept,ssh_controlmaster,ssh_per_fact,ansible,mitogen]
+        [--peers agent_new,agent_kept,ssh_controlmaster,ssh_per_fact,ansible,ansible_warm,
+                 mitogen,mitogen_warm]
 
-The peers, each over all N hosts in parallel:
+The peers, each over all N hosts in parallel, cold (new connections) and warm (connections
+kept from a run before), so that cold is compared with cold and warm with warm:
 - agent_new / agent_kept: denv's driver, `Drivers().get(fleet).observe(None)`, on new SSH
-  connections / on connections kept from a pass before (the public driver API, so whatever the
-  agent becomes, this times it);
+  connections (cold) / on connections kept from a pass before (warm) (the public driver API, so
+  whatever the agent becomes, this times it);
 - ssh_controlmaster: the floor, one bare `ssh host true` per host over kept OpenSSH connections
   (a ControlMaster per host, opened before timing);
 - ssh_per_fact: the agent's facts gathered by one `ssh` command each (five per host);
-- ansible: `ansible all -m command` ad hoc running the agent's probe on every host;
-- mitogen: the same ad hoc command with Ansible's strategy set to mitogen_linear.
+- ansible: `ansible all -m command` ad hoc running the agent's probe on every host, cold: new
+  connections (`ControlMaster=no`), no pipelining;
+- ansible_warm: the same run again right after one untimed run, with Ansible's own documented
+  best for repeated runs: its default `ssh_args` (`-C -o ControlMaster=auto -o
+  ControlPersist=60s`, so the second run reuses the first's connections) and
+  `pipelining = True` (a module's code sent over the connection, not copied to a file first);
+- mitogen / mitogen_warm: the same two with Ansible's strategy set to mitogen_linear.
 
 Setup, before any peer is timed, so their order does not matter and a fresh machine works:
 the lab's sshd (each host with its own DENV_HOME, and its own HOME so that the login shell
@@ -22,8 +29,8 @@ inventory. ansible-core and mitogen (pinned, a pair mitogen supports) go into th
 benchmarks/.venv-ansible, on first use. Everything started is stopped at the end.
 
 `--json` prints one JSON list, an object per hosts point, with medians in seconds: hosts,
-agent_new_s, agent_kept_s, ssh_controlmaster_s, ansible_s, mitogen_s (and ssh_per_fact_s); a
-peer left out by --peers is null.
+agent_new_s, agent_kept_s, ssh_controlmaster_s, ansible_s, ansible_warm_s, mitogen_s,
+mitogen_warm_s (and ssh_per_fact_s); a peer left out by --peers is null.
 """
 
 from __future__ import annotations
@@ -54,7 +61,10 @@ ANSIBLE_VENV = ROOT / "benchmarks" / ".venv-ansible"
 # mitogen 0.3.5x supports ansible-core up to 2.21 (its release notes); 2.19 is the newest
 # ansible-core that installs on Python 3.11, this machine's Python.
 ANSIBLE_PINS = ("ansible-core==2.19.14", "mitogen==0.3.54")
-PEERS = ("agent_new", "agent_kept", "ssh_controlmaster", "ssh_per_fact", "ansible", "mitogen")
+PEERS = (
+    "agent_new", "agent_kept", "ssh_controlmaster", "ssh_per_fact",
+    "ansible", "ansible_warm", "mitogen", "mitogen_warm",
+)  # fmt: skip
 FACT_COMMANDS = [  # what the agent's probe gathers, one command each
     "hostname",
     "nvidia-smi --query-gpu=index,uuid,name,memory.total,memory.used --format=csv || true",
@@ -239,13 +249,22 @@ def time_ssh_per_fact(lab: SshLab, ports: list[int]) -> float:
     return in_parallel(host, ports)
 
 
-def time_ansible(lab: SshLab, inventory: Path, hosts: int, mitogen: bool) -> float:
+def time_ansible(
+    lab: SshLab, inventory: Path, hosts: int, mitogen: bool, warm: bool = False
+) -> float:
+    """One ad hoc run timed: cold on new connections; warm right after an untimed run, its
+    connections kept by Ansible's default ControlPersist, with pipelining."""
     folder = inventory.parent
+    # cold: no ControlMaster; warm: Ansible's default ssh_args (ControlPersist=60s)
+    reuse = "-C -o ControlMaster=auto -o ControlPersist=60s" if warm else "-o ControlMaster=no"
     env = {
         **os.environ,
         "ANSIBLE_HOST_KEY_CHECKING": "True",
-        "ANSIBLE_SSH_ARGS": f"-o UserKnownHostsFile={lab.known_hosts} "
+        "ANSIBLE_SSH_ARGS": f"{reuse} -o UserKnownHostsFile={lab.known_hosts} "
         "-o KexAlgorithms=curve25519-sha256",
+        "ANSIBLE_PIPELINING": "True" if warm else "False",
+        # a folder per run: a warm run finds its own first run's sockets, a cold one none
+        "ANSIBLE_SSH_CONTROL_PATH_DIR": str(folder / f"cp-{time.monotonic_ns()}"),
         "ANSIBLE_PYTHON_INTERPRETER": sys.executable,
         "ANSIBLE_FORKS": str(hosts),
         "ANSIBLE_LOCAL_TEMP": str(folder / "ansible-local"),
@@ -272,9 +291,17 @@ def time_ansible(lab: SshLab, inventory: Path, hosts: int, mitogen: bool) -> flo
         # the probe as the driver runs it (an -a that starts with "{" would be read as JSON)
         f"{sys.executable} {{{{ agent }}}} probe --simulated {{{{ simulated | quote }}}}",
     ]
+    if warm:
+        _checked(subprocess.run(argv, capture_output=True, text=True, env=env), hosts, mitogen)
     started = time.perf_counter()
     done = subprocess.run(argv, capture_output=True, text=True, env=env, check=False)
     elapsed = time.perf_counter() - started
+    _checked(done, hosts, mitogen)
+    return elapsed
+
+
+def _checked(done: subprocess.CompletedProcess[str], hosts: int, mitogen: bool) -> None:
+    """Every host's probe answered, or the run's failure named."""
     answered = done.stdout.count('"ok": true')
     if done.returncode != 0 or answered != hosts:
         failed = [line for line in done.stdout.splitlines() if not line.startswith('{"ok": true')]
@@ -284,7 +311,6 @@ def time_ansible(lab: SshLab, inventory: Path, hosts: int, mitogen: bool) -> flo
             + "\n".join(line[:500] for line in failed[-40:])
             + done.stderr[-2000:]
         )
-    return elapsed
 
 
 # --- a run ----------------------------------------------------------------------------------
@@ -307,7 +333,9 @@ def measure(folder: Path, count: int, repeats: int, peers: list[str]) -> dict[st
             "ssh_controlmaster": lambda: time_controlmaster(lab, ports),
             "ssh_per_fact": lambda: time_ssh_per_fact(lab, ports),
             "ansible": lambda: time_ansible(lab, inventory, count, mitogen=False),
+            "ansible_warm": lambda: time_ansible(lab, inventory, count, False, warm=True),
             "mitogen": lambda: time_ansible(lab, inventory, count, mitogen=True),
+            "mitogen_warm": lambda: time_ansible(lab, inventory, count, True, warm=True),
         }
         figures: dict[str, list[float]] = {peer: [] for peer in peers}
         for _ in range(repeats):
@@ -343,7 +371,7 @@ def main() -> None:
     unknown = sorted(set(peers) - set(PEERS))
     if unknown:
         parser.error(f"unknown peers {', '.join(unknown)}; known: {', '.join(PEERS)}")
-    if {"ansible", "mitogen"} & set(peers):
+    if {"ansible", "ansible_warm", "mitogen", "mitogen_warm"} & set(peers):
         ansible_venv()
     rows = []
     with tempfile.TemporaryDirectory(prefix="denv-obs-") as temp:
@@ -354,11 +382,12 @@ def main() -> None:
         print(json.dumps(rows, indent=2))
         return
     columns = ["hosts", *(f"{p}_s" for p in PEERS)]
-    ratios = [
+    ratios = [  # cold with cold, warm with warm
         ("agent_kept / floor", "agent_kept_s", "ssh_controlmaster_s"),
-        ("ansible / agent_kept", "ansible_s", "agent_kept_s"),
-        ("mitogen / agent_kept", "mitogen_s", "agent_kept_s"),
-        ("agent_new / agent_kept", "agent_new_s", "agent_kept_s"),
+        ("ansible / agent_new", "ansible_s", "agent_new_s"),
+        ("mitogen / agent_new", "mitogen_s", "agent_new_s"),
+        ("ansible_warm / agent_kept", "ansible_warm_s", "agent_kept_s"),
+        ("mitogen_warm / agent_kept", "mitogen_warm_s", "agent_kept_s"),
     ]
     print(" | ".join(columns + [name for name, _, _ in ratios]))
     for row in rows:
