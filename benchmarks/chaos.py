@@ -68,7 +68,7 @@ from reconciler.fleet.ssh import SshTransport  # noqa: E402
 from reconciler.spec.fleet import Host  # noqa: E402
 from tests.labs.disks import fill, mount_small_disk, unmount  # noqa: E402
 from tests.labs.release import release_yaml, stage  # noqa: E402
-from tests.labs.sshd import SshLab, SshServer, _descendants, ssh_settings  # noqa: E402
+from tests.labs.sshd import SshLab, SshServer, resident_agents, ssh_settings  # noqa: E402
 from tests.labs.workspace import copy_denv_files  # noqa: E402
 from tests.reconcile.conftest import GitRepo  # noqa: E402
 
@@ -141,15 +141,7 @@ class Lab:
         return self.servers[host].folder / "denv-home" / "units"
 
     def agents(self, host: str) -> list[int]:
-        """The host's resident agents: `python … <digest>.pyz serve` under its sshd."""
-        server = self.servers[host]
-        found = []
-        for pid in _descendants(server.pid) if server.pid else []:
-            with contextlib.suppress(OSError):
-                argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-                if argv[-2:] == [b"serve", b""] and any(a.endswith(b".pyz") for a in argv):
-                    found.append(pid)
-        return found
+        return resident_agents(self.servers[host])
 
 
 def make_lab(folder: Path) -> Lab:

@@ -21,7 +21,7 @@ from reconciler.fleet.transport import HostUnreachable, LocalTransport
 from tests.e2e.test_reconcile import Lab, converged, fleet_file, lab
 from tests.fleet.conftest import wait_for
 from tests.fleet.test_resident import gone, processes_of, sleeper
-from tests.labs.sshd import _descendants, ssh_lab
+from tests.labs.sshd import resident_agents, ssh_lab
 
 __all__ = ["lab", "ssh_lab"]  # the fixtures
 
@@ -29,16 +29,7 @@ CALL_TIMEOUT = 3
 
 
 def agents(lab: Lab, fleet: str) -> list[int]:
-    """The fleet's host's resident agents: `python … <digest>.pyz serve` under its sshd."""
-    server = lab.servers[fleet]
-    assert server.pid is not None
-    found = []
-    for pid in _descendants(server.pid):
-        with contextlib.suppress(OSError):
-            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-            if argv[-2:] == [b"serve", b""] and any(a.endswith(b".pyz") for a in argv):
-                found.append(pid)
-    return found
+    return resident_agents(lab.servers[fleet])
 
 
 @contextlib.contextmanager

@@ -220,6 +220,17 @@ def _descendants(root: int) -> list[int]:
     return found
 
 
+def resident_agents(server: SshServer) -> list[int]:
+    """The host's resident denv agents: `python … <digest>.pyz serve` under its sshd."""
+    found = []
+    for pid in _descendants(server.pid) if server.pid else []:
+        with contextlib.suppress(OSError):
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+            if argv[-2:] == [b"serve", b""] and any(a.endswith(b".pyz") for a in argv):
+                found.append(pid)
+    return found
+
+
 def _loopback_address() -> str:
     """A loopback address no other server of this run has (all of 127/8 is this machine's)."""
     pid, index = os.getpid(), next(_LOOPBACK_IDS)

@@ -263,8 +263,7 @@ class Context:
 
     def launch(self, action: Action) -> None:
         assert action.desired is not None
-        payload = action.desired.payload()
-        self.ask(action.fleet, action.host, lambda driver: driver.launch(action.host, payload))
+        self.start(action.fleet, action.host, action.desired.payload())
         fault_point("launched")  # the unit is submitted; nothing after it was done
 
     def stop(self, fleet: str, host: str, unit: str) -> None:
@@ -285,6 +284,10 @@ class Context:
         }
         if len(record.nodes) > 1:  # a scheduler's job over several nodes: all of them again
             payload["hosts"] = list(record.nodes)
+        self.start(fleet, host, payload)
+
+    def start(self, fleet: str, host: str, payload: Mapping[str, object]) -> None:
+        """Launch the unit `payload` describes on the host (through `ask`)."""
         self.ask(fleet, host, lambda driver: driver.launch(host, payload))
 
     def records(self, fleet: str, host: str, since: float) -> list[UnitRecord]:

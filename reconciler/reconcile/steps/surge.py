@@ -5,7 +5,6 @@ drained and stopped once the old replica serves again (reconcile/surge.py places
 from __future__ import annotations
 
 from reconciler.engines.units import Unit
-from reconciler.fleet.drivers.base import FleetDriver
 from reconciler.fleet.launching import launch_payload
 from reconciler.fleet.placement.gpus import declared_states, trial_gpus
 from reconciler.reconcile import probes
@@ -35,11 +34,7 @@ def surge(ctx: Context, action: Action, deployment: DesiredDeployment | None) ->
         return None  # a surge replica left over that could not be stopped: none this time
     payload = {**launch_payload(unit, surge_id), "labels": dict(action.desired.labels)}
     ctx.tell(f"+ surge {surge_id} on {action.host} (GPUs {unit.gpu_indices})")
-
-    def launch(driver: FleetDriver) -> None:
-        driver.launch(action.host, payload)
-
-    if not ctx.guard(surge_id, lambda: ctx.ask(action.fleet, action.host, launch)):
+    if not ctx.guard(surge_id, lambda: ctx.start(action.fleet, action.host, payload)):
         return None  # it may run: its GPUs stay held for this pass
     if not ctx.wait_unit(action.fleet, action.host, surge_id, unit):
         if ctx.guard(surge_id, lambda: ctx.stop(action.fleet, action.host, surge_id)):
