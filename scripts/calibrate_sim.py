@@ -299,6 +299,8 @@ class Fitted:
     efficiency: dict[str, Efficiency]
     mtp_acceptance: float
     pd_handoff_s: float
+    # The results (ids) these constants were fitted on; None: every published point.
+    trained_on: frozenset[str] | None = frozenset()
 
 
 def full_fit() -> Fitted:
@@ -307,7 +309,33 @@ def full_fit() -> Fitted:
         {group: _clamped(e) for group, e in calibration.EFFICIENCY.items()},
         calibration.MTP_ACCEPTANCE,
         calibration.PD_HANDOFF_S,
+        trained_on=None,
     )
+
+
+# Where --cv's refits start: constants that no measurement chose, the same for every GPU, from
+# what serving kernels are known to reach — about 40% of dense peak FLOPS in prefill GEMMs,
+# 70% of the HBM bandwidth in memory-bound reads, some tens of µs per layer that no roofline
+# explains, a few tens of ms per request before the batch — and a middling MTP acceptance and
+# P/D hand-off. The cold search's first factor (x1.6) reaches any fitted value in a few sweeps.
+PRIOR = {
+    "mfu": 0.4,
+    "hbm": 0.7,
+    "kv_hbm": 0.7,
+    "layer_floor_s": 30e-6,
+    "request_overhead_s": 0.03,
+}
+PRIOR_MTP_ACCEPTANCE = 0.6
+PRIOR_PD_HANDOFF_S = 0.05
+
+
+def prior_fit() -> Fitted:
+    """PRIOR for every generation (with its vendor's collective latency), fitted on nothing."""
+    efficiency = {
+        gen: Efficiency(**PRIOR, collective_s=e.collective_s)
+        for gen, e in calibration.EFFICIENCY.items()
+    }
+    return Fitted(efficiency, PRIOR_MTP_ACCEPTANCE, PRIOR_PD_HANDOFF_S, trained_on=frozenset())
 
 
 # A fit's per-point losses under one candidate, shared by every search of one run (the folds of
@@ -337,6 +365,8 @@ def fit(
     `only`: search these groups and nothing else (the scalars stay as `start` has them)."""
     chosen = [p for p in agg if p.concurrency <= FIT_MAX_CONCURRENCY]
     current = start or full_fit()
+    pd = [p for p in disagg if p.concurrency <= PD_FIT_MAX_CONCURRENCY]
+    seen = None if current.trained_on is None else current.trained_on | _ids(chosen + pd)
     cache = {} if cache is None else cache
     step = EFFICIENCY_STEP ** (0.25 if warm else 1)  # warm: two fruitless sweeps in
     scalar_step = SCALAR_STEP ** (0.5 if warm else 1)  # warm: one
@@ -372,7 +402,7 @@ def fit(
         best = _search(score, current.efficiency[group], sweeps, group, first)
         current = replace(current, efficiency={**current.efficiency, group: best})
     if only is not None:
-        return current
+        return replace(current, trained_on=seen)
     spec = [p for p in chosen if p.result.speculative == "mtp"]
     print(f"mtp: {len(spec)} points", file=sys.stderr)
     acc = _search_scalar(
@@ -384,7 +414,6 @@ def fit(
         scalar_step,
     )
     current = replace(current, mtp_acceptance=acc)
-    pd = [p for p in disagg if p.concurrency <= PD_FIT_MAX_CONCURRENCY]
     print(f"P/D hand-off: {len(pd)} points", file=sys.stderr)
     handoff = _search_scalar(
         lambda h: objective(pd, replace(current, pd_handoff_s=h)),
@@ -394,7 +423,20 @@ def fit(
         "pd_handoff_s",
         scalar_step,
     )
-    return replace(current, pd_handoff_s=handoff)
+    return replace(current, pd_handoff_s=handoff, trained_on=seen)
+
+
+def _ids(pts: list[Point]) -> frozenset[str]:
+    return frozenset(p.result.id for p in pts)
+
+
+def unseen_by(fitted: Fitted, held: list[Point], fold: int) -> None:
+    """Refuse constants fitted on any of a fold's held-out points: its errors would be in
+    sample in part."""
+    seen = fitted.trained_on
+    if seen is None or seen & _ids(held):
+        some = "every point" if seen is None else ", ".join(sorted(seen & _ids(held))[:3])
+        raise ValueError(f"fold {fold + 1}: constants fitted on its held-out points ({some})")
 
 
 def _cache_key(
@@ -621,6 +663,7 @@ class CrossValidation:
     # For each hardware whose other choice (own constants or its generation's) was weighed:
     # its generation's held-out residuals under that other choice.
     alternatives: dict[str, list[Residual]] = field(default_factory=dict)
+    fold_constants: list[dict[str, object]] = field(default_factory=list)  # what each fold reached
 
 
 # A hardware may have constants of its own when it has this many configurations to fit
@@ -657,8 +700,9 @@ def cross_validate(
     frozen: bool = False,
     resume: CrossValidation | None = None,
 ) -> CrossValidation:
-    """K folds of whole configurations: refit on the others as --fit does (from the full fit,
-    warm), predict the held-out ones as `denv sim predict` would. `frozen`: no refit, every
+    """K folds of whole configurations: refit on the others as --fit does, from PRIOR with the
+    cold search's steps (never from constants that saw the fold), predict the held-out ones as
+    `denv sim predict` would. `frozen`: no refit, every
     point under the full fit's constants — in-sample residuals, a stand-in for when a machine
     cannot afford the refits (--frozen). `resume`: a saved run's residuals; its folds are
     skipped (--cv-resume)."""
@@ -682,12 +726,15 @@ def cross_validate(
             def kept(pts: list[Point], fold: int = fold) -> list[Point]:
                 return [p for p in pts if fold_of[configuration(p)] != fold]
 
-            fitted = (
-                full_fit()
-                if frozen
-                else fit(kept(agg), kept(disagg), model, sweeps, pool, warm=True, cache=cache)
-            )
-            chosen = fitted if frozen else _without_unfitted(fitted, kept(agg), held, own)
+            if frozen:
+                chosen = full_fit()
+            else:
+                start = prior_fit()
+                unseen_by(start, held, fold)
+                fitted = fit(kept(agg), kept(disagg), model, sweeps, pool, start, cache=cache)
+                unseen_by(fitted, held, fold)
+                chosen = _without_unfitted(fitted, kept(agg), held, own)
+                out.fold_constants.append(_constants(chosen))
             out.residuals += _held_out(held, chosen, own, model, pool, out.unpredicted)
             for hw in weighed:  # the other choice for hw: refit its generation and hw only
                 other = own ^ {hw}
@@ -704,6 +751,7 @@ def cross_validate(
                     own=other,
                     only=frozenset({gen, hw}),
                 )
+                unseen_by(alt, held, fold)
                 alt = _without_unfitted(alt, kept(agg), held, other)
                 mine = [p for p in held if _gen(p) == gen]
                 out.alternatives.setdefault(hw, []).extend(
@@ -764,6 +812,18 @@ def _held_out(
     return out
 
 
+def _constants(fitted: Fitted) -> dict[str, object]:
+    """A fold's constants as JSON: per group its efficiencies, then the two scalars."""
+    return {
+        "efficiency": {
+            group: {name: round(getattr(e, name), 7) for name in PARAMS}
+            for group, e in fitted.efficiency.items()
+        },
+        "mtp_acceptance": round(fitted.mtp_acceptance, 4),
+        "pd_handoff_s": round(fitted.pd_handoff_s, 5),
+    }
+
+
 def _vendor(pts: list[Point], hardware_id: str) -> str:
     return next(p.hardware.vendor for p in pts if p.hardware.id == hardware_id)
 
@@ -800,6 +860,7 @@ def save_cv(cv: CrossValidation) -> None:
         "alternatives": {
             hw: [r.model_dump(mode="json") for r in rs] for hw, rs in cv.alternatives.items()
         },
+        "fold_constants": cv.fold_constants,
     }
     CV_SAVED.write_text(json.dumps(data, indent=1))
 
@@ -820,6 +881,7 @@ def load_cv(path: Path) -> CrossValidation:
             hw: [Residual.model_validate(r) for r in rs]
             for hw, rs in data.get("alternatives", {}).items()
         },
+        data.get("fold_constants", []),
     )
 
 

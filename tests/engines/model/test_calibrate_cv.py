@@ -3,6 +3,8 @@ and a load, and an unfinished run is reported but never written as the shipped f
 
 from __future__ import annotations
 
+from dataclasses import replace
+from multiprocessing import Pool
 from pathlib import Path
 
 import pytest
@@ -73,3 +75,83 @@ def test_own_constants_take_the_residuals_of_that_choice(
     monkeypatch.setattr(calibrate_sim.calibration, "OWN_CONSTANTS", frozenset({"b200"}))
     with pytest.raises(SystemExit, match="run --cv again"):
         calibrate_sim.weigh_own(cv)
+
+
+@pytest.fixture(scope="module")
+def published() -> tuple[list[calibrate_sim.Point], list[calibrate_sim.Point]]:
+    repo = calibrate_sim.load(calibrate_sim.REPO)
+    hardware = {hw.id: hw for hw in repo.hardware.values()}
+    for hw in list(hardware.values()):
+        hardware.update(dict.fromkeys(hw.aliases, hw))
+    return (
+        calibrate_sim.points(repo.results, hardware, disagg=False),
+        calibrate_sim.points(repo.results, hardware, disagg=True),
+    )
+
+
+def test_no_fold_starts_from_constants_that_saw_its_points(
+    published: tuple[list[calibrate_sim.Point], list[calibrate_sim.Point]],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Every refit of --cv (the fold's, and the other choice's of a weighed hardware) starts
+    from constants fitted on none of the fold's points and fits on none of them."""
+    agg, disagg = published
+    fold_of = calibrate_sim.folds(agg + disagg, 5)
+    refits: list[tuple[calibrate_sim.Fitted, frozenset[str]]] = []
+
+    def recorded(
+        agg: list[calibrate_sim.Point],
+        disagg: list[calibrate_sim.Point],
+        *args: object,
+        start: calibrate_sim.Fitted | None = None,
+        **kwargs: object,
+    ) -> calibrate_sim.Fitted:
+        if start is None:
+            start = args[3]  # type: ignore[assignment]
+        assert start is not None and start.trained_on is not None
+        trained = frozenset(p.result.id for p in agg + disagg)
+        refits.append((start, trained))
+        return replace(start, trained_on=start.trained_on | trained)
+
+    monkeypatch.setattr(calibrate_sim, "fit", recorded)
+    monkeypatch.setattr(calibrate_sim, "_held_out", lambda *args: [])
+    monkeypatch.setattr(calibrate_sim, "CV_SAVED", tmp_path / "cv.json")
+    cv = calibrate_sim.cross_validate(agg, disagg, None, 5, 12, 1)  # type: ignore[arg-type]
+    assert cv.folds_done == [0, 1, 2, 3, 4]
+    weighed = calibrate_sim.own_candidates(agg)
+    assert len(refits) == 5 * (1 + len(weighed))
+    per_fold = 1 + len(weighed)
+    for n, (start, trained) in enumerate(refits):
+        held = {
+            p.result.id
+            for p in agg + disagg
+            if fold_of[calibrate_sim.configuration(p)] == n // per_fold
+        }
+        assert start.trained_on is not None and not start.trained_on & held
+        assert held and not trained & held
+
+
+def test_a_fold_started_from_the_full_fit_is_refused(
+    published: tuple[list[calibrate_sim.Point], list[calibrate_sim.Point]],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """calibration.py's constants were fitted on every point: a fold started from them would
+    report errors partly in sample, and --cv stops instead."""
+    agg, disagg = published
+    monkeypatch.setattr(calibrate_sim, "prior_fit", calibrate_sim.full_fit)
+    with pytest.raises(ValueError, match="fold 1: constants fitted on its held-out points"):
+        calibrate_sim.cross_validate(agg, disagg, None, 5, 12, 1)  # type: ignore[arg-type]
+
+
+def test_a_fit_records_the_points_it_was_fitted_on(
+    published: tuple[list[calibrate_sim.Point], list[calibrate_sim.Point]],
+) -> None:
+    agg, disagg = published
+    train = [p for p in agg if calibrate_sim._fits_efficiency(p)][:2]
+    handoff = [p for p in disagg if p.concurrency <= calibrate_sim.PD_FIT_MAX_CONCURRENCY][:1]
+    model = calibrate_sim.load(calibrate_sim.REPO).models["deepseek-r1"]
+    with Pool(1) as pool:
+        fitted = calibrate_sim.fit(train, handoff, model, 0, pool, calibrate_sim.prior_fit())
+    assert fitted.trained_on == {p.result.id for p in train + handoff}
+    assert calibrate_sim.full_fit().trained_on is None  # every point
