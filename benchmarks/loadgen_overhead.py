@@ -1,25 +1,25 @@
-"""What denv's load generator costs, and how fast it can send, side by side with GuideLLM.
+"""What denv's load generator costs, and how fast it can send, side by side with GuideLLM,
+AIPerf and inference-perf.
 
 A minimal streaming server (raw asyncio, HTTP/1.1 keep-alive, chunked server-sent events: one
 chunk per output token, each written in its own event-loop turn, then a usage event and
 [DONE]) runs pinned to one CPU; each client runs pinned to another, against the same server
-and the same Mooncake trace (128-token prompts, 64 output tokens).
+and the same load (128-token prompts, 64 output tokens; a Mooncake trace where the client
+reads one).
 
-- Closed loop at each concurrency: requests/s, the client's CPU per request, TTFT.
-  denv's CPU is read inside its process around the run; GuideLLM's (a CLI with worker
-  processes and a long start-up) as the difference between a short and a long run of the
-  same load, which takes its start-up out.
-- Open loop at rising rates: the highest rate each client sustains — answers keep pace with
-  arrivals (at least 95 %) and, for denv, sends leave on time (median lag under 2 ms).
+- Closed loop at each concurrency: requests/s (each client's own report), the client's CPU
+  per request, TTFT. Every client's CPU is counted the same way: the whole process tree in a
+  cgroup of its own (loadgen_peers.py), as the difference between two runs of the same load,
+  one twice the other, which takes start-up out.
+- Open loop at rising rates (denv and GuideLLM): the highest rate each sustains — answers keep
+  pace with arrivals (at least 95 %) and, for denv, sends leave on time (median lag under
+  2 ms).
 
-Medians over repeats; ratios GuideLLM ÷ denv. Figures and the command: docs/performance.md.
+Medians over repeats; ratios peer ÷ denv within each repeat. Figures and the command:
+docs/performance.md. Needs root (the cgroups) and the peers' venvs (loadgen_peers.py).
 
     .venv/bin/python benchmarks/loadgen_overhead.py --repeats 3
-    .venv/bin/python benchmarks/loadgen_overhead.py --no-guidellm --rates 500,1000,2000
-
-GuideLLM runs from its own venv (benchmarks/.venv-guidellm, git-ignored):
-    python3 -m venv benchmarks/.venv-guidellm
-    benchmarks/.venv-guidellm/bin/pip install guidellm==0.8.1
+    .venv/bin/python benchmarks/loadgen_overhead.py --peers '' --rates 500,1000,2000
 """
 
 from __future__ import annotations
@@ -36,14 +36,18 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-GUIDELLM = ROOT / "benchmarks" / ".venv-guidellm" / "bin"
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import loadgen_peers as peers  # noqa: E402
+from loadgen_peers import measured  # noqa: E402
+
 INPUT, OUTPUT, MODEL = 128, 64, "bench-model"
-SERVER_CPU, CLIENT_CPU = 0, 1
+SERVER_CPU = 0
 
 # -- the server -------------------------------------------------------------------------
 
@@ -182,14 +186,14 @@ def _denv_client(job: dict[str, Any]) -> dict[str, Any]:
 
     lines = read_trace(Path(job["trace"]))
     target = Target(url=job["url"], model=MODEL, timeout_s=60)
-    cpu, wall = time.process_time(), time.perf_counter()
+    began = time.perf_counter()
     if job["mode"] == "closed":
         records = asyncio.run(closed_loop(target, lines, job["concurrency"]))
     else:
         first = lines[0].timestamp
         at = [(line.timestamp - first) / 1000 for line in lines]
         records = asyncio.run(open_loop(target, lines, at))
-    cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+    duration = time.perf_counter() - began
     ok = [r for r in records if r.ok]
     ttft = sorted(r.chunks_s[0] - r.sent_s for r in ok) or [float("nan")]
     lag = sorted(r.sent_s - (r.scheduled_s or r.sent_s) for r in records)
@@ -197,8 +201,7 @@ def _denv_client(job: dict[str, Any]) -> dict[str, Any]:
     return {
         "requests": len(ok),
         "errors": len(records) - len(ok),
-        "wall_s": wall,
-        "cpu_s": cpu,
+        "duration_s": duration,  # the run, without the interpreter's start
         "answers_per_s": len(ok) / span,
         "ttft_p50_ms": ttft[len(ttft) // 2] * 1000,
         "ttft_p99_ms": ttft[int(len(ttft) * 0.99)] * 1000,
@@ -208,127 +211,73 @@ def _denv_client(job: dict[str, Any]) -> dict[str, Any]:
 
 
 def run_denv(job: dict[str, Any]) -> dict[str, Any]:
-    argv = [sys.executable, __file__, "--denv-client", json.dumps(job)]
-    done = subprocess.run(
-        argv, capture_output=True, text=True, timeout=600, preexec_fn=_pin(CLIENT_CPU)
-    )
-    if done.returncode != 0:
-        raise SystemExit(f"denv client failed:\n{done.stderr[-3000:]}")
-    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
-    return result
-
-
-# -- GuideLLM, from its own venv ----------------------------------------------------------
-
-_TOKENIZER = """
-import sys
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-from transformers import PreTrainedTokenizerFast
-words = [f"w{i}" for i in range(300)]
-corpus = [" ".join(words[(i * 7 + j) % 300] for j in range(40)) for i in range(400)]
-tok = Tokenizer(models.BPE())
-tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-tok.decoder = decoders.ByteLevel()
-alphabet = pre_tokenizers.ByteLevel.alphabet()
-trainer = trainers.BpeTrainer(vocab_size=1000, initial_alphabet=alphabet, special_tokens=["<eos>"])
-tok.train_from_iterator(corpus, trainer)
-PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<eos>").save_pretrained(sys.argv[1])
-"""
-
-
-def guidellm_tokenizer(folder: Path) -> Path:
-    """GuideLLM needs a real tokenizer to make prompts, and reaches no hub here: a small
-    byte-level BPE trained on the spot (reference/peer-figures.md)."""
-    done = subprocess.run(
-        [str(GUIDELLM / "python"), "-c", _TOKENIZER, str(folder)], capture_output=True, text=True
-    )
-    if done.returncode != 0:
-        raise SystemExit(f"could not make GuideLLM's tokenizer:\n{done.stderr[-2000:]}")
-    return folder
-
-
-def run_guidellm(
-    url: str, trace: Path, tokenizer: Path, profile: dict[str, Any], seconds: float, out: Path
-) -> dict[str, Any]:
-    """One GuideLLM run; its CPU (every process it started) from the kernel's accounting of
-    waited-for children."""
-    data = {"kind": "mooncake", "source": {"kind": "json_file", "path": str(trace)}}
-    argv = [
-        str(GUIDELLM / "guidellm"),
-        "run",
-        "--backend",
-        f"kind=openai_http,target={url},model={MODEL}",
-        "--data",
-        json.dumps(data),
-        "--tokenizer",
-        f"kind=hf_auto,model={tokenizer}",
-        "--profile",
-        json.dumps(profile),
-        "--constraint",
-        f"kind=max_duration,seconds={seconds}",
-        "--output",
-        f"kind=json,path={out}",
-        "--disable-console",
-    ]
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "GUIDELLM__LOGGING__CONSOLE_LOG_LEVEL": "ERROR"}
-    before = os.times()
-    wall = time.perf_counter()
-    done = subprocess.run(
-        argv, capture_output=True, text=True, env=env, timeout=900, preexec_fn=_pin(CLIENT_CPU)
-    )
-    wall = time.perf_counter() - wall
-    after = os.times()
-    if done.returncode != 0:
-        raise SystemExit(f"guidellm failed:\n{done.stderr[-3000:]}{done.stdout[-2000:]}")
-    cpu = (after.children_user - before.children_user) + (
-        after.children_system - before.children_system
-    )
-    return {"cpu_s": cpu, "wall_s": wall, **_guidellm_report(out)}
-
-
-def _guidellm_report(path: Path) -> dict[str, Any]:
-    bench = json.loads(path.read_text())["benchmarks"][0]
-    metrics = bench["metrics"]
-    totals = metrics["request_totals"]
-    ttft = metrics["time_to_first_token_ms"]["successful"]
-    seen = ttft["count"] > 0  # GuideLLM leaves it empty when chunks come back to back
-    return {
-        "requests": int(totals["successful"]),
-        "errors": int(totals["errored"]),
-        "answers_per_s": totals["successful"] / bench["duration"],
-        "ttft_p50_ms": ttft["percentiles"]["p50"] if seen else float("nan"),
-        "ttft_p99_ms": ttft["percentiles"]["p99"] if seen else float("nan"),
-    }
+    """One run of denv's client in its own process, its CPU counted as every client's is."""
+    run = measured([sys.executable, __file__, "--denv-client", json.dumps(job)])
+    result: dict[str, Any] = json.loads(run.stdout.strip().splitlines()[-1])
+    return {**result, "cpu_s": run.cpu_s, "wall_s": run.wall_s}
 
 
 # -- the points ---------------------------------------------------------------------------
 
+Report = dict[str, Any]
+
+
+def difference(short: Report, long: Report) -> Report:
+    """The long run's figures, with the CPU per request from the difference between two runs
+    of the same load, one twice the other: start-up (imports, tokenizer, worker processes)
+    cancels out, the same way for every client."""
+    extra = long["requests"] - short["requests"]
+    per_request = (long["cpu_s"] - short["cpu_s"]) / extra
+    return {
+        **long,
+        "requests_per_s": long["requests"] / long["duration_s"],
+        "cpu_ms_per_request": per_request * 1000,
+        "startup_cpu_s": short["cpu_s"] - short["requests"] * per_request,
+        "hung": short.get("hung", 0) + long.get("hung", 0),
+    }
+
 
 def closed_point(
-    url: str, work: Path, tokenizer: Path | None, concurrency: int, seconds: float
+    url: str, work: Path, clients: list[str], concurrency: int, seconds: float
 ) -> dict[str, Any]:
-    """denv and (when `tokenizer`) GuideLLM at one concurrency."""
-    probe = write_trace(work / "probe.jsonl", max(200, 20 * concurrency))
-    rate = run_denv({"url": url, "trace": str(probe), "mode": "closed", "concurrency": concurrency})
-    count = max(int(rate["requests"] / rate["wall_s"] * seconds), 50 * concurrency)
-    trace = write_trace(work / f"closed-{concurrency}.jsonl", count)
-    denv = run_denv({"url": url, "trace": str(trace), "mode": "closed", "concurrency": concurrency})
-    denv["cpu_ms_per_request"] = denv["cpu_s"] / denv["requests"] * 1000
-    denv["requests_per_s"] = denv["requests"] / denv["wall_s"]
-    point: dict[str, Any] = {"concurrency": concurrency, "denv": denv}
-    if tokenizer is not None:
-        profile = {"kind": "concurrent", "streams": concurrency}
-        big = write_trace(work / "guidellm.jsonl", 60000)
-        short = run_guidellm(url, big, tokenizer, profile, seconds, work / "g-short.json")
-        long = run_guidellm(url, big, tokenizer, profile, 2 * seconds, work / "g-long.json")
-        extra = long["requests"] - short["requests"]
-        long["cpu_ms_per_request"] = (long["cpu_s"] - short["cpu_s"]) / extra * 1000
-        long["requests_per_s"] = long["answers_per_s"]
-        long["startup_cpu_s"] = (
-            short["cpu_s"] - short["requests"] * long["cpu_ms_per_request"] / 1000
-        )
-        point["guidellm"] = long
-    return point
+    """Every client in `clients` at one concurrency. A client bounded by a request count runs
+    a probe of max(200, 20 C) requests, then N and 2 N requests, N its probe's rate times
+    `seconds`; GuideLLM (bounded by time) runs `seconds` and twice that."""
+    c = concurrency
+
+    def count_bound(run: Callable[[int], Report]) -> Report:
+        probe = run(max(200, 20 * c))
+        n = max(int(probe["requests"] / probe["duration_s"] * seconds), 20 * c)
+        return difference(run(n), run(2 * n))
+
+    def trace(n: int) -> Path:
+        return write_trace(work / f"closed-{n}.jsonl", n)
+
+    runs: dict[str, Callable[[], Report]] = {
+        "denv": lambda: count_bound(
+            lambda n: run_denv(
+                {"url": url, "trace": str(trace(n)), "mode": "closed", "concurrency": c}
+            )
+        ),
+        "guidellm": lambda: difference(
+            *(
+                peers.guidellm(
+                    url,
+                    MODEL,
+                    write_trace(work / "guidellm.jsonl", 60000),
+                    work,
+                    {"kind": "concurrent", "streams": c},
+                    t,
+                )
+                for t in (seconds, 2 * seconds)
+            )
+        ),
+        "aiperf": lambda: count_bound(lambda n: peers.aiperf(url, MODEL, trace(n), work, c, n)),
+        "inference-perf": lambda: count_bound(
+            lambda n: peers.inference_perf(url, MODEL, work, c, n)
+        ),
+    }
+    return {"concurrency": c, **{client: runs[client]() for client in clients}}
 
 
 def sustains(result: dict[str, Any], rate: float, lag: bool) -> bool:
@@ -339,11 +288,12 @@ def sustains(result: dict[str, Any], rate: float, lag: bool) -> bool:
 
 
 def highest_rate(
-    url: str, work: Path, tokenizer: Path | None, rates: list[float], seconds: float
+    url: str, work: Path, guidellm: bool, rates: list[float], seconds: float
 ) -> dict[str, Any]:
-    """The highest of `rates` each client sustains (stops at the first it does not)."""
+    """The highest of `rates` denv (and GuideLLM) sustain (each stops at the first it does
+    not)."""
     found: dict[str, Any] = {"denv": None, "guidellm": None, "runs": []}
-    denv_on, guide_on = True, tokenizer is not None
+    denv_on, guide_on = True, guidellm
     for rate in rates:
         trace = write_trace(work / f"open-{rate:g}.jsonl", int(rate * seconds), rate)
         run: dict[str, Any] = {"rate": rate}
@@ -353,9 +303,10 @@ def highest_rate(
                 found["denv"] = rate
             else:
                 denv_on = False
-        if guide_on and tokenizer is not None:
+        if guide_on:
             profile = {"kind": "constant", "rate": rate}
-            run["guidellm"] = run_guidellm(url, trace, tokenizer, profile, seconds, work / "g.json")
+            answer = peers.guidellm(url, MODEL, trace, work, profile, seconds)
+            run["guidellm"] = {**answer, "answers_per_s": answer["requests"] / answer["duration_s"]}
             if sustains(run["guidellm"], rate, lag=False):
                 found["guidellm"] = rate
             else:
@@ -371,38 +322,41 @@ def _median(values: list[float]) -> float:
 
 
 def report(points: list[list[dict[str, Any]]], rates: list[dict[str, Any]]) -> str:
-    """Markdown tables: medians over repeats."""
+    """Markdown tables: medians over repeats; each peer's ratios against denv in the same
+    repeat."""
     lines = [
-        "| concurrency | client | requests/s | client CPU per request | TTFT p50 | TTFT p99 |",
-        "|---|---|---|---|---|---|",
+        "| concurrency | client | requests/s | client CPU per request | start-up CPU "
+        "| TTFT p50 | TTFT p99 |",
+        "|---|---|---|---|---|---|---|",
     ]
     for at in zip(*points, strict=True):
-        for tool in ("denv", "guidellm"):
+        c = at[0]["concurrency"]
+        for tool in CLIENTS:
             runs = [p[tool] for p in at if tool in p]
             if not runs:
                 continue
             lines.append(
-                f"| {at[0]['concurrency']} | {tool} | "
+                f"| {c} | {tool} | "
                 f"{_median([r['requests_per_s'] for r in runs]):,.0f} | "
-                f"{_median([r['cpu_ms_per_request'] for r in runs]):.3f} ms | "
+                f"{_median([r['cpu_ms_per_request'] for r in runs]):.2f} ms | "
+                f"{_median([r['startup_cpu_s'] for r in runs]):.1f} s | "
                 f"{_median([r['ttft_p50_ms'] for r in runs]):.2f} ms | "
                 f"{_median([r['ttft_p99_ms'] for r in runs]):.2f} ms |"
             )
-        pair = [p for p in at if "guidellm" in p]
-        if pair:
+        for tool in CLIENTS[1:]:
+            pair = [p for p in at if tool in p]
+            if not pair:
+                continue
             cpu = _median(
-                [
-                    p["guidellm"]["cpu_ms_per_request"] / p["denv"]["cpu_ms_per_request"]
-                    for p in pair
-                ]
+                [p[tool]["cpu_ms_per_request"] / p["denv"]["cpu_ms_per_request"] for p in pair]
             )
-            rps = _median(
-                [p["denv"]["requests_per_s"] / p["guidellm"]["requests_per_s"] for p in pair]
-            )
+            rps = _median([p["denv"]["requests_per_s"] / p[tool]["requests_per_s"] for p in pair])
             lines.append(
-                f"| {at[0]['concurrency']} | ratio | denv {rps:.1f}× the requests/s | "
-                f"GuideLLM {cpu:.1f}× the CPU | | |"
+                f"| {c} | ratio | denv {rps:.1f}× {tool}'s requests/s | "
+                f"{tool} {cpu:.1f}× the CPU | | | |"
             )
+    hung = sum(p[tool]["hung"] for at in points for p in at for tool in CLIENTS if tool in p)
+    lines.append(f"\nruns that never ended, killed and run again: {hung}")
     for tool in ("denv", "guidellm"):
         best = [r[tool] for r in rates if r[tool] is not None]
         if best:
@@ -412,13 +366,19 @@ def report(points: list[list[dict[str, Any]]], rates: list[dict[str, Any]]) -> s
     return "\n".join(lines)
 
 
+CLIENTS = ("denv", "guidellm", "aiperf", "inference-perf")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--concurrency", default="1,64", help="closed-loop levels")
     parser.add_argument("--rates", default="50,100,200,400,800,1200,1600,2400,3200")
     parser.add_argument("--seconds", type=float, default=5.0, help="length of each point")
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--no-guidellm", action="store_true")
+    parser.add_argument(
+        "--peers", default="guidellm,aiperf,inference-perf", help="peers beside denv, or ''"
+    )
+    parser.add_argument("--no-open-loop", action="store_true")
     parser.add_argument("--out", type=Path, help="write every figure as JSON here")
     parser.add_argument("--serve", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--denv-client", help=argparse.SUPPRESS)
@@ -429,23 +389,30 @@ def main() -> None:
     if args.denv_client is not None:
         print(json.dumps(_denv_client(json.loads(args.denv_client))))
         return
-    use_guidellm = not args.no_guidellm
-    if use_guidellm and not (GUIDELLM / "guidellm").exists():
-        raise SystemExit(f"no GuideLLM at {GUIDELLM} (see this file's docstring), or --no-guidellm")
+    chosen = [p for p in args.peers.split(",") if p]
+    for peer in chosen:
+        if peer not in peers.VENVS:
+            raise SystemExit(f"--peers: no peer {peer!r}; one of {', '.join(peers.VENVS)}")
+        if not peers.installed(peer):
+            raise SystemExit(f"no {peer} at {peers.VENVS[peer]} (see benchmarks/loadgen_peers.py)")
     levels = [int(c) for c in args.concurrency.split(",")]
-    rates = [float(r) for r in args.rates.split(",")]
+    rates = [] if args.no_open_loop else [float(r) for r in args.rates.split(",")]
+    versions = ", ".join(f"{p} {peers.version(p)}" for p in chosen)
     print(
         f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}; "
-        f"server on CPU {SERVER_CPU}, clients on CPU {CLIENT_CPU}",
+        f"server on CPU {SERVER_CPU}, clients on CPU {peers.CLIENT_CPU}; {versions or 'no peers'}",
         flush=True,
     )
+    clients = ["denv", *chosen]
     with tempfile.TemporaryDirectory() as folder, server_process() as (url, server):
         work = Path(folder)
-        tokenizer = guidellm_tokenizer(work / "tokenizer") if use_guidellm else None
+        if chosen:
+            peers.tokenizer(work)
         points, highest = [], []
         for repeat in range(args.repeats):
-            points.append([closed_point(url, work, tokenizer, c, args.seconds) for c in levels])
-            highest.append(highest_rate(url, work, tokenizer, rates, args.seconds))
+            points.append([closed_point(url, work, clients, c, args.seconds) for c in levels])
+            if rates:
+                highest.append(highest_rate(url, work, "guidellm" in chosen, rates, args.seconds))
             print(f"repeat {repeat + 1}/{args.repeats} done", flush=True)
         server_cpu = _cpu_seconds(server.pid)
     print(report(points, highest))
