@@ -46,7 +46,7 @@ def busy_machine() -> Iterator[int]:
     )
     try:
         assert hog.stderr is not None
-        assert "busy core" in hog.stderr.readline()  # the hogs run from here on
+        assert "busy core" in hog.stderr.readline()  # started; running a moment later
         yield hogs
     finally:
         os.killpg(hog.pid, signal.SIGKILL)

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.engines.sim.sims import wait_until
 from tests.labs.busy import busy_machine, hog_niceness, hogs_wanted
 
 
@@ -42,14 +43,21 @@ def test_beside_other_workers_the_hogs_take_only_idle_cpu(monkeypatch: pytest.Mo
     monkeypatch.setenv("PYTEST_XDIST_WORKER_COUNT", "3")
     monkeypatch.setenv("CPU_HOG_CORES", "0")
     monkeypatch.setenv("HOG_MARK", f"test-{os.getpid()}")  # these hogs, not any other's
+    mark = f"HOG_MARK=test-{os.getpid()}"
     with busy_machine() as hogs:
         assert hogs >= 1
-        niceness = {
-            os.getpriority(os.PRIO_PROCESS, int(pid))
-            for pid in os.listdir("/proc")
-            if pid.isdigit() and _is_hog(Path("/proc", pid), f"HOG_MARK=test-{os.getpid()}")
-        }
+        # `nice` sets the niceness, then becomes the hog: a hog process seen is already niced
+        niceness = wait_until(lambda: _hog_niceness(mark), 30.0, "the hogs to start")
     assert niceness == {19}
+
+
+def _hog_niceness(mark: str) -> set[int]:
+    """The niceness of every hog process carrying `mark`."""
+    return {
+        os.getpriority(os.PRIO_PROCESS, int(pid))
+        for pid in os.listdir("/proc")
+        if pid.isdigit() and _is_hog(Path("/proc", pid), mark)
+    }
 
 
 def _is_hog(proc: Path, mark: str) -> bool:
@@ -60,5 +68,7 @@ def _is_hog(proc: Path, mark: str) -> bool:
         environment = (proc / "environ").read_bytes().split(b"\0")
     except OSError:
         return False
-    busy = command[0].endswith(b"stress-ng") or b"while :; do :; done" in command
+    # the program itself, not `nice` on its way to becoming it (niceness not yet set)
+    program = Path(command[0].decode(errors="replace")).name
+    busy = program == "stress-ng" or (program == "sh" and b"while :; do :; done" in command)
     return busy and mark.encode() in environment
