@@ -1,6 +1,7 @@
 """CLI: `denv prune` — stop the orphans: units denv started whose deployment git no longer
 has (a release or stage removed, `main` rewound). It says what it will stop, then stops it
-(routers first, then engines), as the bot does on a fleet whose file says `prune: true`."""
+(drained first, then routers, then engines), as the bot does on a fleet whose file says
+`prune: true`."""
 
 from __future__ import annotations
 

@@ -74,6 +74,10 @@ def launch_payload(
         "port": unit.port,
         "gpus": unit.gpu_indices,
     }
+    metrics = unit.metrics
+    if metrics is not None and metrics.running is not None and metrics.port == unit.port:
+        # kept in its record: an orphan, whose deployment git no longer has, is drained too
+        payload["metrics"] = metrics.model_dump(include={"path", "running", "waiting"})
     if unit.restart:
         payload["restart"] = True
     if unit.cpus:

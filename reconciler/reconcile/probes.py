@@ -67,10 +67,16 @@ def in_flight(unit: Unit) -> float | None:
     metrics name a queue — from its metrics; None when unknown."""
     if unit.metrics is None or unit.metrics.running is None:
         return None
-    status, body = _call(f"http://{unit.address}:{unit.metrics.port}{unit.metrics.path}")
+    url = f"http://{unit.address}:{unit.metrics.port}{unit.metrics.path}"
+    return in_flight_at(url, unit.metrics.running, unit.metrics.waiting)
+
+
+def in_flight_at(url: str, running: str, waiting: str | None) -> float | None:
+    """in_flight, from the metrics at `url` and the names of its two gauges."""
+    status, body = _call(url)
     if status != 200:
         return None
-    wanted = {unit.metrics.running, unit.metrics.waiting} - {None}
+    wanted = {running, waiting} - {None}
     total = None
     for family in text_string_to_metric_families(body.decode("utf-8", "replace")):
         for sample in family.samples:
@@ -82,8 +88,11 @@ def in_flight(unit: Unit) -> float | None:
 def router_workers(router: Unit) -> dict[str, str] | None:
     """url -> worker id of the router's workers; None when the router does not answer."""
     root = base_url(router)
-    if root is None:
-        return None
+    return workers_at(root) if root is not None else None
+
+
+def workers_at(root: str) -> dict[str, str] | None:
+    """router_workers, of the router at `root` (http://address:port)."""
     status, body = _call(root + "/workers")
     if status != 200:
         return None
@@ -100,6 +109,10 @@ def add_worker(router: Unit, url: str) -> bool:
 
 
 def remove_worker(router: Unit, worker_id: str) -> bool:
+    return remove_worker_at(f"{base_url(router)}", worker_id)
+
+
+def remove_worker_at(root: str, worker_id: str) -> bool:
     quoted = urllib.parse.quote(worker_id, safe="")
-    status, _ = _call(f"{base_url(router)}/workers/{quoted}", "DELETE")
+    status, _ = _call(f"{root}/workers/{quoted}", "DELETE")
     return status in (200, 202, 204, 404)

@@ -144,6 +144,7 @@ def _launch(unit):
         "digest": unit["digest"],
         "argv": pinned(unit),
         "port": unit.get("port"),
+        "metrics": unit.get("metrics"),  # how to ask it for requests in flight (a drain)
         "gpus": unit.get("gpus", []),
         "cpus": cpus,
         "labels": unit.get("labels", {}),

@@ -8,7 +8,9 @@ import posixpath
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from pydantic import BaseModel, ConfigDict, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+METRIC_NAME = r"^[a-zA-Z_:][a-zA-Z0-9_:]{0,200}$"  # Prometheus' rule for a metric's name
 
 
 class Cause(StrEnum):
@@ -63,11 +65,22 @@ ACTIVE_JOB_STATES = frozenset(
 )  # fmt: skip
 
 
+class RecordedMetrics(Observed):
+    """Where a unit's Prometheus metrics are on its port, and its gauges of requests running
+    and queued: what a drain asks, also once git no longer has the unit's deployment."""
+
+    # a host's answer: a path on the unit's own port, Prometheus names, nothing else
+    path: str = Field(pattern=r"^/[A-Za-z0-9._/-]{0,200}$")
+    running: str = Field(pattern=METRIC_NAME)
+    waiting: str | None = Field(default=None, pattern=METRIC_NAME)
+
+
 class UnitRecord(Observed):
     id: str
     digest: str
     argv: tuple[str, ...] = ()
     port: int | None = None
+    metrics: RecordedMetrics | None = None  # None: launched without (a router, an older agent)
     gpus: tuple[int, ...] = ()
     pid: int | None = None
     start_time: int | None = None

@@ -1,6 +1,7 @@
 """Adapter: the stop steps — free (units nothing wants, whose GPUs and ports new units may be
-placed on) and trim (what a deployment no longer needs — a scale-down, a moved unit — after
-its router let it go: it drains first, in-flight requests finishing up to a grace time)."""
+placed on: a pruned orphan drains first, its router letting its engines go) and trim (what a
+deployment no longer needs — a scale-down, a moved unit — after its router let it go: it
+drains first, in-flight requests finishing up to a grace time)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from collections.abc import Sequence
 
 from reconciler.engines.units import Unit
 from reconciler.fleet.drivers.registry import rules_of
+from reconciler.fleet.model.observed import UnitRecord
 from reconciler.reconcile import probes
 from reconciler.reconcile.desired import DesiredDeployment
 from reconciler.reconcile.plan import Action, Wave
@@ -24,6 +26,7 @@ def stop_all(
     by_key = {d.key: d for d in deployments}
     routers = [a for a in actions if a.role == "router"]
     engines = [a for a in actions if a.role != "router"]
+    _drain_pruned([a for a in actions if a.wave == Wave.FREE], ctx)
     for batch in (routers, engines):
         ctx.each(functools.partial(_stop_one, ctx, by_key), batch, fleet_of)
 
@@ -82,3 +85,58 @@ def _probe(ctx: Context, deployment: DesiredDeployment, action: Action) -> Unit 
     return sibling.model_copy(
         update={"host": action.host, "address": address, "port": record.port, "metrics": metrics}
     )
+
+
+def _drain_pruned(actions: Sequence[Action], ctx: Context) -> None:
+    """Pruned orphans (the only stops of the free wave): git no longer has their deployment,
+    but their router may still carry requests. Each router lets its workers go, then the
+    engines get until their requests in flight finish, all at once, up to the applier's drain
+    grace (the stage's own went with its file). What an engine's record says of its metrics
+    is what is asked: an engine launched without it (by an older bot) is not waited for."""
+    live = [a for a in actions if a.running is not None and a.running.alive]
+    live = [a for a in live if ctx.fenced(a.fleet) is None and not ctx.left_alone(a.fleet, a.host)]
+    for action in live:
+        root = _root(ctx, action)
+        if action.role == "router" and root is not None:
+            for worker in (probes.workers_at(root) or {}).values():
+                if probes.remove_worker_at(root, worker):
+                    ctx.report.count("router-remove")
+    asked = [(a, _metrics_url(ctx, a)) for a in live if a.role != "router"]
+    engines = [(a, url) for a, url in asked if url is not None]
+    if not engines:
+        return
+    grace = ctx.options.drain_grace
+    for action, _ in engines:
+        ctx.tell(f"  drain {action.unit} on {action.host} (up to {grace:g}s; orphan, pruned)")
+
+    def idle(action: Action, url: str) -> bool:
+        metrics = _recorded(action).metrics
+        assert metrics is not None  # _metrics_url said so
+        return (probes.in_flight_at(url, metrics.running, metrics.waiting) or 0) == 0
+
+    if probes.wait_until(
+        lambda: all(idle(a, url) for a, url in engines), grace, 0.1, abort=ctx.stopping
+    ):
+        for _ in engines:
+            ctx.report.count("drain")
+
+
+def _recorded(action: Action) -> UnitRecord:
+    assert action.running is not None
+    return action.running
+
+
+def _root(ctx: Context, action: Action) -> str | None:
+    """http://address:port of the unit the action stops, from its record and its fleet."""
+    fleet = ctx.repo.fleets.get(action.fleet)
+    host = next((h for h in fleet.hosts if h.name == action.host), None) if fleet else None
+    port = _recorded(action).port
+    if fleet is None or host is None or port is None:
+        return None
+    return f"http://{rules_of(fleet).address(host)}:{port}"
+
+
+def _metrics_url(ctx: Context, action: Action) -> str | None:
+    metrics = _recorded(action).metrics
+    root = _root(ctx, action)
+    return root + metrics.path if metrics is not None and root is not None else None
