@@ -152,7 +152,10 @@ class Promoter:
                 }
             )
             title = f"Promote {name} {record.revision[:12]} to {after.name}"
-            at = datetime.fromtimestamp(now, UTC)
+            # when the stage baked green, the same on every pass: a pass cut short after the
+            # branch moved and run again proposes the same tree, never a second commit
+            baked = record.ready_at + (stage.bake or 0.0) if record.ready_at is not None else now
+            at = datetime.fromtimestamp(baked, UTC)
             change = promotion_change(name, after.name, record.revision, title, render(view), at)
             opened = forge.open_or_update_bot_pr(change)
             summary = f"{stage.name} baked {record.revision[:12]} green; {verdict}"

@@ -43,7 +43,7 @@ from reconciler.rollout.promote import Promoter
 from tests.reconcile.conftest import GitRepo
 from tests.rollout.test_promote import green, snap_of
 
-path, cache, point, revision = sys.argv[1:5]
+path, cache, point, revision, now = sys.argv[1:6]
 repo = GitRepo(Path(path), Path(cache))
 snap, revisions = snap_of(repo)
 
@@ -69,15 +69,18 @@ forge = LocalForge(repo.path)
 RolloutBot(revisions, lambda: forge, print).check(snap, {}, {})
 kept = green(revision)
 Promoter(revisions, lambda: forge, print).promotions(
-    snap, "chat-8b", snap.repo.releases["chat-8b"], kept, {}, 1.0e9 + 600
+    snap, "chat-8b", snap.repo.releases["chat-8b"], kept, {}, float(now)
 )
 print("promotion:", kept.stages["chat-8b/canary"].promotion)
 """
 
 
-def run_pass(repo: GitRepo, revision: str, point: str = "") -> subprocess.CompletedProcess[str]:
+def run_pass(
+    repo: GitRepo, revision: str, point: str = "", now: float = 1.0e9 + 600
+) -> subprocess.CompletedProcess[str]:
+    """One pass at `now` (the canary baked green at 1.0e9 + 600), killed after `point`."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    args = [str(repo.path), str(repo.cache), point or "none", revision]
+    args = [str(repo.path), str(repo.cache), point or "none", revision, repr(now)]
     return subprocess.run(
         [sys.executable, "-c", PASS, *args],
         capture_output=True, text=True, env=env, cwd=ROOT, timeout=120,
@@ -106,9 +109,9 @@ def test_a_pass_killed_after_any_step_is_picked_up_by_the_next(
     before = log(repo)
     killed = run_pass(repo, revision, point)
     assert killed.returncode == -signal.SIGKILL, killed.stdout + killed.stderr
-    done = run_pass(repo, revision)
+    done = run_pass(repo, revision, now=1.0e9 + 660)  # a later pass: its clock moved on
     assert done.returncode == 0, done.stdout + done.stderr
-    again = run_pass(repo, revision)  # a pass after that changes nothing
+    again = run_pass(repo, revision, now=1.0e9 + 720)  # a pass after that changes nothing
     assert again.returncode == 0, again.stdout + again.stderr
     after = log(repo)
     assert after[len(after) - len(before) :] == before
