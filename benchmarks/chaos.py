@@ -1,16 +1,21 @@
-"""Faults on a seeded random schedule while a stage rolls and scales on the sshd lab, with
-invariants checked after every one.
+"""Faults on a seeded random schedule while a release rolls, scales and is promoted on the
+sshd lab, with invariants checked after every one.
 
     .venv/bin/python benchmarks/chaos.py [--faults 200] [--seed 1] [--json]   # as root
 
 The lab: two hosts of four simulated H200s, each a real sshd in a network namespace of its own
 (tests/labs/sshd.py), one fleet over both (`call_timeout: 2`, `connect_timeout: 1`), the
 second host's unit records on a 1 MiB tmpfs (for the full disk), and a git repository of this
-project's denv files whose release `chat-8b` runs a canary on that fleet. Each round commits
-a change (a roll: a new max_batch; or a scale: 1 to 4 replicas), injects one fault drawn with
-`--seed`, and runs `denv reconcile --once` through it:
+project's denv files whose release `chat-8b` runs a canary and a prod stage on that fleet,
+prod promoted through the local forge once the canary baked (`bake: 1s`, `promotion: auto`,
+no approval). Each round commits a change on top of what the bot merged (a roll: a new
+max_batch; or a scale: 1 to 3 replicas a stage), injects one fault drawn with `--seed`, and
+runs `denv reconcile --once` through it:
 
 - `bot-kill`: the bot SIGKILLs itself at a step boundary drawn from the pass's steps;
+- `bot-kill-forge`: the same at a step of a promotion on the forge (its branch moved, its
+  pull request opened, main moved to the merge with the record still open, the merge
+  recorded), in a pass after the change has rolled out on the canary and baked;
 - `agent-kill` / `agent-stop`: at a step boundary, a host's resident agent is SIGKILLed, or
   SIGSTOPped until the pass ends;
 - `engine-kill`: a running engine is SIGKILLed before the pass;
@@ -19,22 +24,28 @@ a change (a roll: a new max_batch; or a scale: 1 to 4 replicas), injects one fau
 - `disk-full`: the second host's unit records' disk is filled for the pass;
 - `corrupt-record`: a running engine's record is truncated; after the pass, `denv fleet
   repair` (the documented recovery) on that host;
-- `rewind`: `main` is force-moved to the commit before the change;
+- `rewind`: `main` is force-moved to the commit before the change (the bot's merges since
+  then with it);
 - `second-bot`: two bots run the pass at once.
+
+A fault drawn that does not land (a kill at a step the pass never reached, say at a forge
+step in a pass that promoted nothing) is not counted: the run goes on until `--faults` have
+landed, and says how many did not.
 
 After the faulted pass, no GPU of a host that answers may hold two live engines. Then the
 fault is cleared and `--once` runs until it exits 0 (at most `--passes`); the time from the
 cleared fault to that pass's end is the round's time to converge. There, every live unit on
-each host must be a desired one (its id is a replica of the head's release, or its router)
-or listed among `denv status --json`'s orphans, no unit id runs on two hosts, no surge
-replica is left, every replica is ready with no drift, and no GPU holds two engines. A round
-that does not converge within `--passes` is a violation too.
+each host must be a desired one (a replica of either stage as `denv status` counts it, the
+canary's count the head's, or a stage's router) or listed among `denv status --json`'s
+orphans, no unit id runs on two hosts, no surge replica is left, every replica is ready with
+no drift, no GPU holds two engines, no pull request on the forge is open whose head main
+holds, and no promotion is committed twice on main. A round that does not converge within
+`--passes` is a violation too.
 
-Not checked here (the issue's other two invariants): that no pull request stays open whose
-change is merged (no forge in this lab) and that no request fails without an alarm seeing it
-(no traffic is sent). Prints per fault kind the count and the medians to converge, and the
-violations (goal 0); `--json` prints the same as one object. Needs root (namespaces, tmpfs).
-"""
+Not checked here (the issue's fifth invariant): that no request fails without an alarm seeing
+it (no traffic is sent; tests/faults/test_error_rate_alarm.py checks the engine-kill case).
+Prints per fault kind the count and the medians to converge, and the violations (goal 0);
+`--json` prints the same as one object. Needs root (namespaces, tmpfs)."""
 
 from __future__ import annotations
 
@@ -58,6 +69,7 @@ from pathlib import Path
 from typing import Any
 
 import pygit2
+from pygit2.enums import CheckoutStrategy
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -65,6 +77,8 @@ sys.path.insert(0, str(ROOT))
 from reconciler.fleet.hostagent import AgentClient  # noqa: E402
 from reconciler.fleet.model.observed import UnitRecord  # noqa: E402
 from reconciler.fleet.ssh import SshTransport  # noqa: E402
+from reconciler.forge.local import LocalForge  # noqa: E402
+from reconciler.forge.models import PrState  # noqa: E402
 from reconciler.spec.fleet import Host  # noqa: E402
 from tests.labs.disks import fill, mount_small_disk, unmount  # noqa: E402
 from tests.labs.release import release_yaml, stage  # noqa: E402
@@ -73,11 +87,16 @@ from tests.labs.workspace import copy_denv_files  # noqa: E402
 from tests.reconcile.conftest import GitRepo  # noqa: E402
 
 FAULTS = (
-    "bot-kill", "agent-kill", "agent-stop", "engine-kill", "sshd-down", "disk-full",
-    "corrupt-record", "rewind", "second-bot",
+    "bot-kill", "bot-kill-forge", "agent-kill", "agent-stop", "engine-kill", "sshd-down",
+    "disk-full", "corrupt-record", "rewind", "second-bot",
 )  # fmt: skip
 STEPS = ("after-prepare", "after-free", "after-start", "after-routers", "roll-surged",
          "roll-drained", "roll-stopped", "roll-started", "after-roll", "after-trim")  # fmt: skip
+# the steps of a promotion on the local forge: its branch moved, its pull request opened,
+# main moved to the merge (the record still open), the merge recorded (the bot's note not)
+FORGE_STEPS = ("forge-branch", "forge-opened", "forge-merged", "forge-recorded")
+STAGES = ("canary", "prod")  # prod promoted automatically once the canary baked green
+BAKE_S = 1.0  # each stage's bake
 TIMING = ("--ready-timeout", "60s", "--drain", "1s", "--crash-backoff", "1s")
 FLEET, RELEASE = "lab", "chat-8b"
 HOSTS = ("h0", "h1")
@@ -92,7 +111,7 @@ class Lab:
     cache: Path
     replicas: int = 2
     batch: int = 128
-    history: list[tuple[int, int]] = field(default_factory=list)  # (replicas, batch) by commit
+    history: list[tuple[str, int, int]] = field(default_factory=list)  # (sha, replicas, batch)
 
     # --- the operator's side -------------------------------------------------------------
 
@@ -113,19 +132,27 @@ class Lab:
         return self.denv("reconcile", "--once", *TIMING, **extra)
 
     def commit(self, replicas: int, batch: int) -> None:
-        text = release_yaml(stage("canary", FLEET), replicas=replicas, batch=batch)
+        """The release's next version on main, on top of whatever the bot merged there."""
+        self.repo.git.checkout_head(strategy=CheckoutStrategy.FORCE)  # type: ignore[no-untyped-call]
+        text = release_yaml(
+            stage("canary", FLEET, f"bake: {BAKE_S:g}s"),
+            stage("prod", FLEET, f"bake: {BAKE_S:g}s", "promotion: auto", "approvals: 0"),
+            replicas=replicas,
+            batch=batch,
+        )
         self.repo.write(f"releases/{RELEASE}/denv.yaml", text)
-        self.repo.commit(f"{RELEASE}: {replicas} replicas, max_batch {batch}")
+        sha = self.repo.commit(f"{RELEASE}: {replicas} replicas, max_batch {batch}")
         self.replicas, self.batch = replicas, batch
-        self.history.append((replicas, batch))
+        self.history.append((sha, replicas, batch))
 
     def rewind(self) -> None:
-        """`main` force-moved to the commit before the last one, its files with it."""
+        """`main` force-moved to the commit before the last change (the bot's merges since
+        then with it), its files with it."""
         git = self.repo.git
-        parent = git.head.peel(pygit2.Commit).parents[0]
+        sha, _, _ = self.history.pop()
+        parent = git.revparse_single(sha).peel(pygit2.Commit).parents[0]
         git.reset(parent.id, pygit2.enums.ResetMode.HARD)
-        self.history.pop()
-        self.replicas, self.batch = self.history[-1]
+        _, self.replicas, self.batch = self.history[-1]
 
     # --- the hosts' side -----------------------------------------------------------------
 
@@ -182,9 +209,9 @@ def teardown(lab: Lab) -> None:
 # --- faults ---------------------------------------------------------------------------------
 
 
-def paused_pass(lab: Lab, step: str, act: Callable[[], None]) -> None:
+def paused_pass(lab: Lab, step: str, act: Callable[[], None]) -> bool:
     """A pass that stops at `step` (the first time it gets there) while `act` runs, then
-    goes on to its end."""
+    goes on to its end; whether it got there (and `act` ran)."""
     marker = lab.folder / "paused"
     marker.unlink(missing_ok=True)
     argv = lab.argv("reconcile", "--once", *TIMING)
@@ -193,23 +220,33 @@ def paused_pass(lab: Lab, step: str, act: Callable[[], None]) -> None:
     deadline = time.monotonic() + 300
     while not marker.exists() and bot.poll() is None and time.monotonic() < deadline:
         time.sleep(0.05)
-    if marker.exists():
+    reached = marker.exists()
+    if reached:
         act()
     while bot.poll() is None:  # a step met again (the next replica's) pauses again: go on
         marker.unlink(missing_ok=True)
         time.sleep(0.05)
+    return reached
 
 
 def live_engines(units: list[UnitRecord]) -> list[UnitRecord]:
     return [u for u in units if u.alive and not u.id.endswith("router")]
 
 
-def inject(lab: Lab, fault: str, rng: random.Random) -> Callable[[], object]:
-    """Run the round's pass through `fault`; what clears the fault afterwards."""
+def inject(lab: Lab, fault: str, rng: random.Random) -> tuple[Callable[[], object], bool]:
+    """Run the round's pass through `fault`: what clears the fault afterwards, and whether
+    it landed (a kill at a step the pass never reached, an engine-kill with no engine, did
+    not: such a round is not counted among the faults injected)."""
     host = rng.choice(HOSTS)
     cleared: Callable[[], object] = lambda: None  # noqa: E731
-    if fault == "bot-kill":
-        lab.reconcile(DENV_FAULT_KILL_AT=rng.choice(STEPS))
+    landed = True
+    if fault in ("bot-kill", "bot-kill-forge"):
+        step = rng.choice(STEPS if fault == "bot-kill" else FORGE_STEPS)
+        if fault == "bot-kill-forge":  # the change on the canary, baked: this pass promotes
+            converge(lab, passes=5)
+            lab.reconcile()  # the first pass to see the canary ready: its bake starts
+            time.sleep(BAKE_S + 0.5)
+        landed = lab.reconcile(DENV_FAULT_KILL_AT=step).returncode == -signal.SIGKILL
     elif fault in ("agent-kill", "agent-stop"):
         stopped: list[int] = []
 
@@ -223,10 +260,11 @@ def inject(lab: Lab, fault: str, rng: random.Random) -> Callable[[], object]:
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGCONT)
 
-        paused_pass(lab, rng.choice(STEPS), act)
+        landed = paused_pass(lab, rng.choice(STEPS), act) and bool(stopped)
         cleared = resume
     elif fault == "engine-kill":
         engines = [u for u in live_engines(lab.units(host)) if u.pid]
+        landed = bool(engines)
         if engines:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(rng.choice(engines).pid or 0, signal.SIGKILL)
@@ -241,6 +279,7 @@ def inject(lab: Lab, fault: str, rng: random.Random) -> Callable[[], object]:
         cleared = filler.unlink
     elif fault == "corrupt-record":
         engines = live_engines(lab.units(host))
+        landed = bool(engines)
         if engines:
             path = lab.units_dir(host) / f"{rng.choice(engines).id}.json"
             path.write_bytes(path.read_bytes()[:40])
@@ -261,7 +300,7 @@ def inject(lab: Lab, fault: str, rng: random.Random) -> Callable[[], object]:
             bot.wait(timeout=600)
     else:
         raise ValueError(fault)
-    return cleared
+    return cleared, landed
 
 
 # --- invariants -----------------------------------------------------------------------------
@@ -283,14 +322,30 @@ def two_on_a_gpu(lab: Lab) -> list[str]:
 
 def converged(lab: Lab) -> list[str]:
     """What is wrong with the lab as the last pass left it; [] when it is as desired."""
-    problems = two_on_a_gpu(lab)
+    problems = two_on_a_gpu(lab) + forge_problems(lab)
     done = lab.denv("status", "--json")
     if done.returncode != 0:
         return [*problems, f"status exited {done.returncode}: {done.stderr[-300:]}"]
     status = json.loads(done.stdout)
     orphans = {(o["host"], o["unit"]) for o in status["orphans"]}
-    prefix = f"{RELEASE}.canary.{FLEET}"
-    desired = {f"{prefix}.aggregated-{i}" for i in range(lab.replicas)} | {f"{prefix}.router"}
+    rows = {
+        d["stage"]: d
+        for d in status["deployments"]
+        if d["fleet"] == FLEET and d["release"] == RELEASE
+    }
+    desired: set[str] = set()
+    for name in STAGES:
+        row = rows.get(name)
+        if row is None:
+            problems.append(f"status: no {name} deployment")
+            continue
+        count = row["replicas"]  # prod's: as its pinned revision says
+        if name == "canary" and count != lab.replicas:
+            problems.append(f"status: canary wants {count} replicas, the head {lab.replicas}")
+        if (row["ready"], row["drift"]) != (count, ""):
+            problems.append(f"status: {name} {row['ready']}/{count} ready, {row['drift']!r}")
+        prefix = f"{RELEASE}.{name}.{FLEET}"
+        desired |= {f"{prefix}.aggregated-{i}" for i in range(count)} | {f"{prefix}.router"}
     where: dict[str, str] = {}
     for host in HOSTS:
         for unit in lab.units(host):
@@ -304,10 +359,25 @@ def converged(lab: Lab) -> list[str]:
     missing = desired - set(where)
     if missing:
         problems.append(f"not running: {sorted(missing)}")
-    rows = [d for d in status["deployments"] if d["fleet"] == FLEET and d["release"] == RELEASE]
-    for row in rows:
-        if (row["ready"], row["replicas"], row["drift"]) != (lab.replicas, lab.replicas, ""):
-            problems.append(f"status: {row['ready']}/{row['replicas']} ready, {row['drift']!r}")
+    return problems
+
+
+def forge_problems(lab: Lab) -> list[str]:
+    """No pull request open whose head main holds (its change merged), and no change
+    committed twice on main (two promotions of one revision to one stage)."""
+    git = lab.repo.git
+    main = git.head.target
+    problems = []
+    for pr in LocalForge(lab.repo.path).pull_requests(PrState.OPEN):
+        head = pygit2.Oid(hex=pr.head_sha)
+        if head == main or git.descendant_of(main, head):
+            problems.append(f"pull request #{pr.number} ({pr.head_branch}) open, merged in main")
+    promotions = Counter(
+        commit.message.splitlines()[0]
+        for commit in git.walk(main)
+        if commit.author.name == "denv-bot" and " promote " in commit.message
+    )
+    problems += [f"committed {n} times: {m}" for m, n in promotions.items() if n > 1]
     return problems
 
 
@@ -332,11 +402,12 @@ def converge(lab: Lab, passes: int) -> tuple[float | None, list[str]]:
 
 
 def change(lab: Lab, rng: random.Random) -> None:
-    """The round's commit: a roll (another max_batch) or a scale (another replica count)."""
+    """The round's commit: a roll (another max_batch) or a scale (another replica count, 1 to 3
+    a stage: both stages and a surge replica fit on the 8 GPUs)."""
     if rng.random() < 0.5:
         lab.commit(lab.replicas, rng.choice([b for b in (64, 96, 128, 160) if b != lab.batch]))
     else:
-        lab.commit(rng.choice([n for n in (1, 2, 3, 4) if n != lab.replicas]), lab.batch)
+        lab.commit(rng.choice([n for n in (1, 2, 3) if n != lab.replicas]), lab.batch)
 
 
 def say(line: str) -> None:
@@ -348,42 +419,51 @@ def run(faults: int, seed: int, passes: int) -> dict[str, Any]:
     folder = Path(tempfile.mkdtemp(prefix="denv-chaos-"))
     lab = make_lab(folder)
     times: dict[str, list[float]] = {kind: [] for kind in FAULTS}
-    injected: Counter[str] = Counter()
+    injected: Counter[str] = Counter()  # faults that landed
+    missed: Counter[str] = Counter()  # drawn, and did not land (a step the pass never met)
     errors: list[dict[str, Any]] = []
     violations: list[dict[str, Any]] = []
     began = time.monotonic()
+    number = 0
     try:
         lab.commit(2, 128)
         seconds, problems = converge(lab, passes)
         if seconds is None:
             raise RuntimeError(f"the lab never converged before any fault: {problems}")
-        for number in range(1, faults + 1):
+        while sum(injected.values()) < faults and number < 3 * faults:
+            number += 1
             change(lab, rng)
             # every kind once first, so that a short run still meets each
             fault = FAULTS[number - 1] if number <= len(FAULTS) else rng.choice(FAULTS)
-            injected[fault] += 1
             try:
-                cleared = inject(lab, fault, rng)
+                cleared, landed = inject(lab, fault, rng)
             except Exception as exc:  # the harness's own failure, not the bot's: said apart
                 errors.append({"fault": number, "kind": fault, "error": repr(exc)[:300]})
-                cleared = lambda: None  # noqa: E731
+                cleared, landed = (lambda: None), False
+            (injected if landed else missed)[fault] += 1
             during = two_on_a_gpu(lab)
             cleared()
             seconds, problems = converge(lab, passes)
-            if seconds is not None:
+            if seconds is not None and landed:
                 times[fault].append(seconds)
             for problem in [*during, *problems]:
                 violations.append({"fault": number, "kind": fault, "problem": problem})
             took = f"{seconds:.1f}s" if seconds is not None else "never"
             wrong = len(during) + len(problems)
-            say(f"[{number}/{faults}] {fault}: converged in {took}; {wrong} violation(s)")
+            what = fault if landed else f"{fault} (did not land)"
+            say(f"[{sum(injected.values())}/{faults}] {what}: converged in {took}; "
+                f"{wrong} violation(s)")  # fmt: skip
+        merged = len(LocalForge(lab.repo.path).pull_requests(PrState.MERGED))
     finally:
         teardown(lab)
     every = [t for found in times.values() for t in found]
     return {
         "faults": faults,
         "seed": seed,
+        "rounds": number,
         "injected": sum(injected.values()),
+        "did_not_land": sum(missed.values()),
+        "promotions_merged": merged,
         "violations": violations,
         "harness_errors": errors,
         "minutes": round((time.monotonic() - began) / 60, 1),
@@ -392,6 +472,7 @@ def run(faults: int, seed: int, passes: int) -> dict[str, Any]:
         "by_kind": {
             kind: {
                 "injected": injected[kind],
+                "did_not_land": missed[kind],
                 "converge_median_s": round(statistics.median(found), 1) if found else None,
                 "converge_max_s": round(max(found), 1) if found else None,
             }
@@ -414,12 +495,14 @@ def main() -> None:
     if args.json:
         print(json.dumps(answer, indent=2))
         return
-    print(f"{answer['injected']} faults (seed {answer['seed']}) in {answer['minutes']} min; "
+    print(f"{answer['injected']} faults landed (seed {answer['seed']}; {answer['rounds']} rounds, "
+          f"{answer['did_not_land']} drawn that did not land) in {answer['minutes']} min; "
+          f"{answer['promotions_merged']} promotions merged; "
           f"{len(answer['violations'])} invariant violation(s); converged: median "
           f"{answer['converge_median_s']} s, max {answer['converge_max_s']} s")  # fmt: skip
     for kind, row in answer["by_kind"].items():
-        print(f"  {kind:15} {row['injected']:4}  converged: median {row['converge_median_s']} s,"
-              f" max {row['converge_max_s']} s")  # fmt: skip
+        print(f"  {kind:15} {row['injected']:4} (+{row['did_not_land']} not landed)  converged: "
+              f"median {row['converge_median_s']} s, max {row['converge_max_s']} s")  # fmt: skip
     for error in answer["harness_errors"]:
         print(f"  not injected, fault {error['fault']} ({error['kind']}): {error['error']}")
     for violation in answer["violations"]:

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from reconciler.adapters.git import Author, GitFailure, GitRepo
 from reconciler.errors import ForgeError, NotFound
+from reconciler.faults import fault_point
 from reconciler.forge import sshsig
 from reconciler.forge.botgit import bot_commit, contains
 from reconciler.forge.commands import (
@@ -202,13 +203,16 @@ class LocalForge:
         )
         if new != branch_tip:
             self.repo.set_branch(change.branch, new)
+        fault_point("forge-branch")
         with self.store.locked():
             pr = self._open_on(change.branch)
             if pr is not None:
                 pr.title, pr.body = change.title, change.body
                 self.store.save(pr)
                 return self._view(pr)
-        return self.open_pr(change.branch, change.title, change.body, base, self.bot.name)
+        opened = self.open_pr(change.branch, change.title, change.body, base, self.bot.name)
+        fault_point("forge-opened")
+        return opened
 
     # -- comments --------------------------------------------------------------------------
 
@@ -372,12 +376,14 @@ class LocalForge:
                 merged = self._merge_commit(record, base, head)
             if isinstance(merged, MergeOutcome):
                 return merged
+            fault_point("forge-merged")  # main moved; the record still says open
             record.state, record.head_sha, record.merged_sha = (
                 PrState.MERGED,
                 str(head),
                 str(merged),
             )
             self.store.save(record)
+        fault_point("forge-recorded")  # merged and recorded; the bot's note does not know
         return MergeOutcome(status=MergeStatus.MERGED, sha=str(merged))
 
     def bot_author(self) -> str:

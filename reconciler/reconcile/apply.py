@@ -46,6 +46,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, MutableMapping, Sequence
 
+from reconciler.faults import fault_point
 from reconciler.fleet.drivers.registry import Drivers
 from reconciler.fleet.model.observed import FleetObservation
 from reconciler.reconcile.desired import DesiredDeployment
@@ -57,7 +58,6 @@ from reconciler.reconcile.steps.context import (
     Context,
     Room,
     deployment_key,
-    fault_point,
 )
 from reconciler.reconcile.steps.prepare import prepare
 from reconciler.reconcile.steps.roll import roll

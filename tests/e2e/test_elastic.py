@@ -19,8 +19,8 @@ from typing import Any
 
 import pytest
 
+from reconciler.faults import PAUSE_ENV
 from reconciler.fleet.model.observed import UnitRecord
-from reconciler.reconcile.steps.context import PAUSE_ENV
 from reconciler.rollout.capacity import replica_capacity, targets
 from tests.e2e.load import Load, ask, light_load
 from tests.fleet.conftest import wait_for

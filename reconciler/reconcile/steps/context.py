@@ -9,18 +9,16 @@ changes here is under `lock`, and progress is said one whole line at a time.
 
 from __future__ import annotations
 
-import os
-import signal
 import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TypeVar
 
 from reconciler.engines.units import Unit
 from reconciler.errors import DenvError, failure
+from reconciler.faults import fault_point
 from reconciler.fleet.drivers.base import FleetDriver
 from reconciler.fleet.drivers.registry import Drivers
 from reconciler.fleet.hostagent import Fenced, HostFault
@@ -40,8 +38,6 @@ EXIT_CHECK_S = 1.0
 # A job submitted to a scheduler waits for its next scheduling cycle: only after this long is
 # a job the queue holds (Resources, Priority) reported as pending instead of waited for.
 QUEUE_GRACE_S = 10.0
-FAULT_ENV = "DENV_FAULT_KILL_AT"  # test hook: SIGKILL ourselves at this step boundary
-PAUSE_ENV = "DENV_FAULT_PAUSE_AT"  # test hook: "STEP:FILE" — create FILE, wait while it exists
 
 
 @dataclass(frozen=True)
@@ -115,15 +111,6 @@ def backoff(restarts: int, options: ApplyOptions) -> float:
     if restarts == 0:
         return 0.0
     return float(min(options.backoff_base * 2 ** (restarts - 1), options.backoff_max))
-
-
-def fault_point(name: str) -> None:
-    if os.environ.get(FAULT_ENV) == name:
-        os.kill(os.getpid(), signal.SIGKILL)
-    step, _, marker = os.environ.get(PAUSE_ENV, "").partition(":")
-    if step == name and marker:
-        Path(marker).touch()
-        probes.wait_until(lambda: not Path(marker).exists(), timeout=120, interval=0.05)
 
 
 class LeaseLost(DenvError):

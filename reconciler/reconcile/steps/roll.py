@@ -10,11 +10,12 @@ from __future__ import annotations
 import functools
 from collections.abc import Sequence
 
+from reconciler.faults import fault_point
 from reconciler.fleet.model.labels import DeploymentKey
 from reconciler.reconcile import probes
 from reconciler.reconcile.desired import DesiredDeployment
 from reconciler.reconcile.plan import Action
-from reconciler.reconcile.steps.context import Context, deployment_key, fault_point
+from reconciler.reconcile.steps.context import Context, deployment_key
 from reconciler.reconcile.steps.routers import drain, sync_router
 from reconciler.reconcile.steps.surge import retire, surge
 

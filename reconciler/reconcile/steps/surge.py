@@ -5,12 +5,13 @@ drained and stopped once the old replica serves again (reconcile/surge.py places
 from __future__ import annotations
 
 from reconciler.engines.units import Unit
+from reconciler.faults import fault_point
 from reconciler.fleet.launching import launch_payload
 from reconciler.fleet.placement.gpus import declared_states, trial_gpus
 from reconciler.reconcile import probes
 from reconciler.reconcile.desired import DesiredDeployment
 from reconciler.reconcile.plan import Action
-from reconciler.reconcile.steps.context import Context, fault_point
+from reconciler.reconcile.steps.context import Context
 from reconciler.reconcile.steps.routers import sync_router
 from reconciler.reconcile.surge import surge_unit
 
