@@ -276,7 +276,7 @@ def test_a_rolling_update_keeps_the_count(lab: ElasticLab) -> None:
     lab.repo.commit("chat-8b: max_batch 3")
     with busy(url, 2) as load:
         load.more(2, "traffic before the roll")
-        rolled = lab.reconcile()
+        rolled = lab.reconcile("--drain", "60s")  # a stream ends however busy the machine
         load.more(2, "traffic after the roll")
     assert load.failed == []
     assert "~ replace" in rolled.stderr and "max_batch" in rolled.stderr, rolled.stderr

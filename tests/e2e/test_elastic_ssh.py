@@ -141,9 +141,9 @@ def test_a_stage_pool_grows_on_the_cheapest_fleet_first_and_shrinks_from_the_dea
     assert dear.failed == cheap.failed == []
     with light_load(urls[0], workers=1, max_tokens=64) as calm:
         calm.more(2, "calm traffic on lab")
-        down = passes(lab, lambda: len(engines(lab)) == 1, most=4)
+        down = passes(lab, lambda: len(engines(lab)) == 1, most=10)
         assert len(engines(lab, "lab2")) == 2  # the dearest gives its replica up first
-        last = passes(lab, lambda: len(engines(lab, "lab2")) == 1, most=4)
+        last = passes(lab, lambda: len(engines(lab, "lab2")) == 1, most=10)
         calm.more(2, "calm traffic on one replica a fleet")
     assert decisions(down + last) == [(4, 3), (3, 2)], [r.stdout for r in down + last]
     assert sum(actions_done(r.stdout).get("drain", 0) for r in down + last) == 2
