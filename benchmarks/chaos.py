@@ -270,13 +270,14 @@ def inject(lab: Lab, fault: str, rng: random.Random) -> tuple[Callable[[], objec
                 os.kill(rng.choice(engines).pid or 0, signal.SIGKILL)
         lab.reconcile()
     elif fault == "sshd-down":
+        cleared = functools.partial(lab.ssh.restart, lab.servers[host])
         lab.servers[host].kill()
         lab.reconcile()
-        cleared = functools.partial(lab.ssh.restart, lab.servers[host])
     elif fault == "disk-full":
-        filler = fill(lab.units_dir("h1"))
+        filler = lab.units_dir("h1") / "filler"
+        cleared = functools.partial(filler.unlink, missing_ok=True)  # whatever happens next
+        fill(lab.units_dir("h1"))
         lab.reconcile()
-        cleared = filler.unlink
     elif fault == "corrupt-record":
         engines = live_engines(lab.units(host))
         landed = bool(engines)
@@ -301,6 +302,18 @@ def inject(lab: Lab, fault: str, rng: random.Random) -> tuple[Callable[[], objec
     else:
         raise ValueError(fault)
     return cleared, landed
+
+
+def undo_every_fault(lab: Lab) -> None:
+    """After a round the harness itself failed in: whatever fault it left is cleared (the
+    disk emptied, a killed sshd started, a stopped agent continued)."""
+    (lab.units_dir("h1") / "filler").unlink(missing_ok=True)
+    for host, server in lab.servers.items():
+        if server.process is None or server.process.poll() is not None:
+            lab.ssh.restart(server)
+        for pid in lab.agents(host):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGCONT)
 
 
 # --- invariants -----------------------------------------------------------------------------
@@ -439,7 +452,7 @@ def run(faults: int, seed: int, passes: int) -> dict[str, Any]:
                 cleared, landed = inject(lab, fault, rng)
             except Exception as exc:  # the harness's own failure, not the bot's: said apart
                 errors.append({"fault": number, "kind": fault, "error": repr(exc)[:300]})
-                cleared, landed = (lambda: None), False
+                cleared, landed = functools.partial(undo_every_fault, lab), False
             (injected if landed else missed)[fault] += 1
             during = two_on_a_gpu(lab)
             cleared()

@@ -22,11 +22,11 @@ def unmount(folder: Path) -> None:
 def fill(folder: Path) -> Path:
     """Write into `folder` until its disk is full; the file that filled it (unlink: room again)."""
     filler = folder / "filler"
-    with open(filler, "wb") as stream:
+    # unbuffered: a buffered file's close would flush what did not fit and raise ENOSPC
+    with open(filler, "wb", buffering=0) as stream:
         try:
             while True:
                 stream.write(b"\0" * 65536)
-                stream.flush()
         except OSError as exc:
             if exc.errno != errno.ENOSPC:
                 raise
