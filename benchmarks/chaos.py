@@ -193,15 +193,26 @@ def make_lab(folder: Path) -> Lab:
 
 
 def teardown(lab: Lab) -> None:
+    """Every unit stopped through its agent, with whatever fault the run ended in undone
+    first; then anything of the lab's still running (its folder in its environment or
+    command line) killed, the hosts stopped, the disk unmounted, the folder removed."""
+    with contextlib.suppress(Exception):
+        undo_every_fault(lab)
     for host in HOSTS:
-        for pid in lab.agents(host):
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGCONT)
         with contextlib.suppress(Exception):
             agent = lab.agent(host)
             for unit in agent.units():
                 agent.stop(unit.id, grace=1)
     lab.ssh.stop()
+    mark = str(lab.folder).encode()
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        with contextlib.suppress(OSError):
+            seen = (
+                Path("/proc", pid, "cmdline").read_bytes()
+                + Path("/proc", pid, "environ").read_bytes()
+            )
+            if mark in seen and int(pid) != os.getpid():
+                os.kill(int(pid), signal.SIGKILL)
     unmount(lab.units_dir("h1"))
     shutil.rmtree(lab.folder, ignore_errors=True)
 
