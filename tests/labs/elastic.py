@@ -52,6 +52,16 @@ def elastic_release(
     return repo.commit(f"chat-8b: elastic, {low} to {high} replicas")
 
 
+def tolerate_a_short_queue(repo: GitRepo) -> None:
+    """Commit `fast` with up to 4 requests waiting a replica: under calm traffic a request
+    waits a moment on its replica (longer on a busy machine), which is no reason to ask for
+    another one, and the scale-down a test waits for is not undone by it."""
+    text = (repo.path / "policies/scaling.yaml").read_text()
+    replaced = text.replace("max_waiting_per_replica: 0", "max_waiting_per_replica: 4", 1)
+    repo.write("policies/scaling.yaml", replaced)
+    repo.commit("scaling: the fast policy tolerates a short queue")
+
+
 def passes(
     lab: Operated, done: Callable[[], bool], most: int
 ) -> list[subprocess.CompletedProcess[str]]:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from tests.e2e.load import light_load
 from tests.fleet.conftest import wait_for
-from tests.labs.elastic import decisions, elastic_release, passes, row
+from tests.labs.elastic import decisions, elastic_release, passes, row, tolerate_a_short_queue
 from tests.labs.operated import actions_done
 from tests.labs.slurm_fleet import SlurmFleet, fleet_file
 from tests.slurm.test_reconcile import endpoint
@@ -65,13 +65,7 @@ def test_jobs_follow_the_load_and_a_held_one_is_pending_then_cancelled(
     assert "pending given up" in calm.stdout + calm.stderr
     assert actions_done(calm.stdout) == {"stop": 1}  # scancel; nothing to drain: it never ran
     assert states(fleet) == {ENGINE + "0": "RUNNING", ENGINE + "1": "RUNNING"}
-    # calm traffic: a request waiting a moment on its replica is no reason to ask again
-    text = (fleet.repo.path / "policies/scaling.yaml").read_text()
-    fleet.repo.write(
-        "policies/scaling.yaml",
-        text.replace("max_waiting_per_replica: 0", "max_waiting_per_replica: 4", 1),
-    )
-    fleet.repo.commit("scaling: the fast policy tolerates a short queue")
+    tolerate_a_short_queue(fleet.repo)  # calm traffic: a moment's queue asks for nothing
     with light_load(url, workers=2, max_tokens=64) as light:
         light.more(4, "traffic on two replicas, calm")
         down = passes(fleet, lambda: len(fleet.jobs()) == 1, most=4)
