@@ -14,6 +14,8 @@ DENV_DIRS = ("catalog", "recipes", "fleets", "releases", "policies")
 # the local fleets' leases, kept per machine: this process's own (each test gets its own, below;
 # a lab a module starts before its first test uses this one)
 os.environ.setdefault("DENV_MACHINE_DIR", tempfile.mkdtemp(prefix="denv-machine-"))
+# the GPUs' claims (one engine per GPU, whatever the user): likewise
+os.environ.setdefault("DENV_GPU_CLAIMS", tempfile.mkdtemp(prefix="denv-gpus-"))
 
 
 def require_installed(present: bool, what: str, target: str = "system-deps") -> None:
@@ -37,6 +39,7 @@ def _state_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.Mo
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path_factory.mktemp("state")))
     # this machine's leases of local fleets (kept whatever DENV_HOME): each test's own
     monkeypatch.setenv("DENV_MACHINE_DIR", str(tmp_path_factory.mktemp("machine")))
+    monkeypatch.setenv("DENV_GPU_CLAIMS", str(tmp_path_factory.mktemp("gpus")))
 
 
 @pytest.fixture

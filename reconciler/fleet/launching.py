@@ -106,9 +106,20 @@ class HostedUnit(Spec):
     cleanup: list[str] | None = None
     image: str | None = None
     user: str | None = None  # the unprivileged user it runs as on the host (a trial's engine)
+    # what its GPU indices count: None, the host's GPUs (claimed machine-wide, one engine per
+    # GPU whatever the user); a simulated fleet's "FLEET.HOST": that fleet's own GPUs
+    gpu_scope: str | None = None
 
     def payload(self) -> dict[str, Any]:
         """What the agent's `launch` reads on stdin."""
         payload = launch_payload(self.unit, self.id, self.cleanup, self.image)
-        payload = {**payload, "labels": dict(self.labels)}
-        return {**payload, "user": self.user} if self.user else payload
+        return {**payload, **self.placement()}
+
+    def placement(self) -> dict[str, Any]:
+        """What the payload says beside the unit: its labels, user and GPU scope."""
+        extra: dict[str, Any] = {"labels": dict(self.labels)}
+        if self.user:
+            extra["user"] = self.user
+        if self.gpu_scope:
+            extra["gpu_scope"] = self.gpu_scope
+        return extra

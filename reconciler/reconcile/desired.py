@@ -482,6 +482,7 @@ def _deployment(
                 weights=weights,
                 cleanup=runs.cleanup,
                 image=runs.need.name if container and runs.need is not None else None,
+                gpu_scope=f"{fleet.name}.{unit.host}" if fleet.simulated else None,
             )
         )
     router = next((u for u in units if u.role == "router" and u.port is not None), None)

@@ -40,7 +40,10 @@ def test_repair_stops_the_units_processes_of_its_own_home_only(
     homes: list[AgentClient], tmp_path: Path
 ) -> None:
     mine, other = homes
-    ours, theirs = (client.launch(http_unit("web", free_port())) for client in homes)
+    ours, theirs = (  # one engine per GPU on a machine, whatever the home
+        client.launch(dict(http_unit("web", free_port()), gpus=[gpu]))
+        for gpu, client in enumerate(homes)
+    )
     assert ours.pid and theirs.pid
     record = tmp_path / "a" / "units" / "web.json"
     record.write_bytes(record.read_bytes()[:30])

@@ -102,7 +102,10 @@ def test_the_channel_closes_when_the_agent_ends_and_only_supervisors_are_left(
     resident: Resident, agent_zip: Path, denv_home: Path
 ) -> None:
     ports = [free_port(), free_port()]
-    records = [resident.call("launch", http_unit(f"web-{p}", p)) for p in ports]
+    records = [  # each on a GPU of its own
+        resident.call("launch", dict(http_unit(f"web-{p}", p), gpus=[gpu]))
+        for gpu, p in enumerate(ports)
+    ]
     supervisors = {r["supervisor_pid"] for r in records}
     wait_for(lambda: all(answers(p) for p in ports), what="the units to serve")
     ended = threading.Event()

@@ -127,8 +127,10 @@ class SshLab:
                     "MaxSessions 64",
                     "MaxStartups 200",
                     "Subsystem sftp internal-sftp",
-                    # each test host keeps its own denv state, as separate machines would
+                    # each test host keeps its own denv state, and its GPUs' claims, as
+                    # separate machines would
                     f"SetEnv DENV_HOME={folder / 'denv-home'}"
+                    f" DENV_GPU_CLAIMS={folder / 'gpus'}"
                     + (f" HOME={folder}" if self.own_home else ""),
                     "",
                 ]

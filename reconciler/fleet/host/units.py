@@ -20,6 +20,7 @@ import signal
 import subprocess
 import time
 
+import claims
 import runtimes
 import supervisors
 import users
@@ -131,8 +132,9 @@ def _launch(unit):
         switch, cwd, own = users.prepare(unit["id"], unit["user"])
     if previous is not None:  # e.g. a container the killed client left behind
         run_cleanup(previous)
-    if os.path.exists(path + ".stop"):
-        os.unlink(path + ".stop")
+    for stale in (path + ".stop", path + ".refused"):
+        if os.path.exists(stale):
+            os.unlink(stale)
     os.makedirs(LOGS, exist_ok=True)
     log = os.path.join(LOGS, unit["id"] + ".log")
     if previous is None:  # a new unit starts a new log; a restart appends to its last one
@@ -146,6 +148,7 @@ def _launch(unit):
         "port": unit.get("port"),
         "metrics": unit.get("metrics"),  # how to ask it for requests in flight (a drain)
         "gpus": unit.get("gpus", []),
+        "gpu_scope": unit.get("gpu_scope"),  # a simulated fleet's GPUs (claims.py)
         "cpus": cpus,
         "labels": unit.get("labels", {}),
         "env": unit.get("env", {}),  # the unit's own env: what a rollback relaunches with
@@ -175,6 +178,10 @@ def _launch(unit):
             current["alive"] = running(current)
             current["changed"] = True
             return current
+        refused = read_json(path + ".refused")
+        if refused is not None:  # its GPUs are another engine's (claims.py)
+            os.unlink(path + ".refused")
+            raise AgentError(str(refused.get("error")))
         if exited() is not None:
             break
         time.sleep(0.01)
@@ -196,6 +203,11 @@ def supervise(unit_id):
     launch_spec = read_json(path + ".launch")
     os.unlink(path + ".launch")
     record = launch_spec["record"]
+    try:  # held by this process and its engine, let go by the kernel when both are gone
+        claimed = claims.claim(unit_id, record.get("gpus", []), record.get("gpu_scope"))
+    except (AgentError, OSError) as exc:
+        write_atomic(path + ".refused", {"error": f"unit {unit_id} not started: {exc}"})
+        return
     children, stopping = [], []
 
     def on_term(*_):
@@ -219,6 +231,7 @@ def supervise(unit_id):
             env=launch_spec["env"],
             cwd=launch_spec["cwd"],
             preexec_fn=users.switcher(launch_spec.get("switch")),
+            pass_fds=claimed,
         )
         children[:] = [child]
         began = time.time()

@@ -33,7 +33,7 @@ def surge(ctx: Context, action: Action, deployment: DesiredDeployment | None) ->
     surge_id = f"{action.unit}~surge"
     if not ctx.guard(surge_id, lambda: ctx.stop(action.fleet, action.host, surge_id)):
         return None  # a surge replica left over that could not be stopped: none this time
-    payload = {**launch_payload(unit, surge_id), "labels": dict(action.desired.labels)}
+    payload = {**launch_payload(unit, surge_id), **action.desired.placement()}
     ctx.tell(f"+ surge {surge_id} on {action.host} (GPUs {unit.gpu_indices})")
     if not ctx.guard(surge_id, lambda: ctx.start(action.fleet, action.host, payload)):
         return None  # it may run: its GPUs stay held for this pass
