@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 from reconciler.engines.units import Unit
 from reconciler.fleet.drivers.registry import rules_of
-from reconciler.fleet.model.observed import UnitRecord
+from reconciler.fleet.model.observed import RecordedMetrics
 from reconciler.reconcile import probes
 from reconciler.reconcile.desired import DesiredDeployment
 from reconciler.reconcile.plan import Action, Wave
@@ -74,13 +74,11 @@ def _probe(ctx: Context, deployment: DesiredDeployment, action: Action) -> Unit 
         (u.unit for u in deployment.units if u.unit.role == action.role and u.unit.metrics),
         None,
     )
-    fleet = ctx.repo.fleets.get(action.fleet)
-    host = next((h for h in fleet.hosts if h.name == action.host), None) if fleet else None
     if record.port is None or sibling is None or sibling.metrics is None:
         return None
-    if fleet is None or host is None or sibling.port != sibling.metrics.port:
+    address = _address(ctx, action)
+    if address is None or sibling.port != sibling.metrics.port:
         return None  # metrics on a port of their own: not known for the record
-    address = rules_of(fleet).address(host)
     metrics = sibling.metrics.model_copy(update={"port": record.port})
     return sibling.model_copy(
         update={"host": action.host, "address": address, "port": record.port, "metrics": metrics}
@@ -101,42 +99,38 @@ def _drain_pruned(actions: Sequence[Action], ctx: Context) -> None:
             for worker in (probes.workers_at(root) or {}).values():
                 if probes.remove_worker_at(root, worker):
                     ctx.report.count("router-remove")
-    asked = [(a, _metrics_url(ctx, a)) for a in live if a.role != "router"]
-    engines = [(a, url) for a, url in asked if url is not None]
+    engines: list[tuple[Action, str, RecordedMetrics]] = []
+    for action in live:
+        metrics = action.running.metrics if action.running is not None else None
+        root = _root(ctx, action)
+        if action.role != "router" and metrics is not None and root is not None:
+            engines.append((action, root + metrics.path, metrics))
     if not engines:
         return
     grace = ctx.options.drain_grace
-    for action, _ in engines:
+    for action, _, _ in engines:
         ctx.tell(f"  drain {action.unit} on {action.host} (up to {grace:g}s; orphan, pruned)")
 
-    def idle(action: Action, url: str) -> bool:
-        metrics = _recorded(action).metrics
-        assert metrics is not None  # _metrics_url said so
+    def idle(url: str, metrics: RecordedMetrics) -> bool:
         return (probes.in_flight_at(url, metrics.running, metrics.waiting) or 0) == 0
 
     if probes.wait_until(
-        lambda: all(idle(a, url) for a, url in engines), grace, 0.1, abort=ctx.stopping
-    ):
+        lambda: all(idle(url, metrics) for _, url, metrics in engines), grace, 0.1,
+        abort=ctx.stopping,
+    ):  # fmt: skip
         for _ in engines:
             ctx.report.count("drain")
 
 
-def _recorded(action: Action) -> UnitRecord:
-    assert action.running is not None
-    return action.running
+def _address(ctx: Context, action: Action) -> str | None:
+    """The address the bot reaches the action's host at, from its fleet."""
+    fleet = ctx.repo.fleets.get(action.fleet)
+    host = next((h for h in fleet.hosts if h.name == action.host), None) if fleet else None
+    return rules_of(fleet).address(host) if fleet is not None and host is not None else None
 
 
 def _root(ctx: Context, action: Action) -> str | None:
     """http://address:port of the unit the action stops, from its record and its fleet."""
-    fleet = ctx.repo.fleets.get(action.fleet)
-    host = next((h for h in fleet.hosts if h.name == action.host), None) if fleet else None
-    port = _recorded(action).port
-    if fleet is None or host is None or port is None:
-        return None
-    return f"http://{rules_of(fleet).address(host)}:{port}"
-
-
-def _metrics_url(ctx: Context, action: Action) -> str | None:
-    metrics = _recorded(action).metrics
-    root = _root(ctx, action)
-    return root + metrics.path if metrics is not None and root is not None else None
+    address = _address(ctx, action)
+    port = action.running.port if action.running is not None else None
+    return f"http://{address}:{port}" if address is not None and port is not None else None
