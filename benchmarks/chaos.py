@@ -1,7 +1,7 @@
 """Faults on a seeded random schedule while a release rolls, scales and is promoted on the
 sshd lab, with invariants checked after every one.
 
-    .venv/bin/python benchmarks/chaos.py [--faults 200] [--seed 1] [--json]   # as root
+    .venv/bin/python benchmarks/chaos.py [--faults 200] [--seed 1] [--json] [--trace F]  # root
 
 The lab: two hosts of four simulated H200s, each a real sshd in a network namespace of its own
 (tests/labs/sshd.py), one fleet over both (`call_timeout: 2`, `connect_timeout: 1`), the
@@ -19,7 +19,8 @@ runs `denv reconcile --once` through it:
 - `agent-kill` / `agent-stop`: at a step boundary, a host's resident agent is SIGKILLed, or
   SIGSTOPped until the pass ends;
 - `engine-kill`: a running engine is SIGKILLed before the pass;
-- `sshd-down`: a host's sshd and everything it runs is SIGKILLed (a host that crashed), and
+- `sshd-down`: a host's sshd and every session it forked (its agents) SIGKILLed: the host
+  does not answer while its units run on (they are in sessions of their own); sshd is
   started again after the pass;
 - `disk-full`: the second host's unit records' disk is filled for the pass;
 - `corrupt-record`: a running engine's record is truncated; after the pass, `denv fleet
@@ -37,10 +38,12 @@ fault is cleared and `--once` runs until it exits 0 (at most `--passes`); the ti
 cleared fault to that pass's end is the round's time to converge. There, every live unit on
 each host must be a desired one (a replica of either stage as `denv status` counts it, the
 canary's count the head's, or a stage's router) or listed among `denv status --json`'s
-orphans, no unit id runs on two hosts, no surge replica is left, every replica is ready with
-no drift, no GPU holds two engines, no pull request on the forge is open whose head main
-holds, and no promotion is committed twice on main. A round that does not converge within
-`--passes` is a violation too.
+orphans, no process of a unit (DENV_UNIT in its environment, the host's agent home) runs that
+no live record of its host names, no unit id runs on two hosts, no surge replica is left,
+every replica is ready with no drift, no GPU holds two engines, no pull request on the forge
+is open whose head main holds, and no promotion is committed twice on main. A round that does
+not converge within `--passes` is a violation too. `--trace F` appends every denv command's
+output to F.
 
 Not checked here (the issue's fifth invariant): that no request fails without an alarm seeing
 it (no traffic is sent; tests/faults/test_error_rate_alarm.py checks the engine-kill case).
@@ -100,6 +103,7 @@ BAKE_S = 1.0  # each stage's bake
 TIMING = ("--ready-timeout", "60s", "--drain", "1s", "--crash-backoff", "1s")
 FLEET, RELEASE = "lab", "chat-8b"
 HOSTS = ("h0", "h1")
+TRACE: list[Path] = []  # --trace FILE: where every denv command's output goes
 
 
 @dataclass
@@ -124,9 +128,15 @@ class Lab:
         return [sys.executable, "-m", "reconciler", *args, "--repo", str(self.repo.path)]
 
     def denv(self, *args: str, **extra: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
+        done = subprocess.run(
             self.argv(*args), capture_output=True, text=True, env=self.env(**extra), timeout=600
         )
+        if TRACE:  # every command's output, for a post-mortem (--trace)
+            with open(TRACE[0], "a") as trace:
+                said = " ".join([*args, *(f"{k}={v}" for k, v in extra.items())])
+                trace.write(f"--- {time.strftime('%H:%M:%S')} denv {said}: exit "
+                            f"{done.returncode}\n{done.stdout}{done.stderr}")  # fmt: skip
+        return done
 
     def reconcile(self, **extra: str) -> subprocess.CompletedProcess[str]:
         return self.denv("reconcile", "--once", *TIMING, **extra)
@@ -189,6 +199,12 @@ def make_lab(folder: Path) -> Lab:
     repo.commit("the lab's fleet")
     lab = Lab(folder, ssh, servers, repo, folder / "cache")
     mount_small_disk(lab.units_dir("h1"))
+    # A namespaced sshd runs in a mount namespace of its own, copied when it started, and
+    # this machine's mounts need not propagate into it: h1 started again sees the small disk.
+    # (Before, h1's first agent wrote its records beneath it, and once h1 was started again
+    # by a fault, those records were hidden and their engines ran on with none.)
+    servers["h1"].kill()
+    ssh.restart(servers["h1"])
     return lab
 
 
@@ -344,9 +360,28 @@ def two_on_a_gpu(lab: Lab) -> list[str]:
     return found
 
 
+def untracked(lab: Lab) -> list[str]:
+    """Processes of a unit (DENV_UNIT in their environment, the host's agent home) that no
+    live record of that host names: an engine or router denv started and no longer knows."""
+    found = []
+    for host in HOSTS:
+        try:
+            known = {u.pid for u in lab.units(host) if u.alive}
+        except Exception:
+            continue  # not answering: nothing to compare with
+        home = f"DENV_HOME={lab.servers[host].folder / 'denv-home'}".encode()
+        for pid in filter(str.isdigit, os.listdir("/proc")):
+            with contextlib.suppress(OSError):
+                environ = Path("/proc", pid, "environ").read_bytes().split(b"\0")
+                unit = next((e[10:] for e in environ if e.startswith(b"DENV_UNIT=")), None)
+                if unit is not None and home in environ and int(pid) not in known:
+                    found.append(f"{host}: pid {pid} of {unit.decode()} runs with no record")
+    return found
+
+
 def converged(lab: Lab) -> list[str]:
     """What is wrong with the lab as the last pass left it; [] when it is as desired."""
-    problems = two_on_a_gpu(lab) + forge_problems(lab)
+    problems = two_on_a_gpu(lab) + forge_problems(lab) + untracked(lab)
     done = lab.denv("status", "--json")
     if done.returncode != 0:
         return [*problems, f"status exited {done.returncode}: {done.stderr[-300:]}"]
@@ -477,6 +512,8 @@ def run(faults: int, seed: int, passes: int) -> dict[str, Any]:
             what = fault if landed else f"{fault} (did not land)"
             say(f"[{sum(injected.values())}/{faults}] {what}: converged in {took}; "
                 f"{wrong} violation(s)")  # fmt: skip
+            for problem in [*during, *problems]:
+                say(f"  {problem}")
         merged = len(LocalForge(lab.repo.path).pull_requests(PrState.MERGED))
     finally:
         teardown(lab)
@@ -511,7 +548,10 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--passes", type=int, default=5, help="passes allowed to converge")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--trace", type=Path, help="append every denv command's output here")
     args = parser.parse_args()
+    if args.trace:
+        TRACE.append(args.trace)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # the lab is taken down still
     if os.geteuid() != 0:
         sys.exit("chaos.py needs root: its hosts are sshd in network namespaces, a disk a tmpfs")

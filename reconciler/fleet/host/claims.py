@@ -23,7 +23,7 @@ from common import HOME, AgentError
 SHARED = "/var/tmp/denv-gpus"  # where claims are kept; $DENV_GPU_CLAIMS moves them
 SCOPE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]{0,199}$")
 HOLDER_BYTES = 4096  # what is read of a claim file's holder
-WAIT_S = 3.0  # a unit of ours stopped a moment ago may still be letting its GPUs go
+WAIT_S = 1.0  # a unit of this home stopped a moment ago may still be letting its GPUs go
 
 
 def folder():
@@ -73,11 +73,13 @@ def _claim_one(where, name, what, unit_id, deadline):
             fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
             break
         except BlockingIOError:
-            if time.monotonic() >= deadline:
-                holder = _holder(descriptor)
+            said = _said(descriptor)
+            # only a unit of this home, stopped a moment ago, is waited for: another home's
+            # or user's is refused at once (within any call timeout the bot gives a launch)
+            if said.get("home") != HOME or time.monotonic() >= deadline:
                 os.close(descriptor)
                 raise AgentError(
-                    f"{what} runs another engine ({holder}): one controller per GPU"
+                    f"{what} runs another engine ({_holder(said)}): one controller per GPU"
                 ) from None
             time.sleep(0.05)
     mine = {"user": _user(os.getuid()), "home": HOME, "unit": unit_id, "pid": os.getpid()}
@@ -106,14 +108,17 @@ def _open(path):
     raise AgentError(f"cannot claim {path}: {os.strerror(errno.EEXIST)}")
 
 
-def _holder(descriptor):
-    """Who holds a claim, as its file says: 'user alice, home /home/alice/.denv, unit X'."""
+def _said(descriptor):
+    """What a claim's file says of its holder (another user may have written it): a dict."""
     try:
         said = json.loads(os.pread(descriptor, HOLDER_BYTES, 0).decode("utf-8", "replace"))
     except (OSError, ValueError):
-        said = None
-    if not isinstance(said, dict):
-        return "its holder does not say who it is"
+        return {}
+    return said if isinstance(said, dict) else {}
+
+
+def _holder(said):
+    """Who holds a claim, as its file says: 'user alice, home /home/alice/.denv, unit X'."""
     words = [
         f"{name} {_printable(said[name])}"
         for name in ("user", "home", "unit")
