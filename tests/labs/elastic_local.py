@@ -107,9 +107,18 @@ class ElasticLab(Operated):
 
 def elastic_lab(repo: GitRepo, folder: Path, gpus: int = 4) -> Iterator[ElasticLab]:
     """The lab, its fleet committed; every unit stopped at the end, also when a test failed."""
+    cache = folder / "cache"
+    if cache.resolve().is_relative_to(repo.path.resolve()):
+        # the lab's state (its engines' growing logs) inside the work tree: never staged, or
+        # a commit reads a log while it grows ("failed to read file into stream")
+        exclude = repo.path / ".git" / "info" / "exclude"
+        exclude.parent.mkdir(parents=True, exist_ok=True)
+        relative = cache.resolve().relative_to(repo.path.resolve())
+        with exclude.open("a") as stream:
+            stream.write(f"/{relative.as_posix()}/\n")
     repo.write(f"fleets/{FLEET}.yaml", fleet_text(gpus))
     repo.commit("a local lab fleet")
-    found = ElasticLab(repo, folder / "cache")
+    found = ElasticLab(repo, cache)
     found.policy()
     try:
         yield found
