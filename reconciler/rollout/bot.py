@@ -25,6 +25,7 @@ from reconciler.rollout.evidence import alarm_value
 from reconciler.rollout.promote import Promoter
 from reconciler.rollout.revisions import Revisions, rejected_for, rejected_in, stage_runs
 from reconciler.rollout.rollback import Rollbacks
+from reconciler.rollout.series import ROUTERS, at_routers
 from reconciler.rollout.stages import step
 from reconciler.rollout.state import AlarmValue, Phase, RolloutState, StageFacts, StageRecord
 from reconciler.rollout.watch import AlarmWatch, metrics_targets
@@ -125,7 +126,7 @@ class RolloutBot:
                     kept.rejected[rollback.bad] = rollback.reason
                     on = kept.rejected_on.get(rollback.bad, [])
                     kept.rejected_on[rollback.bad] = sorted({*on, stage.name})
-                    watch.forget(key)
+                    watch.start_roll(key)
                     runs = stage_runs(self.revisions, snap.head, snap.repo, name, state)
                     record = rollbacks.open(snap, name, stage, runs, rollback, record, now)
                 kept.stages[key] = record
@@ -191,17 +192,9 @@ class RolloutBot:
         )
         alarms: list[AlarmValue] = []
         watched = stage_alarms(snap.repo.policies, stage.alarms)
-        # A stage that baked and lost a replica since is judged once more, over its bake so
-        # far: what its clients were refused while the replica went down counts.
-        baked = record is not None and record.revision == revision and record.ready_at is not None
-        if (ready or baked) and watched and revision not in rejected:
-            fresh = record is None or record.revision != revision or record.ready_at is None
-            if fresh:
-                watch.forget(key)  # the window starts with this revision, ready
-            since = now if fresh or record is None else record.ready_at
-            targets = metrics_targets(u.unit for d in deployments for u in d.units)
-            watch.scrape(key, targets, now, since)
-            alarms = [alarm_value(r) for r in watch.readings(key, now) if r.name in watched]
+        if watched and deployments:
+            alarms = self._watched(watch, key, record, revision, ready, rejected, deployments, now)
+            alarms = [a for a in alarms if a.name in watched]
         fallback = None
         anywhere = rejected_in(snap.repo, name, state)
         if revision is not None and (revision in rejected or any(a.firing for a in alarms)):
@@ -223,6 +216,41 @@ class RolloutBot:
             elsewhere=anywhere - rejected,
             now=now,
         )
+
+    @staticmethod
+    def _watched(
+        watch: AlarmWatch,
+        key: str,
+        record: StageRecord | None,
+        revision: str | None,
+        ready: bool,
+        rejected: frozenset[str],
+        deployments: list[DesiredDeployment],
+        now: float,
+    ) -> list[AlarmValue]:
+        """The stage's alarm readings this pass. Its routers are read on every pass, from the
+        pass that first saw the revision on: what they refused clients while it rolled out
+        (or back) counts, and no request falls between two revisions' windows. Its engines
+        are read once every replica is ready (the bake), or once more when a stage that
+        baked lost a replica: what its clients were refused while it went down counts. A
+        rejected revision's readings are shown, never acted on."""
+        moved = record is None or record.revision != revision
+        if moved:
+            watch.start_roll(key)
+        targets = metrics_targets(u.unit for d in deployments for u in d.units)
+        rolled = now if moved or record is None else record.since
+        baked = not moved and record is not None and record.ready_at is not None
+        if (ready or baked) and revision not in rejected:
+            fresh = moved or record is None or record.ready_at is None
+            if fresh:
+                watch.start_bake(key)
+            since = now if fresh or record is None else record.ready_at
+            watch.scrape(key, targets, now, since, rolled)
+            return [alarm_value(r) for r in watch.readings(key, now)]
+        routers = [(engine, url) for engine, url in targets if engine in ROUTERS]
+        watch.scrape(key, routers, now, now, rolled)
+        found = watch.readings(key, now)
+        return [alarm_value(r) for r in found if routers and at_routers(r.alarm.metric)]
 
     @staticmethod
     def _forget_merged(snap: Snapshot, kept: RolloutState) -> None:

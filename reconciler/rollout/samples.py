@@ -96,6 +96,13 @@ def window(track: Track, now: float, seconds: float) -> tuple[Point, Point] | No
     return (before[-1] if before else track.points[0]), track.points[-1]
 
 
+def baseline(track: Track) -> Track:
+    """The track cut to its newest point: the start of a new window, the restarts before it
+    still added in."""
+    newest = track.points[-1]
+    return replace(track, points=(newest,), start=newest)
+
+
 def since_start(track: Track) -> Track:
     """The track with its first point back before the points kept: a window from it spans
     everything the track saw (gauges: the points kept)."""

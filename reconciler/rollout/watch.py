@@ -23,7 +23,15 @@ from reconciler.engines.base import url as base_url
 from reconciler.engines.units import EngineSeries, Unit
 from reconciler.rollout.alarms import Reading, duration_text, evaluate, over_bake
 from reconciler.rollout.promql import AlarmQueries, Answer, instance, queries, reading
-from reconciler.rollout.samples import Keep, Track, failed, record, track_from_json, track_json
+from reconciler.rollout.samples import (
+    Keep,
+    Track,
+    baseline,
+    failed,
+    record,
+    track_from_json,
+    track_json,
+)
 from reconciler.rollout.series import ROUTERS, ParseError, at_routers, parse, series_for
 from reconciler.spec.policy import Alarm
 
@@ -62,18 +70,28 @@ class AlarmWatch:
         self._targets: dict[str, list[tuple[str, str]]] = {}  # the last scrape's, per key
 
     def scrape(
-        self, key: str, targets: Sequence[tuple[str, str]], now: float, since: float | None = None
+        self,
+        key: str,
+        targets: Sequence[tuple[str, str]],
+        now: float,
+        since: float | None = None,
+        routers_since: float | None = None,
     ) -> None:
         """One sample of each (engine, metrics URL); an engine that does not answer gets no
         sample, only an error its readings name. Engines no longer listed are dropped.
-        `since`: when the stage's bake started. No window reaches back before it: scraped
-        tracks start then (`forget`), and Prometheus, which keeps everything, is asked for a
-        window no longer than the bake so far (what came before, deploy-time parity's
-        prompts included, is not the stage's traffic)."""
+        `since`: when the stage's bake started. No engine's window reaches back before it:
+        scraped tracks start then (`start_bake`), and Prometheus, which keeps everything, is
+        asked for a window no longer than the bake so far (what came before, deploy-time
+        parity's prompts included, is not the stage's traffic). `routers_since`: when the
+        revision's roll started, the same for the routers (`start_roll`): what they refused
+        clients while it rolled out counts."""
         self._targets[key] = list(targets)
         if self._prometheus is not None:
             alarms = None if since is None else _clipped(self.alarms, now - since)
-            self._queried[key] = self._query(self._prometheus, targets, now, alarms)
+            at_routers = alarms
+            if routers_since is not None:
+                at_routers = _clipped(self.alarms, now - routers_since)
+            self._queried[key] = self._query(self._prometheus, targets, now, alarms, at_routers)
             return
         before = self._tracks.get(key, {})
         answers = fetch_all([u for _, u in targets], self._timeout)
@@ -105,9 +123,31 @@ class AlarmWatch:
         return [replace(r, over=f"{duration_text(now - since)} bake") for r in found]
 
     def forget(self, key: str) -> None:
-        """The stage's revision changed: start a fresh window."""
+        """Nothing of the stage is watched any more: its history goes."""
         self._tracks.pop(key, None)
         self._queried.pop(key, None)
+
+    def start_roll(self, key: str) -> None:
+        """A revision starts rolling out (or back): the engines' windows start again, and each
+        router's track keeps only its newest point, the baseline its next scrape counts from,
+        so that what a router answered since the last pass counts for the new revision and
+        no request falls between two windows."""
+        self._queried.pop(key, None)
+        routers = {
+            url: baseline(track)
+            for url, track in self._tracks.pop(key, {}).items()
+            if track.engine in ROUTERS and track.points
+        }
+        if routers:
+            self._tracks[key] = routers
+
+    def start_bake(self, key: str) -> None:
+        """Every replica is ready: the engines' windows start now (what came before,
+        deploy-time parity's prompts included, is not the stage's traffic); the routers' go on
+        from the roll's start."""
+        self._queried.pop(key, None)
+        routers = {u: t for u, t in self._tracks.get(key, {}).items() if t.engine in ROUTERS}
+        self._tracks[key] = routers
 
     def state(self) -> dict[str, Any]:
         tracks = {
@@ -133,6 +173,7 @@ class AlarmWatch:
         targets: Sequence[tuple[str, str]],
         now: float,
         alarms: Mapping[str, Alarm] | None = None,
+        at_routers_alarms: Mapping[str, Alarm] | None = None,
     ) -> list[Reading]:
         by_engine: dict[str, list[str]] = {}
         kinds: dict[str, EngineSeries] = {}
@@ -148,10 +189,15 @@ class AlarmWatch:
                 for engine, instances in by_engine.items()
                 if engine not in ROUTERS or at_routers(alarm.metric)
             }
+            at_router = (at_routers_alarms or {}).get(name, alarm)
             try:
                 answers = {
-                    engine: self._answer(server, queries(alarm, kinds[engine], instances), now)
-                    for engine, instances in asked.items()
+                    engine: self._answer(
+                        server,
+                        queries(at_router if engine in ROUTERS else alarm, kinds[engine], hosts),
+                        now,
+                    )
+                    for engine, hosts in asked.items()
                 }
             except (OSError, ValueError, KeyError, TypeError, IndexError, AttributeError) as exc:
                 note = f"Prometheus did not answer: {_why(exc, self._timeout)}"

@@ -53,3 +53,35 @@ def test_router_only_5xx_fire_the_error_alarm(tmp_path: Path) -> None:
     assert errors.firing and errors.at == "router", errors.describe()
     assert errors.value is not None and errors.value >= 0.4, errors.describe()
     assert " at the router (" in errors.describe()
+
+
+def test_a_new_revision_starts_the_engines_windows_and_the_routers_go_on(tmp_path: Path) -> None:
+    """What the router refused before a roll's first pass counts in the new revision's
+    window (its baseline is the router's last point), and stays counted once every replica
+    is ready; the engines' windows start again at each."""
+    spec = sim_spec(time_scale=10.0)
+    with sim_process(spec, tmp_path) as sim:
+        metrics = free_port()
+        with routed([sim], spec, tmp_path, router_ready, metrics) as url:
+            router = denv_router([sim], spec, url, metrics)
+            targets = metrics_targets([engine_unit(sim), router])
+            watch = AlarmWatch(ALARMS)
+            watch.scrape("chat/canary", targets, T0)
+            assert [completion(url) for _ in range(24)] == [200] * 24
+            watch.scrape("chat/canary", targets, T0 + 20)
+            listed = probes.router_workers(router) or {}
+            assert [probes.remove_worker(router, worker) for worker in listed.values()] == [True]
+            wait_until(lambda: not probes.router_workers(router), 10, "the worker to leave")
+            refused = [completion(url) for _ in range(24)]
+            assert all(status >= 500 for status in refused), refused
+            watch.start_roll("chat/canary")
+            watch.scrape("chat/canary", targets[1:], T0 + 40, T0 + 40, T0 + 40)
+            (rolling,) = watch.readings("chat/canary", T0 + 40)
+            watch.start_bake("chat/canary")
+            watch.scrape("chat/canary", targets, T0 + 50, T0 + 50, T0 + 40)
+            (ready,) = watch.readings("chat/canary", T0 + 50)
+    for reading in (rolling, ready):
+        assert reading.at == "router" and reading.firing, reading.describe()
+        assert reading.value is not None
+        assert round(reading.value * reading.requests) >= 24, reading.describe()
+        assert reading.requests < 48, reading.describe()  # the 24 served before: A's window
