@@ -45,8 +45,16 @@ is open whose head main holds, and no promotion is committed twice on main. A ro
 not converge within `--passes` is a violation too. `--trace F` appends every denv command's
 output to F.
 
-Not checked here (the issue's fifth invariant): that no request fails without an alarm seeing
-it (no traffic is sent; tests/faults/test_error_rate_alarm.py checks the engine-kill case).
+Clients send traffic throughout (benchmarks/chaos_traffic.py): one per stage, asking its
+endpoint (its router, as `denv status` last gave it) one short completion after another, not
+streamed. No request may fail without an alarm seeing it: after every pass the run reads
+the bot's router points from its lease note, and at each the 5xx the stage's routers
+counted must be at least the failures its client saw end by then; at the end, after the
+clients stop and a last pass, every failure must lie before a point. The lab's only alarm is
+the default error rate set never to fire (`max: 100%`): what it counts is checked here, and
+rolling back on it is tests/faults/test_error_rate_alarm.py's (a rollback would move the
+desired state under the harness's feet). A stream cut after its first token is counted by
+nothing (docs/operate.md): streams are not sent, and that case is not checked.
 Prints per fault kind the count and the medians to converge, and the violations (goal 0);
 `--json` prints the same as one object. Needs root (namespaces, tmpfs)."""
 
@@ -76,6 +84,9 @@ from pygit2.enums import CheckoutStrategy
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from chaos_traffic import Clients, RouterPoints, unseen  # noqa: E402
 
 from reconciler.fleet.hostagent import AgentClient  # noqa: E402
 from reconciler.fleet.model.observed import UnitRecord  # noqa: E402
@@ -116,6 +127,8 @@ class Lab:
     replicas: int = 2
     batch: int = 128
     history: list[tuple[str, int, int]] = field(default_factory=list)  # (sha, replicas, batch)
+    endpoints: dict[str, str] = field(default_factory=dict)  # stage -> endpoint, as status said
+    seen: RouterPoints = field(default_factory=RouterPoints)  # the bot's router points
 
     # --- the operator's side -------------------------------------------------------------
 
@@ -139,7 +152,15 @@ class Lab:
         return done
 
     def reconcile(self, **extra: str) -> subprocess.CompletedProcess[str]:
-        return self.denv("reconcile", "--once", *TIMING, **extra)
+        done = self.denv("reconcile", "--once", *TIMING, **extra)
+        self.observe()
+        return done
+
+    def observe(self) -> None:
+        """The bot's router points as its lease note has them now (its fleet's first host
+        keeps the note; not answering: the next pass's note has them)."""
+        with contextlib.suppress(Exception):
+            self.seen.add(self.agent(HOSTS[0]).lease("reconciler", "chaos", 0, peek=True).note)
 
     def commit(self, replicas: int, batch: int) -> None:
         """The release's next version on main, on top of whatever the bot merged there."""
@@ -196,7 +217,15 @@ def make_lab(folder: Path) -> Lab:
         f"  ssh: {{ user: root, key_file: {ssh.client_key}, known_hosts: {ssh.known_hosts}, "
         f"connect_timeout: 1, call_timeout: 2 }}\n  hosts:\n{hosts}",
     )
-    repo.commit("the lab's fleet")
+    # The default error-rate alarm, set never to fire: what it counts is checked here (every
+    # failed request), not what it does (a rollback moves the desired state under the
+    # harness's feet; tests/faults/test_error_rate_alarm.py checks that it rolls back).
+    repo.write(
+        "policies/alarms.yaml",
+        "defaults:\n"
+        "  error-rate: { metric: error_rate, max: 100%, window: 5m, min_requests: 50 }\n",
+    )
+    repo.commit("the lab's fleet, its error-rate alarm counting only")
     lab = Lab(folder, ssh, servers, repo, folder / "cache")
     mount_small_disk(lab.units_dir("h1"))
     # A namespaced sshd runs in a mount namespace of its own, copied when it started, and
@@ -253,6 +282,7 @@ def paused_pass(lab: Lab, step: str, act: Callable[[], None]) -> bool:
     while bot.poll() is None:  # a step met again (the next replica's) pauses again: go on
         marker.unlink(missing_ok=True)
         time.sleep(0.05)
+    lab.observe()
     return reached
 
 
@@ -326,6 +356,7 @@ def inject(lab: Lab, fault: str, rng: random.Random) -> tuple[Callable[[], objec
         bots = [subprocess.Popen(argv, env=env, stdout=null, stderr=null) for _ in range(2)]
         for bot in bots:
             bot.wait(timeout=600)
+        lab.observe()
     else:
         raise ValueError(fault)
     return cleared, landed
@@ -386,6 +417,13 @@ def converged(lab: Lab) -> list[str]:
     if done.returncode != 0:
         return [*problems, f"status exited {done.returncode}: {done.stderr[-300:]}"]
     status = json.loads(done.stdout)
+    lab.endpoints.update(
+        {
+            d["stage"]: d["endpoint"]
+            for d in status["deployments"]
+            if d["fleet"] == FLEET and d["release"] == RELEASE and d.get("endpoint")
+        }
+    )
     orphans = {(o["host"], o["unit"]) for o in status["orphans"]}
     rows = {
         d["stage"]: d
@@ -469,6 +507,10 @@ def change(lab: Lab, rng: random.Random) -> None:
         lab.commit(rng.choice([n for n in (1, 2, 3) if n != lab.replicas]), lab.batch)
 
 
+def stage_key(stage: str) -> str:
+    return f"{RELEASE}/{stage}"
+
+
 def say(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
 
@@ -484,11 +526,15 @@ def run(faults: int, seed: int, passes: int) -> dict[str, Any]:
     violations: list[dict[str, Any]] = []
     began = time.monotonic()
     number = 0
+    clients = Clients(STAGES, RELEASE)
+    reported: dict[str, int] = {}  # stage -> failures unseen so far, as last reported
     try:
         lab.commit(2, 128)
         seconds, problems = converge(lab, passes)
         if seconds is None:
             raise RuntimeError(f"the lab never converged before any fault: {problems}")
+        clients.point(lab.endpoints)
+        clients.start()
         while sum(injected.values()) < faults and number < 3 * faults:
             number += 1
             change(lab, rng)
@@ -505,6 +551,11 @@ def run(faults: int, seed: int, passes: int) -> dict[str, Any]:
             seconds, problems = converge(lab, passes)
             if seconds is not None and landed:
                 times[fault].append(seconds)
+            clients.point(lab.endpoints)
+            for stage, gap in unseen(clients.failures, lab.seen, stage_key).items():
+                if gap.short > reported.get(stage, 0):  # cumulative: only what is new
+                    reported[stage] = gap.short
+                    problems.append(gap.describe(stage))
             for problem in [*during, *problems]:
                 violations.append({"fault": number, "kind": fault, "problem": problem})
             took = f"{seconds:.1f}s" if seconds is not None else "never"
@@ -514,8 +565,16 @@ def run(faults: int, seed: int, passes: int) -> dict[str, Any]:
                 f"{wrong} violation(s)")  # fmt: skip
             for problem in [*during, *problems]:
                 say(f"  {problem}")
+        clients.stop()
+        converge(lab, passes)  # its scrape counts what the routers answered last
+        final = unseen(clients.failures, lab.seen, stage_key, final=True)
+        for stage, gap in final.items():
+            if gap.late or gap.short > reported.get(stage, 0):
+                problem = gap.describe(stage)
+                violations.append({"fault": number, "kind": "end", "problem": problem})
         merged = len(LocalForge(lab.repo.path).pull_requests(PrState.MERGED))
     finally:
+        clients.stop()
         teardown(lab)
     every = [t for found in times.values() for t in found]
     return {
@@ -525,6 +584,12 @@ def run(faults: int, seed: int, passes: int) -> dict[str, Any]:
         "injected": sum(injected.values()),
         "did_not_land": sum(missed.values()),
         "promotions_merged": merged,
+        "requests": {
+            "answered": clients.answered,
+            "failed": len(clients.failures),
+            "failed_by_why": dict(Counter(f.why for f in clients.failures).most_common()),
+            "router_points": sum(len(by_at) for by_at in lab.seen.points.values()),
+        },
         "violations": violations,
         "harness_errors": errors,
         "minutes": round((time.monotonic() - began) / 60, 1),
@@ -562,6 +627,9 @@ def main() -> None:
     print(f"{answer['injected']} faults landed (seed {answer['seed']}; {answer['rounds']} rounds, "
           f"{answer['did_not_land']} drawn that did not land) in {answer['minutes']} min; "
           f"{answer['promotions_merged']} promotions merged; "
+          f"{answer['requests']['answered']} requests answered, "
+          f"{answer['requests']['failed']} failed {answer['requests']['failed_by_why']}, "
+          f"{answer['requests']['router_points']} router points read; "
           f"{len(answer['violations'])} invariant violation(s); converged: median "
           f"{answer['converge_median_s']} s, max {answer['converge_max_s']} s")  # fmt: skip
     for kind, row in answer["by_kind"].items():

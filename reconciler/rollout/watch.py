@@ -122,11 +122,6 @@ class AlarmWatch:
         found = self._query(self._prometheus, self._targets.get(key, []), now, bake)
         return [replace(r, over=f"{duration_text(now - since)} bake") for r in found]
 
-    def forget(self, key: str) -> None:
-        """Nothing of the stage is watched any more: its history goes."""
-        self._tracks.pop(key, None)
-        self._queried.pop(key, None)
-
     def start_roll(self, key: str) -> None:
         """A revision starts rolling out (or back): the engines' windows start again, and each
         router's track keeps only its newest point, the baseline its next scrape counts from,

@@ -50,6 +50,17 @@ class ElasticLab(Operated):
     cache: Path
     timing: ClassVar[tuple[str, ...]] = ("--ready-timeout", "60s", "--drain", "5s")
 
+    def __post_init__(self) -> None:
+        """The lab's state (its engines' growing logs) inside the repository's work tree is
+        never staged, or a commit reads a log while it grows ("failed to read file into
+        stream"): every lab of a repository, a second home's too."""
+        work_tree, cache = self.repo.path.resolve(), self.cache.resolve()
+        if cache.is_relative_to(work_tree):
+            exclude = work_tree / ".git" / "info" / "exclude"
+            exclude.parent.mkdir(parents=True, exist_ok=True)
+            with exclude.open("a") as stream:
+                stream.write(f"/{cache.relative_to(work_tree).as_posix()}/\n")
+
     def policy(
         self, down: str = "0s", step: int = 1, predictive: bool = False, utilization: float = 0.7
     ) -> None:
@@ -108,14 +119,6 @@ class ElasticLab(Operated):
 def elastic_lab(repo: GitRepo, folder: Path, gpus: int = 4) -> Iterator[ElasticLab]:
     """The lab, its fleet committed; every unit stopped at the end, also when a test failed."""
     cache = folder / "cache"
-    if cache.resolve().is_relative_to(repo.path.resolve()):
-        # the lab's state (its engines' growing logs) inside the work tree: never staged, or
-        # a commit reads a log while it grows ("failed to read file into stream")
-        exclude = repo.path / ".git" / "info" / "exclude"
-        exclude.parent.mkdir(parents=True, exist_ok=True)
-        relative = cache.resolve().relative_to(repo.path.resolve())
-        with exclude.open("a") as stream:
-            stream.write(f"/{relative.as_posix()}/\n")
     repo.write(f"fleets/{FLEET}.yaml", fleet_text(gpus))
     repo.commit("a local lab fleet")
     found = ElasticLab(repo, cache)
