@@ -38,13 +38,15 @@ def lab(git_repo: GitRepo, tmp_path_factory: pytest.TempPathFactory) -> Iterator
             unmount(units)
 
 
-def engine_processes(unit_id: str) -> list[int]:
-    """Processes started for the unit, found by the marker every unit's environment has."""
+def engine_processes(lab: ElasticLab, unit_id: str) -> list[int]:
+    """Processes started for the lab's unit, found by the markers every unit's environment
+    has: its id, and its agent's home (another test's lab may run a unit of the same id)."""
+    marks = {f"DENV_UNIT={unit_id}".encode(), f"DENV_HOME={lab.cache / 'home'}".encode()}
     found = []
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
             with contextlib.suppress(OSError):
-                if f"DENV_UNIT={unit_id}".encode() in (entry / "environ").read_bytes().split(b"\0"):
+                if marks <= set((entry / "environ").read_bytes().split(b"\0")):
                     found.append(int(entry.name))
     return found
 
@@ -67,11 +69,12 @@ def test_a_full_disk_fails_one_launch_and_stops_nothing(lab: ElasticLab) -> None
     assert f"localhost: {launch}: No space left on device" in said, said
     assert "nothing more is asked of localhost in this pass" in said, said
     assert {(u.id, u.pid, u.digest) for u in lab.units()} == before  # nothing stopped
-    assert engine_processes(f"{engine.id}~surge") == []  # nor half started
+    assert engine_processes(lab, f"{engine.id}~surge") == []  # nor half started
+    assert engine.pid in engine_processes(lab, engine.id)  # as the running one is found
     assert lab.endpoint()
 
     filler.unlink()
     lab.reconcile()
     [rolled] = lab.engines()
     assert rolled.id == engine.id and rolled.digest != engine.digest
-    assert engine_processes(f"{engine.id}~surge") == []
+    assert engine_processes(lab, f"{engine.id}~surge") == []
