@@ -507,6 +507,17 @@ def change(lab: Lab, rng: random.Random) -> None:
         lab.commit(rng.choice([n for n in (1, 2, 3) if n != lab.replicas]), lab.batch)
 
 
+def failed_since(clients: Clients, stage: str, seconds: float = 60.0) -> str:
+    """The stage's failures of the last minute, by endpoint and why: what went unseen."""
+    now = time.time()
+    found = Counter(
+        f"{f.why} at {f.endpoint}"
+        for f in clients.failures
+        if f.stage == stage and f.ended > now - seconds
+    )
+    return ", ".join(f"{n}× {what}" for what, n in found.most_common(4))
+
+
 def stage_key(stage: str) -> str:
     return f"{RELEASE}/{stage}"
 
@@ -555,7 +566,7 @@ def run(faults: int, seed: int, passes: int) -> dict[str, Any]:
             for stage, gap in unseen(clients.failures, lab.seen, stage_key).items():
                 if gap.short > reported.get(stage, 0):  # cumulative: only what is new
                     reported[stage] = gap.short
-                    problems.append(gap.describe(stage))
+                    problems.append(f"{gap.describe(stage)}: {failed_since(clients, stage)}")
             for problem in [*during, *problems]:
                 violations.append({"fault": number, "kind": fault, "problem": problem})
             took = f"{seconds:.1f}s" if seconds is not None else "never"
