@@ -11,6 +11,7 @@ from reconciler.engines.placement import PORT_BLOCK, Placement
 from reconciler.errors import PlacementError
 from reconciler.fleet.drivers.registry import rules_of
 from reconciler.fleet.placement.gpus import declared_states, place_deployment
+from reconciler.fleet.placement.ports import PortBook
 from reconciler.spec.fleet import Fleet
 from tests.engines.conftest import deployment, fleet, recipe
 
@@ -117,3 +118,27 @@ def test_ports_come_in_blocks_from_the_base_port() -> None:
     )
     assert found.router.port == 20000
     assert [s.port for s in found.slots] == [20000 + PORT_BLOCK * i for i in (1, 2, 3)]
+
+
+def test_a_running_deployment_grown_into_a_neighbours_ports_keeps_its_endpoint() -> None:
+    """It ran one replica at 8000 (router) and 8032; a neighbour's block is 8064. At three
+    replicas its span would reach 8064: the router stays at 8000 (the endpoint clients
+    use) and the replicas take the lowest blocks free after it. Before, the whole span
+    moved, router included (8000 -> 8096), and clients of 8000 were refused."""
+    grown = place({"mode": "aggregated", "replicas": 3, "gpus": 1}, fleet(hosts=1))
+    book = PortBook()
+    for port, owner in ((8000, "chat"), (8032, "chat"), (8064, "neighbour")):
+        book.hold("node-01", port, owner)
+    kept = book.choose(grown, "chat", 8000, 8000)
+    assert kept.router.port == 8000
+    assert [s.port for s in kept.slots] == [8096, 8128, 8160]
+    book.take(kept, "chat")
+    assert book.choose(grown, "chat", 8000, 8000) == kept  # the next pass: where it runs
+
+
+def test_a_deployment_whose_routers_block_is_taken_moves_whole() -> None:
+    grown = place({"mode": "aggregated", "replicas": 2, "gpus": 1}, fleet(hosts=1))
+    book = PortBook()
+    book.hold("node-01", 8000, "neighbour")
+    moved = book.choose(grown, "chat", 8000, 8000)
+    assert (moved.router.port, [s.port for s in moved.slots]) == (8032, [8064, 8096])

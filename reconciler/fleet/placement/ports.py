@@ -6,6 +6,10 @@ runs at when that is still free, else the lowest base whose blocks are free on e
 they land on. Ports of processes the plan will stop first are free; every other unit's are not.
 An elastic deployment is placed anew with the blocks of the replicas it may grow by kept free
 after its last one, so that scaling up never moves it (its router is the endpoint clients use).
+A deployment that runs and no longer fits at its base (more replicas than it had, a
+neighbour's blocks after its last) keeps its router's port, its endpoint, and lays its slots
+out from the lowest base where they fit; only when its router's block is taken does all of it
+move.
 """
 
 from __future__ import annotations
@@ -77,13 +81,22 @@ class PortBook:
         last slot's free too (where it runs, only if they are: a neighbour stays). Nothing
         is held yet."""
         span = max(slot.port for slot in placement.slots) + PORT_BLOCK - placement.router.port
-        tries = [(preferred, spare), (preferred, 0)] if preferred is not None else []
-        tries += [(start, spare) for start in range(base, LAST_PORT + 2 - span, PORT_BLOCK)]
-        for start, extra in tries:
-            delta = start - placement.router.port
-            blocks = self._blocks(placement, delta, extra)
-            if start + span + extra * PORT_BLOCK <= LAST_PORT + 1 and self._free(blocks, owner):
-                return shifted(placement, delta)
+        starts = range(base, LAST_PORT + 2 - span, PORT_BLOCK)
+        tries: list[tuple[int, int, int]] = []  # (router's port, slots' base, spare blocks)
+        if preferred is not None:
+            tries += [(preferred, preferred, spare), (preferred, preferred, 0)]
+            # the router where it listens (clients keep their endpoint), its slots moved
+            tries += [(preferred, start, extra) for extra in (spare, 0) for start in starts]
+        tries += [(start, start, spare) for start in starts]
+        for router, start, extra in tries:
+            moved = shifted(placement, start - placement.router.port, router)
+            blocks = self._blocks(moved, 0, extra)
+            if (
+                start + span + extra * PORT_BLOCK <= LAST_PORT + 1
+                and not _on_router(blocks)
+                and self._free(blocks, owner)
+            ):
+                return moved
         raise PlacementError(f"no free block of {span} ports from port {base} on its hosts")
 
     def take(self, placement: Placement, owner: Hashable, spare: int = 0) -> None:
@@ -92,11 +105,20 @@ class PortBook:
             self.hold(host, port, owner)
 
 
-def shifted(placement: Placement, delta: int) -> Placement:
-    if delta == 0:
+def _on_router(blocks: list[tuple[str, int]]) -> bool:
+    """Whether a slot's block overlaps its own router's (the first), which the owner check
+    alone would allow."""
+    (host, port), slots = blocks[0], blocks[1:]
+    return any(h == host and abs(p - port) < PORT_BLOCK for h, p in slots)
+
+
+def shifted(placement: Placement, delta: int, router_port: int | None = None) -> Placement:
+    """The placement's ports moved by `delta`; its router's to `router_port` when given."""
+    port = placement.router.port + delta if router_port is None else router_port
+    if delta == 0 and port == placement.router.port:
         return placement
     slots = [slot.model_copy(update={"port": slot.port + delta}) for slot in placement.slots]
-    router = placement.router.model_copy(update={"port": placement.router.port + delta})
+    router = placement.router.model_copy(update={"port": port})
     return placement.model_copy(update={"slots": slots, "router": router})
 
 
