@@ -128,10 +128,11 @@ class Unseen:
 
     def describe(self, stage: str) -> str:
         when = time.strftime("%H:%M:%S", time.localtime(self.at))
-        said = [f"{self.short} failed request(s) no router point counted ({when})"] * bool(
-            self.short
-        )
-        said += [f"{self.late} failed request(s) after the routers' last point"] * bool(self.late)
+        said = []
+        if self.short:
+            said.append(f"{self.short} failed request(s) no router point counted ({when})")
+        if self.late:
+            said.append(f"{self.late} failed request(s) after the routers' last point")
         return f"{stage}: " + "; ".join(said)
 
 

@@ -234,17 +234,17 @@ class RolloutBot:
         are read once every replica is ready (the bake), or once more when a stage that
         baked lost a replica: what its clients were refused while it went down counts. A
         rejected revision's readings are shown, never acted on."""
-        moved = record is None or record.revision != revision
-        if moved:
+        kept = record if record is not None and record.revision == revision else None
+        if kept is None:
             watch.start_roll(key)
+        rolled = now if kept is None else kept.since
         targets = metrics_targets(u.unit for d in deployments for u in d.units)
-        rolled = now if moved or record is None else record.since
-        baked = not moved and record is not None and record.ready_at is not None
+        baked = kept is not None and kept.ready_at is not None
         if (ready or baked) and revision not in rejected:
-            fresh = moved or record is None or record.ready_at is None
-            if fresh:
+            since = kept.ready_at if kept is not None else None
+            if since is None:
                 watch.start_bake(key)
-            since = now if fresh or record is None else record.ready_at
+                since = now
             watch.scrape(key, targets, now, since, rolled)
             return [alarm_value(r) for r in watch.readings(key, now)]
         routers = [(engine, url) for engine, url in targets if engine in ROUTERS]

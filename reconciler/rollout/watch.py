@@ -88,10 +88,10 @@ class AlarmWatch:
         self._targets[key] = list(targets)
         if self._prometheus is not None:
             alarms = None if since is None else _clipped(self.alarms, now - since)
-            at_routers = alarms
+            routers_alarms = alarms
             if routers_since is not None:
-                at_routers = _clipped(self.alarms, now - routers_since)
-            self._queried[key] = self._query(self._prometheus, targets, now, alarms, at_routers)
+                routers_alarms = _clipped(self.alarms, now - routers_since)
+            self._queried[key] = self._query(self._prometheus, targets, now, alarms, routers_alarms)
             return
         before = self._tracks.get(key, {})
         answers = fetch_all([u for _, u in targets], self._timeout)
@@ -189,10 +189,12 @@ class AlarmWatch:
                 answers = {
                     engine: self._answer(
                         server,
-                        queries(at_router if engine in ROUTERS else alarm, kinds[engine], hosts),
+                        queries(
+                            at_router if engine in ROUTERS else alarm, kinds[engine], instances
+                        ),
                         now,
                     )
-                    for engine, hosts in asked.items()
+                    for engine, instances in asked.items()
                 }
             except (OSError, ValueError, KeyError, TypeError, IndexError, AttributeError) as exc:
                 note = f"Prometheus did not answer: {_why(exc, self._timeout)}"
