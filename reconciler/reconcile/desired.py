@@ -162,9 +162,10 @@ class _Lookup:
 def observed_units(
     observations: Mapping[str, FleetObservation],
 ) -> dict[str, dict[str, tuple[UnitRecord, ...]]]:
-    """fleet -> host -> unit records: what `plan` compares the desired state with."""
+    """fleet -> host -> unit records: what `plan` compares the desired state with (the
+    routers that answer on hosts not reached too: they are kept as they run)."""
     return {
-        fleet: {host: seen.units for host, seen in found.hosts.items()}
+        fleet: {host: seen.units for host, seen in found.hosts.items()} | found.answering
         for fleet, found in observations.items()
     }
 

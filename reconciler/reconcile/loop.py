@@ -30,11 +30,12 @@ from reconciler.reconcile.desired import Counts, Desired, DesiredMemo
 from reconciler.reconcile.plan import ActionKind, Plan
 from reconciler.reconcile.reach import Streaks, dump, parse, track
 from reconciler.reconcile.revisions import Stages
-from reconciler.reconcile.snapshot import Snapshot, snapshot
+from reconciler.reconcile.routers_seen import RoutersSeen, with_desired
+from reconciler.reconcile.routers_seen import dump as dump_routers
+from reconciler.reconcile.snapshot import LEASE, Snapshot, snapshot
 from reconciler.reconcile.source import GitSource
 from reconciler.spec.repo import Repo
 
-LEASE = "reconciler"
 # After each pass: (the snapshot, the last results) -> results, kept with the pass's note.
 Checks = Callable[[Snapshot, dict[str, Any]], dict[str, Any]]
 # Before each plan: (the stages git says, the last results) -> the stages to run.
@@ -163,6 +164,7 @@ class Reconciler:
         # continues the streaks of the newest note it reads with the leases
         self._reach: Streaks | None = None
         self._noted: list[tuple[float, Streaks]] = []  # (note's time, its streaks)
+        self._routers: RoutersSeen | None = None  # None: read from the notes when needed
 
     def close(self) -> None:
         """Give the leases back (the next bot need not wait for them to expire) and hang up."""
@@ -307,6 +309,7 @@ class Reconciler:
         report.errors += snap.unreadable()
         report.errors += _unreached(snap, set(skipped) | set(lost))
         self._reach = self._track(snap)
+        self._routers = with_desired(snap.routers, snap.desired.deployments)
         if self.checks is not None and not self.stop_requested.is_set():
             self._checked = self.checks(snap, self._checked)
         result = PassResult(snap.head, snap.plan, report, time.monotonic() - started, applying)
@@ -319,6 +322,7 @@ class Reconciler:
             "summary": result.summary(),
             "checks": self._checked,
             "unreachable": dump(self._reach),
+            "routers": dump_routers(self._routers),
         }
         self._take(snap.repo, [f for f in fleets if f not in skipped and f not in lost], note=note)
         self._count(result)
@@ -332,6 +336,7 @@ class Reconciler:
             adjust=self._adjusted,
             memo=self.memo,
             scale=self._scaled if self.scale is not None and scaled else None,
+            routers=self._routers,
         )
 
     def _scaled(self, desired: Desired, observations: Mapping[str, FleetObservation]) -> Counts:

@@ -5,12 +5,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
-from reconciler.errors import failure
+from reconciler.engines.base import url
+from reconciler.errors import DenvError, failure
 from reconciler.fleet.drivers.registry import Drivers
 from reconciler.fleet.model.labels import fleet_key
 from reconciler.fleet.model.observed import FleetObservation
+from reconciler.fleet.placement.ports import address_of
+from reconciler.reconcile import probes
 from reconciler.reconcile.desired import (
     Counts,
     Desired,
@@ -23,6 +26,7 @@ from reconciler.reconcile.desired import (
 from reconciler.reconcile.orphans import Orphan
 from reconciler.reconcile.plan import Plan, plan
 from reconciler.reconcile.revisions import Stages
+from reconciler.reconcile.routers_seen import RoutersSeen, parse, remember, unreached_routers
 from reconciler.reconcile.source import GitSource
 from reconciler.spec.fleet import Fleet
 from reconciler.spec.isolation import held_lines
@@ -31,6 +35,7 @@ from reconciler.spec.repo import Repo
 # (the desired state at the counts that run, the observations) -> elastic deployments' counts
 Scale = Callable[[Desired, Mapping[str, FleetObservation]], Counts]
 OBSERVING_FLEETS = 16  # fleets observed at once (each one's hosts are asked at once already)
+LEASE = "reconciler"  # the bot's lease on each fleet; its note keeps what the bot knows
 
 
 @dataclass(frozen=True)
@@ -40,6 +45,7 @@ class Snapshot:
     desired: Desired
     observations: dict[str, FleetObservation]
     plan: Plan
+    routers: RoutersSeen = field(default_factory=dict)  # known after this look: the bot's note
 
     def unreached(self) -> dict[str, dict[str, str]]:
         """fleet -> host -> cause, for the hosts of the observed fleets that did not answer."""
@@ -67,13 +73,15 @@ def snapshot(
     adjust: Callable[[Stages], Stages] | None = None,
     memo: DesiredMemo | None = None,
     scale: Scale | None = None,
+    routers: RoutersSeen | None = None,
 ) -> Snapshot:
     """Read git at `rev` (default: the source's head), observe the fleets the running stages
     use (one agent round trip per host), and plan. `adjust` may change the revision a stage
     runs (a rollback the bot made before git records it: a layer above ours decides). A
     running loop passes its `memo` (reconcile.desired.DesiredMemo) from pass to pass; its
     `scale` (a layer above ours: the autoscaler) chooses the count of elastic deployments
-    from the desired state at the count they run now."""
+    from the desired state at the count they run now. `routers`: those the caller last knew
+    (a running bot's); None: read from the lease note of a fleet with a host not reached."""
     status(f"fetching {source.label}")
     source.sync()
     head = source.resolve(rev)
@@ -99,6 +107,7 @@ def snapshot(
         for name, seen in observe(drivers, loaded, fleets).items()
         if _kept(seen, used=name in names, retired=name in retired)
     }  # where nothing of denv's answered on a fleet no stage uses: as if not looked at
+    known = keep_routers(drivers, fleets, observations, routers)
     desired = desired_units(stages, source.repo_at, observations, rules=drivers.get, memo=memo)
     counts = scale(desired, observations) if scale is not None else {}
     if any(counts.get(key, asked) != asked for key, asked in asked_counts(desired).items()):
@@ -111,6 +120,7 @@ def snapshot(
         repo=loaded,
         desired=desired,
         observations=observations,
+        routers=known,
         plan=planned.model_copy(
             update={
                 "orphans": with_removals(planned.orphans, source, head),
@@ -143,6 +153,47 @@ def observe(
         return {name: one(name) for name in names}
     with ThreadPoolExecutor(max_workers=min(len(names), OBSERVING_FLEETS)) as pool:
         return dict(zip(names, pool.map(one, names), strict=True))
+
+
+def keep_routers(
+    drivers: Drivers,
+    fleets: Mapping[str, Fleet],
+    observations: Mapping[str, FleetObservation],
+    known: RoutersSeen | None,
+) -> RoutersSeen:
+    """The routers known after this look (reconcile/routers_seen.py). Each observation gets,
+    for its hosts not reached, the routers last seen there that answer their worker API now
+    (its `answering`): they stay where they run. `known` None: what the bot noted is read
+    from the lease note of each fleet with a host not reached."""
+    previous: RoutersSeen = dict(known) if known is not None else {}
+    for name, seen in sorted(observations.items()):
+        fleet = fleets.get(name)
+        if not seen.errors or not seen.hosts or fleet is None:
+            continue  # all answered, or none did (nothing is placed there then)
+        if known is None:
+            previous[name] = noted_routers(drivers, fleet).get(name, {})
+        rules = drivers.get(fleet)
+        for host, records in unreached_routers(seen, previous).items():
+            address = address_of(fleet, rules, host)
+            answering = tuple(
+                record
+                for record in records
+                if address is not None
+                and record.port is not None
+                and probes.workers_at(url(address, record.port)) is not None
+            )
+            if answering:
+                seen.answering[host] = answering
+    return remember(previous, observations)
+
+
+def noted_routers(drivers: Drivers, fleet: Fleet) -> RoutersSeen:
+    """The routers the bot's last note on `fleet` keeps; none when it cannot be read."""
+    try:
+        note = drivers.get(fleet).lease(LEASE, "status", 0, peek=True).note
+    except DenvError:
+        return {}
+    return parse((note or {}).get("routers"))
 
 
 def _kept(seen: FleetObservation, used: bool, retired: bool) -> bool:

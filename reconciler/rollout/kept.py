@@ -9,7 +9,7 @@ from typing import Any
 
 from reconciler.errors import DenvError
 from reconciler.fleet.drivers.registry import Drivers
-from reconciler.reconcile.loop import LEASE
+from reconciler.reconcile.snapshot import LEASE
 from reconciler.spec.repo import Repo
 
 

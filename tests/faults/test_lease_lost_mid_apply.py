@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from reconciler.fleet.hostagent import AgentClient
-from reconciler.reconcile.loop import LEASE
+from reconciler.reconcile.snapshot import LEASE
 from tests.faults.orphans import alive, empty_lab, put_release
 from tests.fleet.conftest import wait_for
 from tests.labs.elastic_local import ElasticLab

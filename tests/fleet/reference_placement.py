@@ -1,7 +1,8 @@
 """The fleet's placement as it was before placement kept its structures across a pass
 (commit 49e6575): rebuilt from the host states for every deployment, every host tried for
 every replica. Kept verbatim as the reference test_placer_reference.py compares the placer
-with; not used by denv."""
+with (but for the ports and the routers' hosts, which both take from the placer's own
+PortBook and RunningRouters); not used by denv."""
 
 from __future__ import annotations
 
@@ -19,6 +20,8 @@ from reconciler.fleet.model.labels import DeploymentKey, fleet_key, unit_id
 from reconciler.fleet.model.observed import FleetObservation
 from reconciler.fleet.model.rules import FleetRules
 from reconciler.fleet.placement.ports import PortBook, address_of
+from reconciler.fleet.placement.routers import RunningRouters
+from reconciler.fleet.placement.slots import FleetHosts
 from reconciler.spec.fit import domains
 from reconciler.spec.fleet import Fleet
 from reconciler.spec.recipe import Role
@@ -301,7 +304,7 @@ class FleetPlacer:
             for unit, gpus in state.units.items()
         }
         self.ports = PortBook()
-        self.routers: dict[DeploymentKey, int] = {}  # where each deployment's router listens
+        self.routers = RunningRouters.of(fleet.name, observation)
         for host, seen in (observation.hosts if observation else {}).items():
             for record in seen.units:
                 key = fleet_key(record, fleet.name)
@@ -309,8 +312,6 @@ class FleetPlacer:
                     continue
                 if record.port is not None:
                     self.ports.hold(host, record.port, key)
-                    if key is not None and record.labels.get("role") == "router":
-                        self.routers[key] = record.port
             self.ports.hold_listeners(host, seen, address_of(fleet, rules, host))
 
     def add(self, deployment: Deployment, context: EngineContext) -> list[Unit]:
@@ -326,7 +327,8 @@ class FleetPlacer:
             self.base_port,
             unit_prefix=unit_id(*key, ""),
         )
-        placement = self.ports.choose(placement, key, self.routers.get(key), self.base_port)
+        placement = self.routers.kept(placement, key, FleetHosts.of(self.fleet), self.rules)
+        placement = self.ports.choose(placement, key, self.routers.port(key), self.base_port)
         units = launch_units(deployment, self.fleet, placement, context)
         self.ports.take(placement, key)
         self._hold(units, unit_id(*key, ""))

@@ -1,5 +1,6 @@
 """A deployment placed on a fleet as declared: largest replicas first, the tightest host,
-one NVLink domain per replica, trial GPUs left alone, ports in blocks."""
+one NVLink domain per replica, trial GPUs left alone, ports in blocks; a running router
+where it runs."""
 
 from __future__ import annotations
 
@@ -10,8 +11,11 @@ import pytest
 from reconciler.engines.placement import PORT_BLOCK, Placement
 from reconciler.errors import PlacementError
 from reconciler.fleet.drivers.registry import rules_of
+from reconciler.fleet.model.observed import FleetObservation, HostObservation, UnitRecord
 from reconciler.fleet.placement.gpus import declared_states, place_deployment
 from reconciler.fleet.placement.ports import PortBook
+from reconciler.fleet.placement.routers import RunningRouters
+from reconciler.fleet.placement.slots import FleetHosts
 from reconciler.spec.fleet import Fleet
 from tests.engines.conftest import deployment, fleet, recipe
 
@@ -142,3 +146,64 @@ def test_a_deployment_whose_routers_block_is_taken_moves_whole() -> None:
     book.hold("node-01", 8000, "neighbour")
     moved = book.choose(grown, "chat", 8000, 8000)
     assert (moved.router.port, [s.port for s in moved.slots]) == (8032, [8064, 8096])
+
+
+def router_on(host: str, release: str = "chat", port: int = 8000) -> UnitRecord:
+    labels = {"release": release, "stage": "canary", "fleet": "test", "role": "router"}
+    return UnitRecord(id=f"{release}.canary.test.router", digest="d", port=port, labels=labels)
+
+
+@pytest.mark.parametrize(
+    ("seen", "answering", "stays"),
+    [
+        ({"node-02": [router_on("node-02")]}, {}, True),  # a host that answered
+        ({}, {"node-02": [router_on("node-02")]}, True),  # not reached; the router answers
+        ({"node-02": [router_on("node-02")]}, {"node-01": [router_on("node-01")]}, True),
+        ({}, {}, False),  # nothing known of it: with the first replica
+    ],
+)
+def test_a_router_stays_where_it_runs(
+    seen: dict[str, list[UnitRecord]], answering: dict[str, list[UnitRecord]], stays: bool
+) -> None:
+    """Its replicas placed on node-01, the deployment's router stays on node-02 where it
+    runs (clients know it there), found by that host's agent or, with the agent not
+    reached, answering its worker API; what a host that answered says wins."""
+    target = fleet(hosts=2)
+    placed = place({"mode": "aggregated", "replicas": 2, "gpus": 1}, target)
+    assert {s.host for s in placed.slots} == {"node-01"}
+    observation = FleetObservation("test", answering={h: tuple(r) for h, r in answering.items()})
+    for host in ("node-01", "node-02"):
+        units = tuple(seen.get(host, ()))
+        observation.hosts[host] = HostObservation(host=host, source="simulated", units=units)
+    for host in answering:
+        observation.hosts.pop(host)
+        observation.errors[host] = f"{host}: refused"
+    routers = RunningRouters.of("test", observation)
+    kept = routers.kept(placed, ("chat", "canary", "test"), FleetHosts.of(target), rules_of(target))
+    where = ("node-02", "10.0.0.2") if stays else ("node-01", "10.0.0.1")
+    assert (kept.router.host, kept.router.address) == where
+    assert kept.slots == placed.slots
+
+
+def test_a_router_on_a_cordoned_host_or_beside_a_gateway_moves() -> None:
+    target = fleet(hosts=2)
+    placed = place({"mode": "aggregated", "gpus": 1}, target)
+    seen = HostObservation(host="node-02", source="simulated", units=(router_on("node-02"),))
+    cordoned = FleetObservation(
+        "test", hosts={"node-02": seen.model_copy(update={"cordoned": True})}
+    )
+    key = ("chat", "canary", "test")
+    moved = RunningRouters.of("test", cordoned).kept(
+        placed, key, FleetHosts.of(target), rules_of(target)
+    )
+    assert moved.router.host == "node-01"
+    gateway = target.model_copy(
+        update={
+            "hosts": [*target.hosts, target.hosts[0].model_copy(update={"name": "gw", "gpus": 0})]
+        }
+    )
+    observed = FleetObservation("test", hosts={"node-02": seen})
+    at_gateway = RunningRouters.of("test", observed).kept(
+        placed, key, FleetHosts.of(gateway), rules_of(gateway)
+    )
+    assert at_gateway == placed  # the gateway keeps the fleet's routers

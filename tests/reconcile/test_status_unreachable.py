@@ -18,8 +18,9 @@ import pytest
 
 from reconciler.fleet.hostagent import AgentClient
 from reconciler.fleet.transport import LocalTransport
-from reconciler.reconcile.loop import LEASE, Reconciler
+from reconciler.reconcile.loop import Reconciler
 from reconciler.reconcile.reach import stamp
+from reconciler.reconcile.snapshot import LEASE
 from tests.fleet.conftest import free_port
 from tests.reconcile.conftest import GitRepo
 

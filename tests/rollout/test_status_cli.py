@@ -18,7 +18,7 @@ import pytest
 
 from reconciler.fleet.hostagent import AgentClient
 from reconciler.fleet.transport import LocalTransport
-from reconciler.reconcile.loop import LEASE
+from reconciler.reconcile.snapshot import LEASE
 from reconciler.rollout.state import AlarmValue, Phase, PromotionPr, RolloutState, StageRecord
 from tests.reconcile.conftest import GitRepo, git_repo
 

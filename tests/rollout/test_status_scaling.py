@@ -13,7 +13,7 @@ from typing import Any
 
 from reconciler.fleet.hostagent import AgentClient
 from reconciler.fleet.transport import LocalTransport
-from reconciler.reconcile.loop import LEASE
+from reconciler.reconcile.snapshot import LEASE
 from reconciler.rollout.state import RolloutState
 from tests.reconcile.conftest import GitRepo, git_repo
 from tests.rollout.test_status_cli import denv

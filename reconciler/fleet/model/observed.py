@@ -168,6 +168,9 @@ class FleetObservation:
     errors: dict[str, str] = field(default_factory=dict)  # host -> why it was not observed
     causes: dict[str, Cause] = field(default_factory=dict)  # host -> the cause, in a word
     unreadable: dict[str, str] = field(default_factory=dict)  # host -> the record's path
+    # host not reached -> the routers last seen there that answer their worker API now:
+    # kept where they run, as if observed (reconcile/routers_seen.py)
+    answering: dict[str, tuple[UnitRecord, ...]] = field(default_factory=dict)
 
     @classmethod
     def failed(cls, fleet: str, hosts: list[str], reason: str) -> FleetObservation:

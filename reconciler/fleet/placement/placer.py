@@ -7,7 +7,8 @@ and kept up to date, so placing N deployments costs about N times one, not N².
 Held while placing: GPUs and ports of every unit the agents report, except units of
 deployments nothing wants any more (the plan stops those first), and GPUs busy with
 processes denv did not start. Hosts that did not answer get nothing new; a cordoned host
-(a drained Slurm node) neither, and the replicas on it are placed elsewhere.
+(a drained Slurm node) neither, and the replicas on it are placed elsewhere. A deployment's
+router stays where it runs (placement/routers.py).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from reconciler.fleet.placement.gpus import (
     replica_demands,
 )
 from reconciler.fleet.placement.ports import PortBook, address_of
+from reconciler.fleet.placement.routers import RunningRouters
 from reconciler.fleet.placement.slots import Nodes, with_ports
 from reconciler.spec.fleet import Fleet
 from reconciler.spec.recipe import Role
@@ -99,16 +101,15 @@ class FleetPlacer:
         # Units that run, by id: the fleet's placement keeps each on its GPUs.
         self.running = self.book.running
         self.ports = PortBook()
-        self.routers: dict[DeploymentKey, int] = {}  # where each deployment's router listens
-        for host, seen in (observation.hosts if observation else {}).items():
-            for record in seen.units:
+        self.routers = RunningRouters.of(fleet.name, observation)
+        answering = observation.answering if observation else {}
+        observed = observation.hosts if observation else {}
+        for host, records in [*answering.items(), *((h, o.units) for h, o in observed.items())]:
+            for record in records:
                 key = fleet_key(record, fleet.name)
-                if key is not None and not keeps(key):
-                    continue
-                if record.port is not None:
+                if record.port is not None and (key is None or keeps(key)):
                     self.ports.hold(host, record.port, key)
-                    if key is not None and record.labels.get("role") == "router":
-                        self.routers[key] = record.port
+        for host, seen in observed.items():
             self.ports.hold_listeners(host, seen, address_of(fleet, rules, host))
 
     def add(
@@ -129,7 +130,9 @@ class FleetPlacer:
             deployment, self.rules, self.base_port, prefix
         )
         spare = grow * len(placement.slots) // len({(s.role, s.replica) for s in placement.slots})
-        placement = self.ports.choose(placement, key, self.routers.get(key), self.base_port, spare)
+        placement = self.routers.kept(placement, key, self.book.known, self.rules)
+        preferred = self.routers.port(key)
+        placement = self.ports.choose(placement, key, preferred, self.base_port, spare)
         units = known(placement) or launch_units(deployment, self.fleet, placement, context)
         if card_of(self.fleet).ONE_JOB_PER_REPLICA:
             units = one_unit_per_replica(units)
