@@ -207,3 +207,26 @@ def test_a_router_on_a_cordoned_host_or_beside_a_gateway_moves() -> None:
         placed, key, FleetHosts.of(gateway), rules_of(gateway)
     )
     assert at_gateway == placed  # the gateway keeps the fleet's routers
+
+
+def test_of_two_routers_the_live_then_the_newest_stays() -> None:
+    """A router started on node-01 while node-02's agent was not reached, and node-02's
+    found again: the newer one (the endpoint `denv status` showed since) stays; a dead one
+    never wins over a live one."""
+    target = fleet(hosts=2)
+    placed = place({"mode": "aggregated", "gpus": 1}, target)
+    key = ("chat", "canary", "test")
+
+    def kept(started: dict[str, float], dead: str | None = None) -> str:
+        observation = FleetObservation("test")
+        for host, at in started.items():
+            record = router_on(host).model_copy(update={"started_at": at, "alive": host != dead})
+            observation.hosts[host] = HostObservation(
+                host=host, source="simulated", units=(record,)
+            )
+        routers = RunningRouters.of("test", observation)
+        return routers.kept(placed, key, FleetHosts.of(target), rules_of(target)).router.host
+
+    assert kept({"node-01": 200.0, "node-02": 100.0}) == "node-01"
+    assert kept({"node-01": 100.0, "node-02": 200.0}) == "node-02"
+    assert kept({"node-01": 100.0, "node-02": 200.0}, dead="node-02") == "node-01"

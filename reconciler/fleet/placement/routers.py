@@ -21,23 +21,29 @@ from reconciler.fleet.placement.slots import FleetHosts
 
 @dataclass(frozen=True)
 class RunningRouters:
-    where: dict[DeploymentKey, tuple[str, int]]  # (host, port), a host that answered first
+    where: dict[DeploymentKey, tuple[str, int]]  # (host, port)
     hosts: frozenset[str]  # the hosts a router may stay on
 
     @classmethod
     def of(cls, fleet: str, observation: FleetObservation | None) -> RunningRouters:
+        """Where each router runs; of two for one deployment (one started elsewhere while
+        the other's host was not reached), the one a host that answered reports, then a
+        live one, then the newest (the endpoint `denv status` showed last)."""
         if observation is None:
             return cls({}, frozenset())
-        where: dict[DeploymentKey, tuple[str, int]] = {}
-        found = [(h, r) for h, records in observation.answering.items() for r in records]
-        found += [(h, r) for h, seen in observation.hosts.items() for r in seen.units]
-        for host, record in found:  # the answering first: what a host that answered says wins
+        found = [(h, r, False) for h, records in observation.answering.items() for r in records]
+        found += [(h, r, True) for h, seen in observation.hosts.items() for r in seen.units]
+        best: dict[DeploymentKey, tuple[tuple[bool, bool, float], str, int]] = {}
+        for host, record, answered in found:
             key = fleet_key(record, fleet)
-            router = record.labels.get("role") == "router"
-            if key is not None and router and record.port is not None:
-                where[key] = (host, record.port)
+            if key is None or record.port is None or record.labels.get("role") != "router":
+                continue
+            rank = (answered, record.alive, record.started_at or 0.0)
+            if key not in best or rank > best[key][0]:
+                best[key] = (rank, host, record.port)
         hosts = set(observation.answering)
         hosts |= {h for h, seen in observation.hosts.items() if not seen.cordoned}
+        where = {key: (host, port) for key, (_, host, port) in best.items()}
         return cls(where, frozenset(hosts))
 
     def port(self, key: DeploymentKey) -> int | None:
