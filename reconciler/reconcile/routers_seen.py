@@ -21,7 +21,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from reconciler.fleet.model.labels import fleet_key
+from reconciler.fleet.model.labels import router_key
 from reconciler.fleet.model.observed import FleetObservation, UnitRecord
 from reconciler.reconcile.desired import DesiredDeployment
 
@@ -31,13 +31,7 @@ RoutersSeen = dict[str, dict[str, tuple[UnitRecord, ...]]]
 
 def routers_on(records: Iterable[UnitRecord], fleet: str) -> tuple[UnitRecord, ...]:
     """The live routers of denv's deployments on `fleet` among `records`."""
-    return tuple(
-        record
-        for record in records
-        if record.alive
-        and record.labels.get("role") == "router"
-        and fleet_key(record, fleet) is not None
-    )
+    return tuple(r for r in records if r.alive and router_key(r, fleet) is not None)
 
 
 def remember(
@@ -73,9 +67,13 @@ def with_desired(known: RoutersSeen, deployments: Sequence[DesiredDeployment]) -
             there = hosts.get(unit.host, ())
             if all(r.id != unit.id or r.digest != unit.digest for r in there):
                 record = UnitRecord(
-                    id=unit.id, digest=unit.digest, port=unit.unit.port, labels=unit.labels
+                    id=unit.id,
+                    digest=unit.digest,
+                    port=unit.unit.port,
+                    labels=unit.labels,
+                    alive=True,
                 )
-                hosts[unit.host] = (*there, record.model_copy(update={"alive": True}))
+                hosts[unit.host] = (*there, record)
     return found
 
 

@@ -41,3 +41,8 @@ def fleet_key(record: UnitRecord, fleet: str) -> DeploymentKey | None:
     each fleet's plan leaves the other's units alone."""
     key = record_key(record)
     return key if key is not None and key[2] == fleet else None
+
+
+def router_key(record: UnitRecord, fleet: str) -> DeploymentKey | None:
+    """fleet_key, for the routers of `fleet`'s deployments only (their endpoints)."""
+    return fleet_key(record, fleet) if record.labels.get("role") == "router" else None

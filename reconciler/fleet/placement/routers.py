@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from reconciler.engines.placement import Placement
-from reconciler.fleet.model.labels import DeploymentKey, fleet_key
+from reconciler.fleet.model.labels import DeploymentKey, router_key
 from reconciler.fleet.model.observed import FleetObservation
 from reconciler.fleet.model.rules import FleetRules
 from reconciler.fleet.placement.slots import FleetHosts
@@ -35,8 +35,8 @@ class RunningRouters:
         found += [(h, r, True) for h, seen in observation.hosts.items() for r in seen.units]
         best: dict[DeploymentKey, tuple[tuple[bool, bool, float], str, int]] = {}
         for host, record, answered in found:
-            key = fleet_key(record, fleet)
-            if key is None or record.port is None or record.labels.get("role") != "router":
+            key = router_key(record, fleet)
+            if key is None or record.port is None:
                 continue
             rank = (answered, record.alive, record.started_at or 0.0)
             if key not in best or rank > best[key][0]:
